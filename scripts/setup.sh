@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Set up coreepi in this clone: system tools (apt-get when root), a virtualenv
+# in .venv, and the package with its test dependencies. Idempotent.
+# Sourced by scripts/test and scripts/demo; not meant to be run alone.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+# command -> Debian package that provides it
+declare -A NEED=(
+  [gcc]=gcc [g++]=g++ [gdb]=gdb [readelf]=binutils
+  [eu-stack]=elfutils [eu-readelf]=elfutils [eu-unstrip]=elfutils
+)
+missing=()
+for cmd in "${!NEED[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${NEED[$cmd]}")
+done
+if ! python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  missing+=(python3 python3-venv)
+fi
+if ((${#missing[@]})); then
+  pkgs=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "coreepi setup: installing system packages: $pkgs" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
+  else
+    echo "coreepi setup: missing system packages. Install them, then re-run:" >&2
+    echo "    sudo apt-get install -y $pkgs" >&2
+    exit 1
+  fi
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+stamp=.venv/.coreepi-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi

@@ -1,0 +1,3 @@
+from coreepi.cli import main
+
+main()

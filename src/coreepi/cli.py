@@ -1,0 +1,101 @@
+"""The ``coreepi`` command line. Thin: it parses arguments and calls library
+functions (which tests call too); user errors become one line on stderr and
+exit status 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from coreepi import __version__
+from coreepi.errors import InputError
+
+app = typer.Typer(
+    name="coreepi",
+    help="Core dump epidemiology: analyse, group and count a fleet's crashes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_INPUT_ERROR = 2
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stderr.write(f"coreepi: error: {message}\n")
+    raise typer.Exit(EXIT_INPUT_ERROR)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"coreepi {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Core dump epidemiology."""
+
+
+@app.command()
+def inspect(
+    core: Annotated[Path, typer.Argument(help="ELF core dump to read.")],
+    exe: Annotated[
+        Path | None, typer.Option("--exe", help="The crashed executable (if not at its path).")
+    ] = None,
+    sysroot: Annotated[
+        Path | None,
+        typer.Option("--sysroot", help="Look for the core's modules under this directory."),
+    ] = None,
+    debug_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--debug-dir", help="Directory of debug files (.build-id/xx/…); repeatable."),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the CrashReport as JSON.")] = False,
+) -> None:
+    """Read one core dump and print its crash report."""
+    from coreepi.parse import parse_core
+    from coreepi.render import render_report
+
+    try:
+        report = parse_core(core, exe=exe, sysroot=sysroot, debug_dirs=debug_dir or ())
+    except InputError as exc:
+        _fail(str(exc))
+    if json_output:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        render_report(report, Console())
+
+
+@app.command()
+def schema(
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write here instead of standard output.")
+    ] = None,
+) -> None:
+    """Print (or write) the JSON Schema of the CrashReport."""
+    from coreepi.schema import crash_report_schema_json
+
+    text = crash_report_schema_json()
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("coreepi: interrupted\n")
+        sys.exit(130)

@@ -1,0 +1,45 @@
+"""coreepi's error tree. Every error a user can cause derives from one base::
+
+    CoreepiError
+     └── InputError            the input cannot be used (names the input)
+          ├── NotACoreError        not an ELF core (empty, not ELF, ELF of another type)
+          ├── CorruptCoreError     an ELF core whose structure is broken or absurd
+          └── UnsupportedArchError a core for an architecture coreepi cannot read
+
+The CLI turns an InputError into one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CoreepiError",
+    "CorruptCoreError",
+    "InputError",
+    "NotACoreError",
+    "UnsupportedArchError",
+]
+
+
+class CoreepiError(Exception):
+    """Base of every error coreepi raises on purpose."""
+
+
+class InputError(CoreepiError):
+    """An input cannot be used. ``str()`` is one line that names the input."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class NotACoreError(InputError):
+    """The file is not an ELF core dump."""
+
+
+class CorruptCoreError(InputError):
+    """The file is an ELF core whose structure is truncated, inconsistent or absurd."""
+
+
+class UnsupportedArchError(InputError):
+    """The core is for an architecture coreepi cannot read."""
