@@ -4,6 +4,7 @@ exit status 2."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -99,3 +100,11 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("coreepi: interrupted\n")
         sys.exit(130)
+    except Exception as exc:  # a bug of ours: one line for the user, details on request
+        if os.environ.get("COREEPI_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"coreepi: internal error: {type(exc).__name__}: {exc} "
+            "(set COREEPI_DEBUG=1 for the traceback, and please report it)\n"
+        )
+        sys.exit(1)

@@ -220,7 +220,10 @@ class Mapping(_Model):
 
     start: Address
     end: Address
-    perms: str = Field(description="r/w/x/p as in /proc/PID/maps, e.g. 'r-xp'")
+    perms: str = Field(
+        description="r/w/x as in /proc/PID/maps without the p/s column, e.g. 'r-x' "
+        "(cores do not record private vs shared)"
+    )
     offset: Address = Field(default=0, description="file offset in bytes")
     path: str | None = None
     in_core: bool = Field(description="the core holds this region's contents")

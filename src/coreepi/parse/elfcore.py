@@ -1,0 +1,322 @@
+"""ELF core dump -> CrashReport.
+
+Notes (signal, threads, registers, process, file mappings) are decoded by
+coreepi itself from the memory-mapped file (:mod:`.elf_core_file`,
+:mod:`.core_notes`); modules, unwinding and symbols come from drgn
+(:mod:`.unwind`). The core is never read whole.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import drgn
+
+from coreepi import __version__
+from coreepi.errors import CorruptCoreError
+from coreepi.parse import signals
+from coreepi.parse.core_notes import AT_NAMES, CoreNotes, read_notes
+from coreepi.parse.elf_core_file import CoreFile
+from coreepi.parse.unwind import UnwoundFrame, Unwinding, unwind_core
+from coreepi.report import (
+    AnalysisInfo,
+    CoreInfo,
+    CrashReport,
+    Frame,
+    Mapping,
+    Module,
+    ProcessInfo,
+    SignalInfo,
+    Source,
+    Thread,
+    stable_crash_id,
+)
+
+__all__ = ["parse_core"]
+
+AT_ENTRY, AT_EXECFN = 9, 31
+MAX_ARGS = 65_536
+
+
+def parse_core(
+    path: str | os.PathLike[str],
+    *,
+    exe: str | os.PathLike[str] | None = None,
+    sysroot: str | os.PathLike[str] | None = None,
+    debug_dirs: Sequence[str | os.PathLike[str]] = (),
+) -> CrashReport:
+    """Read the ELF core dump at ``path`` (x86-64 or aarch64) into a CrashReport.
+
+    ``exe``: the crashed executable, when it is not at the path the core
+    records. ``sysroot``: a directory holding the core's modules at their
+    recorded paths (e.g. a copy of the crashed host's ``/``). ``debug_dirs``:
+    directories of separate debug files (``.build-id/xx/yyyy.debug`` layout).
+    A file is used only if its build-id matches the core's.
+
+    Raises :class:`coreepi.errors.NotACoreError`, :class:`CorruptCoreError` or
+    :class:`UnsupportedArchError` (all :class:`InputError`) for unusable
+    input. Problems that still leave a report (truncated core, missing debug
+    info, a thread that cannot be unwound) go to ``analysis.warnings``.
+    """
+    started = time.monotonic()
+    with CoreFile(path) as core:
+        notes = read_notes(core)
+        if not notes.threads:
+            raise CorruptCoreError(core.name, "core has no NT_PRSTATUS note (no threads)")
+        warnings = [*core.warnings, *notes.warnings]
+        try:
+            unwinding: Unwinding | None = unwind_core(
+                path,
+                exe=Path(exe) if exe is not None else None,
+                sysroot=Path(sysroot) if sysroot is not None else None,
+                debug_dirs=[Path(d) for d in debug_dirs],
+            )
+        except (drgn.FaultError, ValueError, OSError, LookupError) as exc:
+            warnings.append(f"drgn could not read the core, so no modules or frames: {exc}")
+            unwinding = None
+        if unwinding is not None:
+            warnings.extend(unwinding.warnings)
+        modules = _modules(core, unwinding, notes)
+        threads = _threads(core.arch, notes, unwinding, modules)
+        process = _process(core, notes, modules)
+        signal = _signal(notes, warnings)
+        crashed = threads[0]
+        report = CrashReport(
+            crash_id=stable_crash_id(
+                Source.ELF_CORE,
+                modules[0].build_id if modules else None,
+                process.pid,
+                crashed.tid,
+                signal.number if signal else None,
+                signal.si_code if signal else None,
+                signal.fault_address if signal else None,
+                *sorted(crashed.registers.items()),
+            ),
+            source=Source.ELF_CORE,
+            arch=core.arch,
+            process=process,
+            signal=signal,
+            threads=threads,
+            modules=modules,
+            memory_map=_memory_map(core, notes),
+            core=CoreInfo(size_bytes=core.size, truncated=core.truncated),
+            analysis=AnalysisInfo(analyzer_version=__version__, warnings=warnings),
+        )
+    report.analysis.duration_seconds = round(time.monotonic() - started, 6)
+    return report
+
+
+def _signal(notes: CoreNotes, warnings: list[str]) -> SignalInfo | None:
+    si = notes.siginfo
+    if si is None:
+        cursig = notes.threads[0].cursig
+        if not cursig:
+            return None
+        warnings.append("core has no NT_SIGINFO; signal taken from NT_PRSTATUS (no si_code)")
+        return SignalInfo(number=cursig, name=signals.signal_name(cursig))
+    return SignalInfo(
+        number=si.signo,
+        name=signals.signal_name(si.signo),
+        si_code=si.code,
+        si_code_name=signals.si_code_name(si.signo, si.code),
+        fault_address=si.addr if signals.has_fault_address(si.signo, si.code) else None,
+        errno=si.errno,
+        sender_pid=si.pid if signals.has_sender(si.code) else None,
+        sender_uid=si.uid if signals.has_sender(si.code) else None,
+    )
+
+
+def _modules(core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes) -> list[Module]:
+    """Modules from drgn, plus the ELF files of NT_FILE that drgn left out
+    (those have no build-id). The main executable comes first (it is the one
+    AT_ENTRY falls in)."""
+    modules: list[Module] = []
+    if unwinding is not None:
+        for m in unwinding.modules:
+            modules.append(
+                Module(
+                    path=m.path,
+                    build_id=m.build_id,
+                    base=m.base,
+                    end=m.end,
+                    load_bias=m.load_bias,
+                    debug_file=m.debug_file or m.loaded_file,
+                )
+            )
+    # NT_FILE objects drgn did not report (drgn skips ELF objects without a
+    # build-id): keep them, so every frame in them still gets module + offset.
+    known = {m.path for m in modules}
+    spans: dict[str, tuple[int, int]] = {}
+    for f in notes.files:
+        if f.path in known or f.path.startswith(("/dev/", "/memfd:", "/SYSV")):
+            continue
+        lo, hi = spans.get(f.path, (f.start, f.end))
+        spans[f.path] = (min(lo, f.start), max(hi, f.end))
+    modules += [
+        Module(path=p, base=lo, end=hi)
+        for p, (lo, hi) in spans.items()
+        if _maps_elf_header(core, notes, p)
+    ]
+    entry = notes.auxv.get(AT_ENTRY)
+    modules.sort(key=lambda m: (not (entry is not None and m.base <= entry < m.end), m.base))
+    return modules
+
+
+def _maps_elf_header(core: CoreFile, notes: CoreNotes, path: str) -> bool:
+    """True when ``path`` is mapped from file offset 0 and that page starts
+    with the ELF magic (when the page is not in the core, assume it does)."""
+    for f in notes.files:
+        if f.path == path and f.offset == 0:
+            head = core.read(f.start, 4)
+            return head is None or head == b"\x7fELF"
+    return False
+
+
+def _frame(index: int, f: UnwoundFrame, modules: list[Module]) -> Frame:
+    module = next((m for m in modules if m.base <= f.pc < m.end), None)
+    bias = None
+    if module is not None:
+        bias = module.load_bias if module.load_bias is not None else module.base
+    return Frame(
+        index=index,
+        pc=f.pc,
+        sp=f.sp,
+        module=module.path if module else None,
+        build_id=module.build_id if module else None,
+        module_offset=(f.pc - bias) & ((1 << 64) - 1) if bias is not None else None,
+        function=f.function,
+        function_offset=f.function_offset,
+        file=f.file,
+        line=f.line,
+        column=f.column,
+        inlined=f.inlined,
+        trust=f.trust,
+    )
+
+
+def _threads(
+    arch: str, notes: CoreNotes, unwinding: Unwinding | None, modules: list[Module]
+) -> list[Thread]:
+    """Threads in note order. The kernel (fs/binfmt_elf.c, fill_note_info) and
+    gdb's gcore both write the thread that took the signal first."""
+    comm = notes.prpsinfo.fname if notes.prpsinfo else None
+    pid = notes.prpsinfo.pid if notes.prpsinfo else None
+    threads = []
+    for i, status in enumerate(notes.threads):
+        unwound = unwinding.threads.get(status.tid) if unwinding else None
+        frames = [_frame(j, f, modules) for j, f in enumerate(unwound.frames)] if unwound else []
+        threads.append(
+            Thread(
+                tid=status.tid,
+                # Cores keep no per-thread names; comm is the thread-group leader's.
+                name=comm if status.tid == pid else None,
+                crashed=i == 0,
+                registers=status.registers,
+                frames=frames,
+                unwind_error=unwound.error if unwound else "not unwound",
+            )
+        )
+    return threads
+
+
+def _process(core: CoreFile, notes: CoreNotes, modules: list[Module]) -> ProcessInfo:
+    ps = notes.prpsinfo
+    execfn = None
+    if AT_EXECFN in notes.auxv:
+        raw = core.read_c_string(notes.auxv[AT_EXECFN])
+        execfn = raw.decode("utf-8", "surrogateescape") if raw else None
+    entry = notes.auxv.get(AT_ENTRY)
+    exe = None
+    if modules and entry is not None and modules[0].base <= entry < modules[0].end:
+        exe = modules[0].path
+    exe = exe or execfn or (ps.psargs.split(" ", 1)[0] if ps and ps.psargs else None)
+    argv = _recover_argv(core, notes)
+    truncated = False
+    if argv is None:
+        psargs = ps.psargs if ps else ""
+        argv = psargs.split() if psargs else []
+        truncated = len(psargs.encode()) >= 79  # ELF_PRARGSZ - 1: the kernel cut it
+    return ProcessInfo(
+        pid=ps.pid if ps else notes.threads[0].tid,
+        ppid=ps.ppid if ps else notes.threads[0].ppid,
+        tid=notes.threads[0].tid,
+        exe=exe,
+        comm=ps.fname if ps else None,
+        cmdline=argv,
+        cmdline_truncated=truncated,
+        uid=ps.uid if ps else None,
+        gid=ps.gid if ps else None,
+        auxv={AT_NAMES.get(k, f"AT_{k}"): v for k, v in notes.auxv.items()},
+    )
+
+
+def _recover_argv(core: CoreFile, notes: CoreNotes) -> list[str] | None:
+    """argv in full, read from the initial process stack.
+
+    The kernel lays out the new stack as argc, argv[], NULL, envp[], NULL,
+    auxv (fs/binfmt_elf.c, create_elf_tables). The auxv words are known from
+    NT_AUXV, so find them in the stack segment and walk back to argc. Returns
+    None when the layout is not found (stack not dumped, overwritten).
+    """
+    if len(notes.auxv_raw) < 32 or AT_EXECFN not in notes.auxv:
+        return None
+    seg = core.segment_for(notes.auxv[AT_EXECFN])
+    if seg is None or not seg.filesz:
+        return None
+    start = seg.vaddr
+    stack = core.read(start, seg.filesz)
+    if stack is None:
+        return None
+    hit = stack.rfind(notes.auxv_raw[:32])
+    if hit < 16 or hit % 8:
+        return None
+
+    def word(offset: int) -> int:
+        return int.from_bytes(stack[offset : offset + 8], "little")
+
+    pos = hit - 8
+    if word(pos) != 0:  # envp's terminating NULL
+        return None
+    pos -= 8
+    while pos >= 0 and word(pos) != 0:  # envp entries
+        pos -= 8
+    pointers: list[int] = []
+    pos -= 8
+    while pos >= 0 and len(pointers) < MAX_ARGS:
+        value = word(pos)
+        if value == len(pointers) and pointers:
+            break  # argc
+        pointers.append(value)
+        pos -= 8
+    else:
+        return None
+    argv = []
+    for pointer in reversed(pointers):
+        raw = core.read_c_string(pointer, limit=1 << 17)
+        if raw is None:
+            return None
+        argv.append(raw.decode("utf-8", "surrogateescape"))
+    return argv
+
+
+def _memory_map(core: CoreFile, notes: CoreNotes) -> list[Mapping]:
+    """One mapping per PT_LOAD segment, named from the NT_FILE entry that
+    starts at the same address. Cores do not record private vs shared."""
+    files = {f.start: f for f in notes.files}
+    out = []
+    for seg in core.loads:
+        f = files.get(seg.vaddr)
+        out.append(
+            Mapping(
+                start=seg.vaddr,
+                end=seg.end,
+                perms=seg.perms,
+                offset=f.offset if f else 0,
+                path=f.path if f else None,
+                in_core=seg.filesz > 0 and seg.offset + seg.filesz <= core.size,
+            )
+        )
+    return out

@@ -1,0 +1,283 @@
+"""Modules, symbols and stack unwinding of a userspace core, with drgn.
+
+This is the one place coreepi sets up drgn (https://drgn.readthedocs.io):
+drgn finds the loaded modules (NT_FILE, r_debug's link map, the vDSO), their
+build-ids and debug files, unwinds each thread with DWARF CFI (falling back to
+the frame-pointer chain), and symbolizes frames, inlined functions included.
+No drgn object leaves this module: it returns plain dataclasses.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import drgn
+
+from coreepi.parse.cfi_index import CfiIndex
+from coreepi.report import FrameTrust
+
+__all__ = ["UnwoundFrame", "UnwoundModule", "UnwoundThread", "Unwinding", "unwind_core"]
+
+MAX_FRAMES = 512  # per thread; deeper stacks (runaway recursion) are cut here
+
+
+@dataclass(slots=True)
+class UnwoundModule:
+    path: str
+    build_id: str | None
+    base: int
+    end: int
+    load_bias: int | None
+    loaded_file: str | None
+    debug_file: str | None
+
+
+@dataclass(slots=True)
+class UnwoundFrame:
+    pc: int
+    sp: int | None
+    function: str | None
+    function_offset: int | None
+    file: str | None
+    line: int | None
+    column: int | None
+    inlined: bool
+    trust: FrameTrust
+    module: UnwoundModule | None
+
+
+@dataclass(slots=True)
+class UnwoundThread:
+    tid: int
+    frames: list[UnwoundFrame] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Unwinding:
+    modules: list[UnwoundModule]
+    threads: dict[int, UnwoundThread]
+    warnings: list[str]
+
+
+def unwind_core(
+    core_path: str | os.PathLike[str],
+    *,
+    exe: Path | None = None,
+    sysroot: Path | None = None,
+    debug_dirs: Sequence[Path] = (),
+    tids: Sequence[int] = (),
+) -> Unwinding:
+    """Find the modules of the core at ``core_path`` and unwind every thread.
+
+    ``exe`` is the crashed executable when it is not at the path recorded in
+    the core; ``sysroot`` is tried as a prefix of every module path;
+    ``debug_dirs`` are searched for debug files by build-id and debuglink.
+    Files are accepted only when their build-id matches the core's. Never
+    contacts debuginfod. Raises ``drgn.FaultError``/``ValueError``/``OSError``
+    from drgn when the core cannot be opened at all (the caller validates the
+    file first).
+    """
+    warnings: list[str] = []
+    # drgn logs each module without debug info; we report that as one warning.
+    logging.getLogger("drgn").setLevel(logging.ERROR)
+    prog = drgn.Program()
+    prog.set_core_dump(os.fspath(core_path))
+    prog.set_enabled_debug_info_finders(["standard"])  # never debuginfod: no network
+    options = prog.debug_info_options
+    options.directories = tuple(os.fspath(d) for d in debug_dirs) + tuple(options.directories)
+    try:
+        prog.create_loaded_modules()
+    except (drgn.FaultError, ValueError, LookupError) as exc:
+        warnings.append(f"could not list every loaded module: {exc}")
+    _offer_files(prog, exe, sysroot)
+    try:
+        prog.load_debug_info(None, default=True)
+    except drgn.MissingDebugInfoError:
+        pass  # reported below, per module
+    except (drgn.FaultError, ValueError, OSError) as exc:
+        warnings.append(f"debug info could not be loaded: {exc}")
+
+    modules = [_module(m) for m in prog.modules()]
+    modules = [m for m in modules if m is not None]
+    no_debug = [m.path for m in modules if m.debug_file is None]
+    if no_debug:
+        warnings.append(
+            "no debug info (names from symbol tables only, no file:line) for: " + ", ".join(no_debug)
+        )
+    modules.sort(key=lambda m: m.base)
+    by_base = _ModuleLookup(modules)
+    cfi = _CfiCache(prog)
+
+    threads: dict[int, UnwoundThread] = {}
+    for thread in prog.threads():
+        if tids and thread.tid not in tids:
+            continue
+        threads[thread.tid] = _unwind_thread(thread, by_base, cfi)
+    return Unwinding(modules, threads, warnings)
+
+
+def _offer_files(prog: drgn.Program, exe: Path | None, sysroot: Path | None) -> None:
+    """Offer the user's executable and sysroot copies to drgn's modules.
+    drgn checks build-ids, so offering a wrong file is harmless."""
+    for module in prog.modules():
+        candidates: list[str] = []
+        if exe is not None and isinstance(module, drgn.MainModule):
+            candidates.append(os.fspath(exe))
+        if sysroot is not None and module.name.startswith("/"):
+            candidates.append(os.path.join(os.fspath(sysroot), module.name.lstrip("/")))
+        for path in candidates:
+            if os.path.isfile(path):
+                try:
+                    module.try_file(path)
+                except (OSError, ValueError):
+                    pass
+
+
+def _module(m: drgn.Module) -> UnwoundModule | None:
+    try:
+        ranges = m.address_ranges
+    except (ValueError, AttributeError):
+        return None
+    if not ranges:
+        return None
+    base = min(r[0] for r in ranges)
+    end = max(r[1] for r in ranges)
+    bias = m.loaded_file_bias if m.loaded_file_path else m.debug_file_bias
+    return UnwoundModule(
+        path=m.name,
+        build_id=m.build_id.hex() if m.build_id else None,
+        base=base,
+        end=end,
+        load_bias=bias,
+        loaded_file=m.loaded_file_path,
+        debug_file=m.debug_file_path,
+    )
+
+
+class _ModuleLookup:
+    def __init__(self, modules: list[UnwoundModule]) -> None:
+        self._modules = modules
+
+    def find(self, address: int) -> UnwoundModule | None:
+        for m in self._modules:
+            if m.base <= address < m.end:
+                return m
+        return None
+
+
+class _CfiCache:
+    """CfiIndex per module, built on first use from the module's file (or, for
+    the vDSO, from its image in the core's memory)."""
+
+    def __init__(self, prog: drgn.Program) -> None:
+        self._prog = prog
+        self._by_path: dict[str, list[CfiIndex]] = {}
+
+    def covers(self, module: UnwoundModule | None, pc: int) -> bool:
+        if module is None:
+            return False
+        key = module.path
+        if key not in self._by_path:
+            self._by_path[key] = self._build(module)
+        link_pc = pc - (module.load_bias or 0)
+        return any(index.covers(link_pc) for index in self._by_path[key])
+
+    def _build(self, module: UnwoundModule) -> list[CfiIndex]:
+        indexes = []
+        for path in dict.fromkeys([module.loaded_file, module.debug_file]):
+            if path and os.path.isfile(path):
+                indexes.append(CfiIndex.from_elf(path))
+        if not indexes and module.path.startswith(("linux-vdso", "linux-gate", "[vdso")):
+            try:
+                image = self._prog.read(module.base, min(module.end - module.base, 1 << 20))
+                indexes.append(CfiIndex.from_elf(image))
+            except drgn.FaultError:
+                pass
+        return indexes
+
+
+def _unwind_thread(thread: drgn.Thread, modules: _ModuleLookup, cfi: _CfiCache) -> UnwoundThread:
+    out = UnwoundThread(tid=thread.tid)
+    try:
+        trace = thread.stack_trace()
+    except (drgn.FaultError, ValueError, LookupError) as exc:
+        out.error = f"no stack trace: {exc}"
+        return out
+    # Trust of a physical frame depends on how it was unwound from the frame
+    # below it: with CFI when that frame's pc had an FDE, else frame pointers.
+    callee_pc: int | None = None
+    callee_interrupted = False
+    for i, frame in enumerate(trace):
+        if i >= MAX_FRAMES:
+            out.error = f"stack deeper than {MAX_FRAMES} frames; cut"
+            break
+        try:
+            pc = frame.pc
+        except LookupError:
+            # CFI marks the return address undefined in the outermost frame
+            # (_start, clone): the normal end of a stack.
+            break
+        try:
+            sp: int | None = frame.sp
+        except LookupError:
+            sp = None
+        module = modules.find(pc)
+        prev = out.frames[-1] if out.frames else None
+        if prev is not None and prev.inlined and prev.pc == pc and prev.sp == sp:
+            trust = prev.trust  # same physical frame as the inlined one before it
+        elif frame.interrupted or i == 0:
+            trust = FrameTrust.CONTEXT
+        else:
+            assert callee_pc is not None
+            # drgn looks CFI up at pc - 1 for a caller frame (the call may be
+            # the last instruction of a function), at pc for an interrupted one.
+            lookup = callee_pc if callee_interrupted else callee_pc - 1
+            trust = FrameTrust.CFI if cfi.covers(modules.find(lookup), lookup) else (
+                FrameTrust.FRAME_POINTER
+            )
+        if not frame.is_inline:
+            callee_pc, callee_interrupted = pc, frame.interrupted
+        out.frames.append(_symbolize(frame, pc, sp, trust, module))
+    return out
+
+
+def _symbolize(
+    frame: drgn.StackFrame,
+    pc: int,
+    sp: int | None,
+    trust: FrameTrust,
+    module: UnwoundModule | None,
+) -> UnwoundFrame:
+    function = frame.name
+    function_offset = None
+    try:
+        symbol = frame.symbol()
+    except LookupError:
+        symbol = None
+    if symbol is not None:
+        if function is None:
+            function = symbol.name
+        if not frame.is_inline:
+            function_offset = pc - symbol.address
+    file = line = column = None
+    try:
+        file, line, column = frame.source()
+    except LookupError:
+        pass
+    return UnwoundFrame(
+        pc=pc,
+        sp=sp,
+        function=function,
+        function_offset=function_offset,
+        file=file,
+        line=line or None,
+        column=column or None,
+        inlined=bool(frame.is_inline),
+        trust=trust,
+        module=module,
+    )

@@ -1,0 +1,83 @@
+"""Human-readable rendering of a CrashReport for the terminal (Rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from coreepi.report import CrashReport, Frame, FrameTrust
+
+__all__ = ["render_report", "frame_label"]
+
+_TRUST_STYLE = {
+    FrameTrust.CONTEXT: "bold green",
+    FrameTrust.CFI: "green",
+    FrameTrust.FRAME_POINTER: "yellow",
+    FrameTrust.SCAN: "red",
+}
+MAX_SHOWN_FRAMES = 40
+MAX_SHOWN_MODULES = 15
+
+
+def frame_label(frame: Frame) -> str:
+    """``function+0xoff`` when symbolized, else ``module+0xoffset``, else the pc."""
+    if frame.function:
+        off = f"+0x{frame.function_offset:x}" if frame.function_offset else ""
+        return f"{frame.function}{off}"
+    if frame.module and frame.module_offset is not None:
+        return f"{frame.module.rsplit('/', 1)[-1]}+0x{frame.module_offset:x}"
+    return f"0x{frame.pc:x}"
+
+
+def render_report(report: CrashReport, console: Console) -> None:
+    """Print the signal, the crashing thread's backtrace (with frame trust),
+    the top modules, and any warnings."""
+    proc = report.process
+    sig = report.signal
+    head = Text()
+    head.append(f"{proc.comm or '?'} ", style="bold")
+    head.append(f"pid {proc.pid} ")
+    if sig is not None:
+        head.append(f"killed by {sig.name or sig.number}", style="bold red")
+        if sig.si_code_name or sig.si_code is not None:
+            head.append(f" ({sig.si_code_name or sig.si_code})")
+        if sig.fault_address is not None:
+            head.append(f" at fault address 0x{sig.fault_address:x}")
+    console.print(head)
+    console.print(f"exe: {proc.exe or '?'}   arch: {report.arch}   threads: {len(report.threads)}")
+    if proc.cmdline:
+        console.print(f"cmdline: {' '.join(proc.cmdline)}", markup=False)
+
+    crashed = report.crashed_thread
+    if crashed is not None:
+        table = Table(title=f"crashing thread {crashed.tid}", title_justify="left")
+        for col in ("#", "pc", "frame", "source", "trust"):
+            table.add_column(col, no_wrap=col != "frame")
+        for f in crashed.frames[:MAX_SHOWN_FRAMES]:
+            source = f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file and f.line else ""
+            label = frame_label(f) + (" [inlined]" if f.inlined else "")
+            table.add_row(
+                str(f.index),
+                f"0x{f.pc:x}",
+                label,
+                source,
+                Text(f.trust.value, style=_TRUST_STYLE[f.trust]),
+            )
+        console.print(table)
+        if len(crashed.frames) > MAX_SHOWN_FRAMES:
+            console.print(f"… {len(crashed.frames) - MAX_SHOWN_FRAMES} more frames (--json)")
+        if crashed.unwind_error and crashed.unwind_error != "not unwound":
+            console.print(f"unwinding: {crashed.unwind_error}", style="dim", markup=False)
+
+    if report.modules:
+        mods = Table(title="modules", title_justify="left")
+        for col in ("base", "end", "build-id", "path"):
+            mods.add_column(col)
+        for m in report.modules[:MAX_SHOWN_MODULES]:
+            mods.add_row(f"0x{m.base:x}", f"0x{m.end:x}", m.build_id or "-", m.path)
+        console.print(mods)
+        if len(report.modules) > MAX_SHOWN_MODULES:
+            console.print(f"… {len(report.modules) - MAX_SHOWN_MODULES} more modules (--json)")
+    for w in report.analysis.warnings:
+        console.print(f"warning: {w}", style="yellow", markup=False)
