@@ -129,7 +129,10 @@ class Frame(_Model):
     module: str | None = Field(default=None, description="path of the module holding pc")
     build_id: str | None = Field(default=None, description="module build-id, lower-case hex")
     module_offset: Address | None = Field(
-        default=None, description="pc minus the module's load bias, in bytes"
+        default=None,
+        description="pc minus the module's base (its lowest mapped address), in bytes: "
+        "Breakpad's and Socorro's convention, the same whether or not the module's file "
+        "is at hand",
     )
     function: str | None = Field(default=None, description="demangled function name")
     function_offset: Address | None = Field(

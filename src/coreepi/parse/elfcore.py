@@ -148,10 +148,14 @@ def _modules(core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes) -> l
             )
     # NT_FILE objects drgn did not report (drgn skips ELF objects without a
     # build-id): keep them, so every frame in them still gets module + offset.
+    # An NT_FILE path may name a module drgn knows under another name (the
+    # link map has the symlink, NT_FILE the target): skip overlapping ones.
     known = {m.path for m in modules}
     spans: dict[str, tuple[int, int]] = {}
     for f in notes.files:
         if f.path in known or f.path.startswith(("/dev/", "/memfd:", "/SYSV")):
+            continue
+        if any(m.base < f.end and f.start < m.end for m in modules):
             continue
         lo, hi = spans.get(f.path, (f.start, f.end))
         spans[f.path] = (min(lo, f.start), max(hi, f.end))
@@ -177,16 +181,13 @@ def _maps_elf_header(core: CoreFile, notes: CoreNotes, path: str) -> bool:
 
 def _frame(index: int, f: UnwoundFrame, modules: list[Module]) -> Frame:
     module = next((m for m in modules if m.base <= f.pc < m.end), None)
-    bias = None
-    if module is not None:
-        bias = module.load_bias if module.load_bias is not None else module.base
     return Frame(
         index=index,
         pc=f.pc,
         sp=f.sp,
         module=module.path if module else None,
         build_id=module.build_id if module else None,
-        module_offset=(f.pc - bias) & ((1 << 64) - 1) if bias is not None else None,
+        module_offset=f.pc - module.base if module else None,
         function=f.function,
         function_offset=f.function_offset,
         file=f.file,

@@ -18,6 +18,7 @@ from pathlib import Path
 import drgn
 
 from coreepi.parse.cfi_index import CfiIndex
+from coreepi.parse.demangle import demangle
 from coreepi.report import FrameTrust
 
 __all__ = ["UnwoundFrame", "UnwoundModule", "UnwoundThread", "Unwinding", "unwind_core"]
@@ -253,17 +254,23 @@ def _symbolize(
     trust: FrameTrust,
     module: UnwoundModule | None,
 ) -> UnwoundFrame:
+    # drgn names an unknown function by its hex address; we keep None instead.
     function = frame.name
+    if function is not None and function.startswith("0x"):
+        function = None
     function_offset = None
     try:
         symbol = frame.symbol()
     except LookupError:
         symbol = None
-    if symbol is not None:
-        if function is None:
+    if symbol is not None and not frame.is_inline:
+        # The ELF symbol carries the C++ qualified name (DWARF's DW_AT_name
+        # is only the last component): prefer it, demangled.
+        if symbol.name.startswith("_Z"):
+            function = demangle(symbol.name)
+        elif function is None:
             function = symbol.name
-        if not frame.is_inline:
-            function_offset = pc - symbol.address
+        function_offset = pc - symbol.address
     file = line = column = None
     try:
         file, line, column = frame.source()
