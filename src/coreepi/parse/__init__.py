@@ -1,9 +1,9 @@
 """parse: turn one artifact into a CrashReport.
 
-drgn is set up in one place (:mod:`coreepi.parse.elfcore_unwind`); no drgn
+drgn is set up in one place (:mod:`coreepi.parse.unwind`); no drgn
 object leaves this package.
 """
 
-from coreepi.parse.elfcore import parse_core
+from coreepi.parse.elfcore import ParsedCore, open_core, parse_core
 
-__all__ = ["parse_core"]
+__all__ = ["ParsedCore", "open_core", "parse_core"]

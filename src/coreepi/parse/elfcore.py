@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import drgn
@@ -20,6 +22,7 @@ from coreepi.errors import CorruptCoreError
 from coreepi.parse import signals
 from coreepi.parse.core_notes import AT_NAMES, CoreNotes, read_notes
 from coreepi.parse.elf_core_file import CoreFile
+from coreepi.parse.memory import ProcessMemory
 from coreepi.parse.unwind import UnwoundFrame, Unwinding, unwind_core
 from coreepi.report import (
     AnalysisInfo,
@@ -35,7 +38,7 @@ from coreepi.report import (
     stable_crash_id,
 )
 
-__all__ = ["parse_core"]
+__all__ = ["ParsedCore", "open_core", "parse_core"]
 
 AT_ENTRY, AT_EXECFN = 9, 31
 MAX_ARGS = 65_536
@@ -61,6 +64,29 @@ def parse_core(
     input. Problems that still leave a report (truncated core, missing debug
     info, a thread that cannot be unwound) go to ``analysis.warnings``.
     """
+    with open_core(path, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs) as parsed:
+        return parsed.report
+
+
+@dataclass(slots=True)
+class ParsedCore:
+    """A parsed core still open: its report and its process memory."""
+
+    report: CrashReport
+    memory: ProcessMemory
+
+
+@contextmanager
+def open_core(
+    path: str | os.PathLike[str],
+    *,
+    exe: str | os.PathLike[str] | None = None,
+    sysroot: str | os.PathLike[str] | None = None,
+    debug_dirs: Sequence[str | os.PathLike[str]] = (),
+) -> Iterator[ParsedCore]:
+    """Like :func:`parse_core`, but keeps the core open: yields a
+    :class:`ParsedCore` whose ``memory`` the analyzers read (stack words,
+    instruction bytes). Same arguments and errors as :func:`parse_core`."""
     started = time.monotonic()
     with CoreFile(path) as core:
         notes = read_notes(core)
@@ -105,8 +131,19 @@ def parse_core(
             core=CoreInfo(size_bytes=core.size, truncated=core.truncated),
             analysis=AnalysisInfo(analyzer_version=__version__, warnings=warnings),
         )
-    report.analysis.duration_seconds = round(time.monotonic() - started, 6)
-    return report
+        report.analysis.duration_seconds = round(time.monotonic() - started, 6)
+        build_ids = {m.path: m.build_id for m in report.modules}
+        main_exe = None
+        if exe is not None and report.modules:
+            main_exe = (report.modules[0].path, Path(exe))
+        memory = ProcessMemory(
+            core,
+            notes.files,
+            build_ids=build_ids,
+            sysroot=Path(sysroot) if sysroot is not None else None,
+            exe=main_exe,
+        )
+        yield ParsedCore(report, memory)
 
 
 def _signal(notes: CoreNotes, warnings: list[str]) -> SignalInfo | None:
