@@ -62,13 +62,22 @@ def inspect(
         typer.Option("--debug-dir", help="Directory of debug files (.build-id/xx/…); repeatable."),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the CrashReport as JSON.")] = False,
+    no_analysis: Annotated[
+        bool, typer.Option("--no-analysis", help="Only parse: no phenotypes or signature.")
+    ] = False,
 ) -> None:
     """Read one core dump and print its crash report."""
-    from coreepi.parse import parse_core
+    from coreepi.artifacts import inspect_core
     from coreepi.render import render_report
 
     try:
-        report = parse_core(core, exe=exe, sysroot=sysroot, debug_dirs=debug_dir or ())
+        report = inspect_core(
+            core,
+            exe=exe,
+            sysroot=sysroot,
+            debug_dirs=debug_dir or (),
+            run_analysis=not no_analysis,
+        )
     except InputError as exc:
         _fail(str(exc))
     if json_output:

@@ -49,6 +49,13 @@ def render_report(report: CrashReport, console: Console) -> None:
     if proc.cmdline:
         console.print(f"cmdline: {' '.join(proc.cmdline)}", markup=False)
 
+    if report.signature is not None:
+        console.print(f"signature: {report.signature.signature}", style="bold", markup=False)
+    for p in report.phenotypes:
+        tag = " [hardware-indicative]" if p.hardware_indicative else ""
+        evidence = ", ".join(f"{k}={v}" for k, v in p.evidence.items())
+        console.print(f"phenotype {p.name}{tag}: {evidence}", markup=False)
+
     crashed = report.crashed_thread
     if crashed is not None:
         table = Table(title=f"crashing thread {crashed.tid}", title_justify="left")

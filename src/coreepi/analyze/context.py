@@ -1,0 +1,139 @@
+"""What an analysis rule sees: the crash report, the process memory, and
+helpers every rule needs (registers of the crashing thread, mappings,
+instruction decoding with capstone)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+import capstone
+
+from coreepi.report import CrashReport, Thread
+
+__all__ = ["AnalysisContext", "Instruction", "Memory", "RegionLike"]
+
+PC = {"x86_64": "rip", "aarch64": "pc"}
+SP = {"x86_64": "rsp", "aarch64": "sp"}
+MAX_INSN_BYTES = 16  # longest x86 instruction is 15 bytes
+
+
+class RegionLike(Protocol):
+    start: int
+    end: int
+    perms: str
+    path: str | None
+
+
+class Memory(Protocol):
+    """Read-only process memory (``coreepi.parse.memory.ProcessMemory`` is one)."""
+
+    arch: str
+    regions: list[RegionLike]
+
+    def read(self, address: int, size: int) -> bytes | None: ...
+
+    def read_word(self, address: int) -> int | None: ...
+
+    def region_for(self, address: int) -> RegionLike | None: ...
+
+    def is_executable(self, address: int) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    address: int
+    size: int
+    mnemonic: str
+    op_str: str
+    bytes: bytes
+    groups: tuple[str, ...] = field(default=())
+
+
+@dataclass
+class AnalysisContext:
+    """Input of every analysis rule. ``memory`` is None when the report came
+    without its core (e.g. an uploaded report): memory-based rules then do
+    not fire."""
+
+    report: CrashReport
+    memory: Memory | None = None
+
+    @property
+    def arch(self) -> str:
+        return self.report.arch or ""
+
+    @cached_property
+    def thread(self) -> Thread | None:
+        """The crashing thread."""
+        return self.report.crashed_thread
+
+    def register(self, name: str) -> int | None:
+        thread = self.thread
+        return None if thread is None else thread.registers.get(name)
+
+    @property
+    def pc(self) -> int | None:
+        return self.register(PC.get(self.arch, "pc"))
+
+    @property
+    def sp(self) -> int | None:
+        return self.register(SP.get(self.arch, "sp"))
+
+    def mapped(self, address: int) -> bool:
+        """Whether ``address`` is inside any mapping of the process."""
+        if self.memory is not None:
+            return self.memory.region_for(address) is not None
+        return any(m.start <= address < m.end for m in self.report.memory_map)
+
+    def perms_at(self, address: int) -> str | None:
+        """'r-x' etc. of the mapping holding ``address``; None if unmapped."""
+        if self.memory is not None:
+            region = self.memory.region_for(address)
+            return region.perms if region else None
+        m = next((m for m in self.report.memory_map if m.start <= address < m.end), None)
+        return m.perms if m else None
+
+    def executable(self, address: int) -> bool:
+        perms = self.perms_at(address)
+        return perms is not None and "x" in perms
+
+    @cached_property
+    def _disassembler(self) -> capstone.Cs | None:
+        if self.arch == "x86_64":
+            cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        elif self.arch == "aarch64":
+            cs = capstone.Cs(capstone.CS_ARCH_ARM64, capstone.CS_MODE_ARM)
+        else:
+            return None
+        cs.detail = True
+        return cs
+
+    def decode(self, address: int) -> Instruction | None:
+        """The instruction at ``address``, or None when its bytes are unknown
+        or do not decode."""
+        if self.memory is None or self._disassembler is None:
+            return None
+        data = self.memory.read(address, MAX_INSN_BYTES)
+        if data is None:
+            # Near the end of a mapping: retry with what is readable.
+            for size in (8, 4, 2, 1):
+                data = self.memory.read(address, size)
+                if data is not None:
+                    break
+        if not data:
+            return None
+        for insn in self._disassembler.disasm(data, address, count=1):
+            groups = tuple(insn.group_name(g) for g in insn.groups)
+            return Instruction(address, insn.size, insn.mnemonic, insn.op_str, bytes(insn.bytes), groups)
+        return None
+
+    def raw_instruction(self, address: int) -> capstone.CsInsn | None:
+        """capstone's own instruction object (with operand details)."""
+        if self.memory is None or self._disassembler is None:
+            return None
+        data = self.memory.read(address, MAX_INSN_BYTES) or self.memory.read(address, 4)
+        if not data:
+            return None
+        return next(iter(self._disassembler.disasm(data, address, count=1)), None)
