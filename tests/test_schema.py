@@ -24,7 +24,9 @@ def test_schema_names_version_and_hex_addresses() -> None:
     schema = json.loads(crash_report_schema_json())
     assert schema["properties"]["schema_version"]["default"] == SCHEMA_VERSION
     frame = schema["$defs"]["Frame"]["properties"]
-    assert frame["pc"]["pattern"] == "^0x[0-9a-f]{1,16}$"
+    pc_types = frame["pc"]["anyOf"]
+    assert {"type": "string", "pattern": "^0x[0-9a-f]{1,16}$"} in pc_types
+    assert {"type": "null"} in pc_types
     assert set(schema["$defs"]["FrameTrust"]["enum"]) == {"context", "cfi", "frame-pointer", "scan"}
 
 

@@ -27,7 +27,7 @@ def frame_label(frame: Frame) -> str:
         return f"{frame.function}{off}"
     if frame.module and frame.module_offset is not None:
         return f"{frame.module.rsplit('/', 1)[-1]}+0x{frame.module_offset:x}"
-    return f"0x{frame.pc:x}"
+    return "?" if frame.pc is None else f"0x{frame.pc:x}"
 
 
 def render_report(report: CrashReport, console: Console) -> None:
@@ -66,7 +66,7 @@ def render_report(report: CrashReport, console: Console) -> None:
             label = frame_label(f) + (" [inlined]" if f.inlined else "")
             table.add_row(
                 str(f.index),
-                f"0x{f.pc:x}",
+                "" if f.pc is None else f"0x{f.pc:x}",
                 label,
                 source,
                 Text(f.trust.value, style=_TRUST_STYLE[f.trust]),

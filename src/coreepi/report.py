@@ -124,7 +124,10 @@ class Frame(_Model):
     ``pc`` and ``sp`` with the physical frame they were inlined into."""
 
     index: int = Field(ge=0, description="0 is the innermost frame")
-    pc: Address = Field(description="program counter (for callers: the return address)")
+    pc: Address | None = Field(
+        description="program counter (for callers: the return address); None when the "
+        "artifact names the function only (kernel logs without addresses, Java frames)"
+    )
     sp: Address | None = Field(default=None, description="stack pointer of this frame")
     module: str | None = Field(default=None, description="path of the module holding pc")
     build_id: str | None = Field(default=None, description="module build-id, lower-case hex")

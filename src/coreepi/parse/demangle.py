@@ -1,22 +1,55 @@
-"""C++ symbol demangling (Itanium C++ ABI), through libstdc++'s
-``__cxa_demangle`` via the cxxfilt package."""
+"""Symbol demangling: C++ (Itanium C++ ABI) through libstdc++'s
+``__cxa_demangle`` (the cxxfilt package), Rust (v0 and legacy) through the
+rust-demangler package."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 import cxxfilt
+import rust_demangler
 
-__all__ = ["demangle"]
+__all__ = ["demangle", "demangle_function"]
 
 
 @lru_cache(maxsize=65_536)
 def demangle(name: str) -> str:
-    """``_ZN3Foo3barEi`` -> ``Foo::bar(int)``; the input unchanged when it is
-    not a mangled name or libstdc++ is not available."""
+    """``_ZN3Foo3barEi`` -> ``Foo::bar(int)``, ``_RNv…`` -> ``crate::path``;
+    the input unchanged when it is not a mangled name or cannot be demangled."""
+    if name.startswith("_R"):
+        try:
+            return str(rust_demangler.demangle(name))
+        except Exception:  # the package raises bare exceptions on bad input
+            return name
     if not name.startswith("_Z"):
         return name
     try:
-        return str(cxxfilt.demangle(name))
+        text = str(cxxfilt.demangle(name))
     except (cxxfilt.Error, OSError):
         return name
+    if "::h" in text and _is_rust_legacy_hash(text):
+        return text.rsplit("::h", 1)[0]
+    return text
+
+
+def _is_rust_legacy_hash(text: str) -> bool:
+    """Legacy Rust names end in ``::h`` + 16 hex digits (a hash, not a name)."""
+    tail = text.rsplit("::h", 1)[-1]
+    return len(tail) == 16 and all(c in "0123456789abcdef" for c in tail)
+
+
+def demangle_function(name: str) -> str:
+    """The demangled function name without its parameter list (how syzbot's
+    titles and signatures name functions): ``_Z8fakeNameiii`` -> ``fakeName``."""
+    text = demangle(name)
+    if text == name or not text.endswith(")"):
+        return text
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] == ")":
+            depth += 1
+        elif text[i] == "(":
+            depth -= 1
+            if depth == 0:
+                return text[:i]
+    return text

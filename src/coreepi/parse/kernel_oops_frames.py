@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from coreepi.parse.demangle import demangle_function
 __all__ = [
     "PARSE_STACK_TRACE",
     "FRAME_LINE_RES",
@@ -215,6 +216,9 @@ SKIP_FUNCTIONS: Final[tuple[str, ...]] = (
     "drop_nlink", "^get_taint$", "^put_device$", "lock_timer_base",
     "__timer_delete_sync", "sk_stop_timer_sync", "__mod_timer", "fast_dput",
     "dput",
+    # buffer-head helper that WARNs about its caller's buffer (kernel 6.16+
+    # titles name the file system, e.g. "WARNING in bfs_get_block")
+    "^mark_buffer_dirty$",
 )
 
 # Syscall entry wrappers differ per architecture and kernel version
@@ -342,6 +346,7 @@ def _append_frames(
     for frame in match.groups():
         if frame is None:
             continue
+        frame = demangle_function(frame)
         if skip_re is None or not skip_re.search(frame):
             walk.raw_frames.append(frame)
 

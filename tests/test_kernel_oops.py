@@ -1,0 +1,379 @@
+"""Kernel oops / panic logs into CrashReports (coreepi.parse.kernel_oops).
+
+Ground truth: ``../shared/testdata/kernel-oops-syzkaller/`` (syzkaller's
+``pkg/report/testdata/linux/report``): the first report's title must equal
+``TITLE:``; logs without one must give no crash; ``CORRUPTED: Y`` logs must
+be flagged. Plus hand-written logs for formats the ground truth lacks
+(journal, dmesg -T, several crashes, taints), property-based mutation tests
+(never raises) and a bounded-memory test on a large generated log.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import random
+import re
+import sys
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coreepi.parse.kernel_oops import (
+    ScanLimits,
+    iter_kernel_log,
+    looks_like_kernel_log,
+    parse_kernel_log,
+)
+from coreepi.report import CrashReport, FrameTrust, Source
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "kernel-oops-syzkaller"
+needs_testdata = pytest.mark.skipif(
+    not TESTDATA.is_dir(),
+    reason=f"kernel oops ground truth not found at {TESTDATA} (only CI and dev machines have ../shared)",
+)
+
+
+def _agreement_module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("gen_oops_agreement", ROOT / "scripts" / "gen_oops_agreement.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_oops_agreement", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def agreement():  # type: ignore[no-untyped-def]
+    module = _agreement_module()
+    return module, module.evaluate(TESTDATA)
+
+
+# --------------------------------------------------------------------------- ground truth
+
+
+@needs_testdata
+def test_title_agreement_with_syzkaller(agreement) -> None:  # type: ignore[no-untyped-def]
+    _, result = agreement
+    assert len(result.titled) >= 700
+    misses = [(o.case.name, o.case.title, o.got_title) for o in result.titled if o.got_title != o.case.title]
+    rate = result.title_agreement
+    print(f"kernel oops title agreement: {rate:.2%} ({len(result.titled) - len(misses)}/{len(result.titled)})")
+    assert rate >= 0.95, misses[:20]
+
+
+@needs_testdata
+def test_no_crash_in_logs_without_title(agreement) -> None:  # type: ignore[no-untyped-def]
+    _, result = agreement
+    false_crashes = [(o.case.name, o.got_title) for o in result.untitled if o.got_title is not None]
+    assert result.untitled and not false_crashes
+
+
+@needs_testdata
+def test_corrupted_logs_are_flagged(agreement) -> None:  # type: ignore[no-untyped-def]
+    _, result = agreement
+    corrupted = [o for o in result.titled if o.case.corrupted]
+    unflagged = [o.case.name for o in corrupted if not o.got_corrupted]
+    assert corrupted and not unflagged
+
+
+@needs_testdata
+def test_agreement_page_is_current(agreement) -> None:  # type: ignore[no-untyped-def]
+    module, result = agreement
+    page = ROOT / "docs" / "parsers" / "kernel-oops-agreement.md"
+    assert page.read_text(encoding="utf-8") == module.render(result), (
+        "docs/parsers/kernel-oops-agreement.md is stale: run scripts/gen_oops_agreement.py"
+    )
+
+
+# --------------------------------------------------------------------------- hand-written logs
+
+KASAN_THEN_GPF = """\
+[   10.000000] Linux version 6.8.0-test (builder@host) #1 SMP PREEMPT_DYNAMIC
+[  100.100000] ==================================================================
+[  100.100001] BUG: KASAN: slab-use-after-free in ext4_fill_super+0x12/0x40 fs/ext4/super.c:5012
+[  100.100002] Read of size 8 at addr ffff888012345678 by task mount/4242
+[  100.100003]
+[  100.100004] CPU: 3 PID: 4242 Comm: mount Tainted: G    B   W  O      6.8.0-test #1
+[  100.100005] Hardware name: Dell Inc. PowerEdge R640/0W23H8, BIOS 2.11.2 004/21/2021
+[  100.100006] Call Trace:
+[  100.100007]  <TASK>
+[  100.100008]  __dump_stack lib/dump_stack.c:88 [inline]
+[  100.100009]  dump_stack_lvl+0x1a/0x30 lib/dump_stack.c:106
+[  100.100010]  print_report+0x10/0x20 mm/kasan/report.c:377
+[  100.100011]  kasan_report+0x10/0x20 mm/kasan/report.c:588
+[  100.100012]  ext4_fill_super+0x12/0x40 fs/ext4/super.c:5012
+[  100.100013]  mount_bdev+0x10/0x20 [ext4]
+[  100.100014]  do_syscall_64+0x10/0x20
+[  100.100015]  entry_SYSCALL_64_after_hwframe+0x6e/0x76
+[  100.100016]  </TASK>
+[  100.100017]
+[  100.100018] Allocated by task 4242:
+[  100.100019]  kmalloc+0x10/0x20
+[  100.100020]  ext4_alloc_inode+0x10/0x20
+[  100.100021] ==================================================================
+[  200.000000] general protection fault, probably for non-canonical address 0xdffffc0000000001: 0000 [#1] SMP KASAN
+[  200.000001] CPU: 1 PID: 77 Comm: kworker/1:2 Tainted: G    B   W  O      6.8.0-test #1
+[  200.000002] Hardware name: Dell Inc. PowerEdge R640/0W23H8, BIOS 2.11.2 004/21/2021
+[  200.000003] RIP: 0010:nf_tables_newrule+0x33/0x90
+[  200.000004] RSP: 0018:ffffc90000a7f9b8 EFLAGS: 00010202
+[  200.000005] RAX: dffffc0000000000 RBX: 0000000000000008 RCX: ffffffff88a3b2c1
+[  200.000006] Call Trace:
+[  200.000007]  <TASK>
+[  200.000008]  nfnetlink_rcv_batch+0x10/0x20
+[  200.000009]  netlink_unicast+0x10/0x20
+[  200.000010]  do_syscall_64+0x10/0x20
+[  200.000011]  </TASK>
+[  200.000012] Modules linked in: nf_tables(E) nvidia(POE) [last unloaded: dummy]
+[  200.000013] ---[ end trace 0000000000000000 ]---
+[  200.000014] Kernel panic - not syncing: Fatal exception
+"""
+
+MCE_PANIC = """\
+[ 5000.000001] mce: [Hardware Error]: CPU 2: Machine Check Exception: 5 Bank 4: be00000000800400
+[ 5000.000002] mce: [Hardware Error]: RIP !INEXACT! 10:<ffffffff8104d3a5> {intel_idle+0x75/0xd0}
+[ 5000.000003] Kernel panic - not syncing: Fatal machine check
+[ 5000.000004] CPU: 2 PID: 0 Comm: swapper/2 Tainted: G   M       6.1.0 #1
+[ 5000.000005] Hardware name: Supermicro SYS-1029P-WTR/X11DDW-L, BIOS 3.4 10/20/2020
+"""
+
+
+def test_several_crashes_give_several_reports() -> None:
+    reports = parse_kernel_log(KASAN_THEN_GPF, name="two-crashes")
+    assert [r.signature.signature for r in reports if r.signature] == [
+        "KASAN: slab-use-after-free Read in ext4_fill_super",
+        "general protection fault in nf_tables_newrule",
+    ]
+    kasan, gpf = reports
+    assert kasan.source is Source.KERNEL_OOPS
+    assert kasan.phenotypes[0].name == "kernel-kasan"
+    assert kasan.phenotypes[0].evidence["guilty_frame"] == "ext4_fill_super"
+    assert kasan.phenotypes[0].evidence["corrupted"] is False
+    assert kasan.host.kernel == "6.8.0-test"
+    assert kasan.host.board == "Dell Inc. PowerEdge R640/0W23H8"
+    assert kasan.host.bios_version == "2.11.2 004/21/2021"
+    assert kasan.process.pid == 4242 and kasan.process.comm == "mount"
+    assert kasan.phenotypes[0].evidence["cpu"] == 3
+    frames = kasan.crashed_thread.frames if kasan.crashed_thread else []
+    functions = [f.function for f in frames]
+    assert functions[:4] == ["__dump_stack", "dump_stack_lvl", "print_report", "kasan_report"]
+    assert frames[0].inlined and frames[0].file == "lib/dump_stack.c" and frames[0].line == 88
+    assert next(f for f in frames if f.function == "mount_bdev").module == "ext4"
+    assert kasan.signature is not None and frames[kasan.signature.frames_used[0]].function == "ext4_fill_super"
+    assert gpf.phenotypes[0].name == "kernel-fault"
+    gpf_frames = gpf.crashed_thread.frames if gpf.crashed_thread else []
+    assert gpf_frames[0].function == "nf_tables_newrule" and gpf_frames[0].trust is FrameTrust.CONTEXT
+    assert gpf.crashed_thread is not None and gpf.crashed_thread.registers["rax"] == 0xDFFFFC0000000000
+    assert gpf.host.extra["modules_linked_in"] == "nf_tables nvidia"
+    assert len({r.crash_id for r in reports}) == 2
+    assert [r.crash_id for r in parse_kernel_log(KASAN_THEN_GPF, name="two-crashes")] == [
+        r.crash_id for r in reports
+    ]
+
+
+def test_taint_flags_become_phenotypes() -> None:
+    gpf = parse_kernel_log(KASAN_THEN_GPF)[1]
+    names = {p.name for p in gpf.phenotypes}
+    assert "kernel-taint-out-of-tree" in names and "kernel-taint-machine-check" not in names
+    mce = parse_kernel_log(MCE_PANIC)
+    assert len(mce) == 1
+    assert mce[0].signature is not None and mce[0].signature.signature == "kernel panic: Fatal machine check"
+    by_name = {p.name: p for p in mce[0].phenotypes}
+    assert by_name["kernel-mce"].hardware_indicative
+    assert by_name["kernel-taint-machine-check"].hardware_indicative
+    assert mce[0].host.board == "Supermicro SYS-1029P-WTR/X11DDW-L"
+
+
+def test_journal_and_dmesg_t_formats() -> None:
+    journal = "\n".join(
+        "Mar 19 10:32:12 node17 kernel: " + line.split("] ", 1)[1] if "] " in line else line
+        for line in KASAN_THEN_GPF.splitlines()
+    )
+    titles = [r.signature.signature for r in parse_kernel_log(journal) if r.signature]
+    assert titles[0] == "KASAN: slab-use-after-free Read in ext4_fill_super"
+    dmesg_t = re.sub(r"(?m)^\[ *[0-9]+\.[0-9]+\]", "[Tue Mar 19 10:32:12 2024]", KASAN_THEN_GPF)
+    reports = parse_kernel_log(dmesg_t)
+    assert [r.signature.signature for r in reports if r.signature][:2] == [
+        "KASAN: slab-use-after-free Read in ext4_fill_super",
+        "general protection fault in nf_tables_newrule",
+    ]
+    thread = reports[0].crashed_thread
+    assert thread is not None and "ext4_fill_super" in [f.function for f in thread.frames]
+
+
+def test_hard_lockup_extension() -> None:
+    log = (
+        "[  300.000001] NMI watchdog: Watchdog detected hard LOCKUP on cpu 5\n"
+        "[  300.000002] CPU: 5 PID: 1234 Comm: stress Not tainted 5.15.0 #1\n"
+        "[  300.000003] RIP: 0010:native_queued_spin_lock_slowpath+0x40/0x60\n"
+        "[  300.000004] Call Trace:\n"
+        "[  300.000005]  <NMI>\n"
+        "[  300.000006]  </NMI>\n"
+        "[  300.000007]  _raw_spin_lock+0x10/0x20\n"
+        "[  300.000008]  mydrv_poll+0x10/0x20 [mydrv]\n"
+        "[  300.000009]  process_one_work+0x10/0x20\n"
+        "[  300.000010]  worker_thread+0x10/0x20\n"
+    )
+    (report,) = parse_kernel_log(log)
+    assert report.signature is not None and report.signature.signature == "BUG: hard lockup in mydrv_poll"
+    assert report.phenotypes[0].name == "kernel-lockup"
+    assert report.signature.trail[0].rule.startswith("coreepi-title:")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n\n", "hello world\n", "[    0.000000] Linux version 6.1.0 #1\n[    1.0] ok\n",
+     "BUG", "WARNING: /etc/ssh/moduli does not exist, using fixed modulus\n", "\x00\xff\ufffd" * 100],
+)
+def test_no_crash_found(text: str) -> None:
+    assert parse_kernel_log(text) == []
+
+
+def test_partial_report_is_kept_and_marked() -> None:
+    truncated = "[  1.0] BUG: unable to handle kernel NULL pointer dereference at 0000000000000008\n[  1.1] IP:"
+    (report,) = parse_kernel_log(truncated)
+    assert report.phenotypes[0].evidence["corrupted"] is True
+    assert any(w.startswith("corrupted report: ") for w in report.analysis.warnings)
+
+
+def test_input_kinds(tmp_path: Path) -> None:
+    expected = [r.signature.signature for r in parse_kernel_log(KASAN_THEN_GPF) if r.signature]
+    raw = KASAN_THEN_GPF.encode()
+    plain, gz = tmp_path / "console.log", tmp_path / "console.log.gz"
+    plain.write_bytes(raw.replace(b"\n", b"\r\n"))
+    gz.write_bytes(gzip.compress(raw))
+    for source in (plain, gz, raw, KASAN_THEN_GPF.splitlines(), KASAN_THEN_GPF.splitlines(keepends=True),
+                   [line.encode() for line in KASAN_THEN_GPF.splitlines()]):
+        got = [r.signature.signature for r in parse_kernel_log(source) if r.signature]  # type: ignore[arg-type]
+        assert got == expected, type(source)
+    with plain.open("rb") as handle:
+        assert [r.signature.signature for r in parse_kernel_log(handle) if r.signature] == expected
+    assert parse_kernel_log(plain)[0].crash_id == parse_kernel_log(plain)[0].crash_id
+
+
+def test_looks_like_kernel_log() -> None:
+    assert looks_like_kernel_log(KASAN_THEN_GPF.encode())
+    assert looks_like_kernel_log(b"Mar 19 10:32:12 h kernel: a\nMar 19 10:32:13 h kernel: b\n")
+    assert not looks_like_kernel_log(b"")
+    assert not looks_like_kernel_log(b"\x7fELF\x02\x01\x01\x00" + bytes(100))
+    assert not looks_like_kernel_log(b"# hs_err_pid123.log\nA fatal error has been detected by the JRE\n")
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def _sample_logs() -> list[str]:
+    logs = [KASAN_THEN_GPF, MCE_PANIC]
+    if TESTDATA.is_dir():
+        module = _agreement_module()
+        for name in ("0", "100", "317", "620", "748", "1000", "1002"):
+            if (TESTDATA / name).exists():
+                logs.append(module.load_case(TESTDATA / name).log)
+    return logs
+
+
+SAMPLES = _sample_logs()
+
+
+def _mutate(text: str, seed: int, ops: int) -> str:
+    rng = random.Random(seed)
+    lines = text.split("\n")
+    for _ in range(ops):
+        op = rng.randrange(7)
+        i = rng.randrange(len(lines)) if lines else 0
+        if op == 0 and lines:
+            del lines[i]
+        elif op == 1 and lines:
+            lines.insert(rng.randrange(len(lines) + 1), lines[i])
+        elif op == 2 and lines:
+            cut = rng.randrange(len(lines[i]) + 1)
+            lines[i] = lines[i][:cut]
+        elif op == 3 and lines:
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif op == 4:
+            junk = "".join(chr(rng.randrange(0, 0x3000)) for _ in range(rng.randrange(40)))
+            lines.insert(i, junk)
+        elif op == 5 and lines:
+            lines[i] = lines[i] * rng.randrange(2, 50)
+        elif op == 6:
+            lines = lines[: rng.randrange(len(lines) + 1)]
+    return "\n".join(lines)
+
+
+def _check(reports: list[CrashReport]) -> None:
+    for report in reports:
+        assert report.signature is not None and report.signature.signature
+        assert len(report.signature.signature) <= 120
+        CrashReport.model_validate_json(report.model_dump_json())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sample=st.sampled_from(range(len(SAMPLES))), seed=st.integers(0, 2**32), ops=st.integers(1, 40))
+def test_mutated_real_logs_never_raise(sample: int, seed: int, ops: int) -> None:
+    _check(parse_kernel_log(_mutate(SAMPLES[sample], seed, ops)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(max_size=4096))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    _check(parse_kernel_log(data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("BUG:WARNINGKernel panic[] 0123.\n\t?+x/<>CPUTrace")), max_size=2000))
+def test_kernel_flavoured_text_never_raises(text: str) -> None:
+    _check(parse_kernel_log(text))
+
+
+def _huge_log(lines: int) -> Iterator[str]:
+    """A generated console log, never held in memory: benign noise with a
+    crash every few thousand lines and some absurdly long lines."""
+    crash = KASAN_THEN_GPF.splitlines()
+    for i in range(lines):
+        if i % 5000 == 0:
+            yield from crash
+        elif i % 7919 == 0:
+            yield "[ 1.0] " + "x" * 200_000
+        else:
+            yield f"[{i // 1000:6d}.{i % 1000:06d}] eth0: link up, 10Gbps full duplex, flow control rx/tx {i}"
+
+
+def test_streaming_memory_is_bounded() -> None:
+    limits = ScanLimits()
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in iter_kernel_log(_huge_log(60_000), limits=limits))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 2 * 12
+    assert peak < 16 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_one_giant_line_file_is_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "giant.log"
+    with path.open("wb") as handle:
+        handle.write(b"[ 1.0] BUG: soft lockup - CPU#0 stuck for 22s! [a:1]\n")
+        chunk = b"A" * (1 << 20)
+        for _ in range(64):  # a 64 MiB line with no newline
+            handle.write(chunk)
+    tracemalloc.start()
+    try:
+        reports = parse_kernel_log(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(reports) == 1 and reports[0].phenotypes[0].evidence["corrupted"] is True
+    assert peak < 16 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_report_count_is_capped() -> None:
+    log = "".join(f"[{i}.0] WARNING: CPU: 0 PID: 1 at kernel/foo.c:{i} foo+0x1/0x2\n" for i in range(1, 60))
+    reports = parse_kernel_log(log, max_reports=5)
+    assert len(reports) == 5 and "more than 5" in reports[-1].analysis.warnings[-1]
