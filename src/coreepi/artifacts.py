@@ -1,16 +1,83 @@
-"""From an artifact on disk to analysed CrashReports: parse, then analyze,
-while the core is still open (the analyzers read its memory)."""
+"""From an artifact on disk to analysed CrashReports.
+
+The kind of artifact is recognised by its content, never by its name: an ELF
+core (plain, or compressed with zstd, gzip, bzip2 or xz, as systemd-coredump
+and log shippers store them), or a kernel console log / dmesg. ELF cores are
+parsed and then analysed while the core is still open (the analyzers read its
+memory).
+"""
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
-from collections.abc import Sequence
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import IO
+
+import zstandard
 
 from coreepi.analyze import analyze
+from coreepi.errors import InputError, NotACoreError
 from coreepi.parse import open_core
+from coreepi.parse.kernel_oops import looks_like_kernel_log, parse_kernel_log
 from coreepi.report import CrashReport
 
-__all__ = ["inspect_core"]
+__all__ = ["ArtifactKind", "inspect_core", "inspect_file", "sniff"]
+
+SNIFF_BYTES = 64 << 10
+
+_COMPRESSED: dict[bytes, tuple[str, Callable[[IO[bytes]], IO[bytes]]]] = {
+    b"\x28\xb5\x2f\xfd": ("zstd", lambda f: zstandard.ZstdDecompressor().stream_reader(f)),
+    b"\x1f\x8b": ("gzip", lambda f: gzip.GzipFile(fileobj=f)),
+    b"BZh": ("bzip2", lambda f: bz2.BZ2File(f)),
+    b"\xfd7zXZ\x00": ("xz", lambda f: lzma.LZMAFile(f)),
+}
+
+
+class ArtifactKind(StrEnum):
+    ELF = "elf"
+    KERNEL_LOG = "kernel-log"
+    UNKNOWN = "unknown"
+
+
+def _opener(head: bytes) -> tuple[str, Callable[[IO[bytes]], IO[bytes]]] | None:
+    return next((v for magic, v in _COMPRESSED.items() if head.startswith(magic)), None)
+
+
+def sniff(path: str | os.PathLike[str]) -> tuple[ArtifactKind, str | None]:
+    """(kind, compression) of the file at ``path``, from its first 64 KiB
+    (decompressed first when compressed). Raises :class:`NotACoreError` when
+    the path is not a readable regular file."""
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise NotACoreError(name, "is a directory, not a crash artifact")
+    try:
+        with open(name, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+            opener = _opener(head)
+            compression = None
+            if opener is not None:
+                compression = opener[0]
+                fh.seek(0)
+                try:
+                    head = opener[1](fh).read(SNIFF_BYTES)
+                except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+                    raise NotACoreError(name, f"corrupt {compression} data: {exc}") from None
+    except FileNotFoundError:
+        raise NotACoreError(name, "no such file") from None
+    except OSError as exc:
+        raise NotACoreError(name, f"cannot read: {exc.strerror}") from None
+    if head.startswith(b"\x7fELF"):
+        return ArtifactKind.ELF, compression
+    if looks_like_kernel_log(head):
+        return ArtifactKind.KERNEL_LOG, compression
+    return ArtifactKind.UNKNOWN, compression
 
 
 def inspect_core(
@@ -21,10 +88,50 @@ def inspect_core(
     debug_dirs: Sequence[str | os.PathLike[str]] = (),
     run_analysis: bool = True,
 ) -> CrashReport:
-    """Parse the ELF core at ``path`` and (unless ``run_analysis`` is False)
-    analyse it: phenotypes, and as they land, scanned frames and a signature.
-    Arguments and errors as :func:`coreepi.parse.parse_core`."""
+    """Parse the (uncompressed) ELF core at ``path`` and, unless
+    ``run_analysis`` is False, analyse it. Arguments and errors as
+    :func:`coreepi.parse.parse_core`."""
     with open_core(path, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs) as parsed:
         if run_analysis:
             analyze(parsed.report, parsed.memory)
         return parsed.report
+
+
+def inspect_file(
+    path: str | os.PathLike[str],
+    *,
+    exe: str | os.PathLike[str] | None = None,
+    sysroot: str | os.PathLike[str] | None = None,
+    debug_dirs: Sequence[str | os.PathLike[str]] = (),
+    run_analysis: bool = True,
+) -> list[CrashReport]:
+    """Every crash report in the artifact at ``path``, whatever its kind:
+    one for a core, zero or more for a kernel log. A compressed core is
+    decompressed to a temporary file first (drgn needs a seekable file).
+
+    Raises :class:`InputError` when the file is unreadable, not a known kind
+    of artifact, or a broken core.
+    """
+    name = os.fspath(path)
+    kind, compression = sniff(name)
+    if kind is ArtifactKind.KERNEL_LOG:
+        return parse_kernel_log(Path(name), name=name)
+    if kind is ArtifactKind.UNKNOWN:
+        raise NotACoreError(name, "not an ELF core dump or a kernel log")
+    if compression is None:
+        return [inspect_core(name, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
+                             run_analysis=run_analysis)]
+    with tempfile.TemporaryDirectory(prefix="coreepi-") as tmp:
+        plain = Path(tmp) / "core"
+        try:
+            with open(name, "rb") as src, open(plain, "wb") as dst:
+                opener = _opener(src.read(8))
+                assert opener is not None
+                src.seek(0)
+                shutil.copyfileobj(opener[1](src), dst, 1 << 20)
+        except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+            raise InputError(name, f"cannot decompress ({compression}): {exc}") from None
+        report = inspect_core(plain, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
+                              run_analysis=run_analysis)
+    report.analysis.warnings = [w.replace(str(plain), name) for w in report.analysis.warnings]
+    return [report]

@@ -49,7 +49,13 @@ def _root(
 
 @app.command()
 def inspect(
-    core: Annotated[Path, typer.Argument(help="ELF core dump to read.")],
+    core: Annotated[
+        Path,
+        typer.Argument(
+            help="Crash artifact: ELF core (plain or zstd/gzip/bzip2/xz) or kernel log.",
+            metavar="FILE",
+        ),
+    ],
     exe: Annotated[
         Path | None, typer.Option("--exe", help="The crashed executable (if not at its path).")
     ] = None,
@@ -66,12 +72,12 @@ def inspect(
         bool, typer.Option("--no-analysis", help="Only parse: no phenotypes or signature.")
     ] = False,
 ) -> None:
-    """Read one core dump and print its crash report."""
-    from coreepi.artifacts import inspect_core
+    """Read one crash artifact and print its crash report(s)."""
+    from coreepi.artifacts import inspect_file
     from coreepi.render import render_report
 
     try:
-        report = inspect_core(
+        reports = inspect_file(
             core,
             exe=exe,
             sysroot=sysroot,
@@ -81,9 +87,19 @@ def inspect(
     except InputError as exc:
         _fail(str(exc))
     if json_output:
-        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
-    else:
-        render_report(report, Console())
+        if len(reports) == 1:
+            sys.stdout.write(reports[0].model_dump_json(indent=2) + "\n")
+        else:
+            items = ",\n".join(r.model_dump_json(indent=2) for r in reports)
+            sys.stdout.write(f"[{items}]\n" if items else "[]\n")
+        return
+    if not reports:
+        sys.stderr.write(f"coreepi: {core}: no crash found\n")
+    console = Console()
+    for i, report in enumerate(reports):
+        if i:
+            console.rule()
+        render_report(report, console)
 
 
 @app.command()

@@ -36,8 +36,13 @@ def render_report(report: CrashReport, console: Console) -> None:
     proc = report.process
     sig = report.signal
     head = Text()
-    head.append(f"{proc.comm or '?'} ", style="bold")
-    head.append(f"pid {proc.pid} ")
+    if report.source != "elf-core":
+        head.append(f"[{report.source}] ", style="cyan")
+    if proc.comm or proc.pid is not None:
+        head.append(f"{proc.comm or '?'} ", style="bold")
+        head.append(f"pid {proc.pid} " if proc.pid is not None else "")
+    if report.host.kernel:
+        head.append(f"kernel {report.host.kernel} ")
     if sig is not None:
         head.append(f"killed by {sig.name or sig.number}", style="bold red")
         if sig.si_code_name or sig.si_code is not None:
@@ -45,7 +50,9 @@ def render_report(report: CrashReport, console: Console) -> None:
         if sig.fault_address is not None:
             head.append(f" at fault address 0x{sig.fault_address:x}")
     console.print(head)
-    console.print(f"exe: {proc.exe or '?'}   arch: {report.arch}   threads: {len(report.threads)}")
+    if proc.exe or report.arch:
+        console.print(f"exe: {proc.exe or '?'}   arch: {report.arch or '?'}   "
+                      f"threads: {len(report.threads)}", markup=False)
     if proc.cmdline:
         console.print(f"cmdline: {' '.join(proc.cmdline)}", markup=False)
 
@@ -53,12 +60,14 @@ def render_report(report: CrashReport, console: Console) -> None:
         console.print(f"signature: {report.signature.signature}", style="bold", markup=False)
     for p in report.phenotypes:
         tag = " [hardware-indicative]" if p.hardware_indicative else ""
-        evidence = ", ".join(f"{k}={v}" for k, v in p.evidence.items())
+        evidence = ", ".join(
+            f"{k}={_short(v)}" for k, v in p.evidence.items() if v not in (None, "", [], {}, False)
+        )
         console.print(f"phenotype {p.name}{tag}: {evidence}", markup=False)
 
     crashed = report.crashed_thread
     if crashed is not None:
-        table = Table(title=f"crashing thread {crashed.tid}", title_justify="left")
+        table = Table(title=f"crashing thread {crashed.tid or ''}", title_justify="left")
         for col in ("#", "pc", "frame", "source", "trust"):
             table.add_column(col, no_wrap=col != "frame")
         for f in crashed.frames[:MAX_SHOWN_FRAMES]:
@@ -88,3 +97,8 @@ def render_report(report: CrashReport, console: Console) -> None:
             console.print(f"… {len(report.modules) - MAX_SHOWN_MODULES} more modules (--json)")
     for w in report.analysis.warnings:
         console.print(f"warning: {w}", style="yellow", markup=False)
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
