@@ -228,7 +228,7 @@ class Mapping(_Model):
     end: Address
     perms: str = Field(
         description="r/w/x as in /proc/PID/maps without the p/s column, e.g. 'r-x' "
-        "(cores do not record private vs shared)"
+        "(cores do not record private vs shared); '?' where nothing recorded a permission"
     )
     offset: Address = Field(default=0, description="file offset in bytes")
     path: str | None = None

@@ -72,12 +72,21 @@ class CfiIndex:
             if self._table:
                 return
         # No usable search table: parse every FDE once (slower, but rare).
+        # Only sections with contents: a separate debug file keeps .eh_frame as
+        # SHT_NOBITS (pyelftools would read its zeros as empty entries), and
+        # get_dwarf_info() reads and decompresses every .debug_* section, so
+        # skip it when there is no CFI to read at all.
+        wanted = {
+            getter
+            for getter, name in (("EH_CFI_entries", ".eh_frame"), ("CFI_entries", ".debug_frame"))
+            if _has_contents(elf, name)
+        }
         ranges: list[tuple[int, int]] = []
-        if elf.has_dwarf_info():
+        if wanted and elf.has_dwarf_info():
             dwarf = elf.get_dwarf_info()
             for getter in ("EH_CFI_entries", "CFI_entries"):
                 has = dwarf.has_EH_CFI() if getter == "EH_CFI_entries" else dwarf.has_CFI()
-                if not has:
+                if getter not in wanted or not has:
                     continue
                 for entry in getattr(dwarf, getter)():
                     header = getattr(entry, "header", None)  # ZERO terminators have none
@@ -178,6 +187,11 @@ class CfiIndex:
             elif ch not in "SB":
                 return None
         return 0
+
+
+def _has_contents(elf: ELFFile, name: str) -> bool:
+    section = elf.get_section_by_name(name)
+    return section is not None and section["sh_type"] != "SHT_NOBITS" and section["sh_size"] > 0
 
 
 def _uleb(data: bytes, pos: int) -> tuple[int, int]:

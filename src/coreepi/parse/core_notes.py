@@ -23,6 +23,13 @@ NT_AUXV = 6
 NT_SIGINFO = 0x53494749
 NT_FILE = 0x46494C45
 
+# NT_FILE bounds. The kernel writes at most 4 MiB of NT_FILE (fs/binfmt_elf.c,
+# MAX_FILE_NOTE_SIZE), i.e. well under a million entries; gdb's gcore one per
+# mapping (vm.max_map_count, 65530 by default).
+MAX_FILE_ENTRIES = 1 << 20
+MAX_PAGE_SIZE = 1 << 30
+_U64_MAX = (1 << 64) - 1
+
 REGISTERS: dict[str, tuple[str, ...]] = {
     # struct user_regs_struct, in order
     "x86_64": (
@@ -143,7 +150,11 @@ def read_notes(core: CoreFile) -> CoreNotes:
             signo, errno, code = struct.unpack_from("<iii", desc)
             (addr,) = struct.unpack_from("<Q", desc, 16)
             pid, uid = struct.unpack_from("<iI", desc, 16)
-            out.siginfo = Siginfo(signo, errno, code, addr, pid, uid)
+            # gcore writes one NT_SIGINFO per thread (the others say SIGSTOP,
+            # gdb stopped them); the first, right after the crashing thread's
+            # NT_PRSTATUS, is the fatal one. The kernel writes only that one.
+            if out.siginfo is None:
+                out.siginfo = Siginfo(signo, errno, code, addr, pid, uid)
         elif note.type == NT_AUXV:
             desc = core.note_desc(note)
             out.auxv_raw = desc
@@ -168,14 +179,27 @@ def _decode_nt_file(desc: bytes, out: CoreNotes) -> None:
     if count > len(desc) // 24 or table_end > len(desc):
         out.warnings.append(f"NT_FILE claims {count} entries, more than its {len(desc)} bytes hold")
         return
-    names = desc[table_end:].split(b"\0")
+    if count > MAX_FILE_ENTRIES:
+        out.warnings.append(f"NT_FILE has {count} entries; only {MAX_FILE_ENTRIES} are read")
+        count = MAX_FILE_ENTRIES
+    if page_size & (page_size - 1) or page_size > MAX_PAGE_SIZE:
+        out.warnings.append(f"NT_FILE page size {page_size} is impossible; file offsets unknown")
+        page_size = 0
+    names = desc[table_end:].split(b"\0", count)
     if len(names) < count:
         out.warnings.append(f"NT_FILE has {len(names)} paths for {count} entries")
     out.page_size = page_size or None
+    bad = 0
     for i in range(count):
         start, end, pgoff = struct.unpack_from("<QQQ", desc, 16 + 24 * i)
+        offset = pgoff * page_size
+        if start >= end or offset > _U64_MAX:
+            bad += 1
+            continue
         path = names[i].decode("utf-8", "surrogateescape") if i < len(names) else "?"
-        out.files.append(FileMapping(start, end, pgoff * page_size, path))
+        out.files.append(FileMapping(start, end, offset, path))
+    if bad:
+        out.warnings.append(f"NT_FILE: skipped {bad} entries with an empty range or a bad offset")
 
 
 def _cstr(raw: bytes) -> str:

@@ -195,7 +195,8 @@ class CoreFile:
                     p_filesz = max(0, self.size - p_offset)
                 self._note_segments.append((p_offset, p_filesz))
             elif p_type == PT_LOAD:
-                if p_filesz > p_memsz or p_vaddr + p_memsz > 1 << 64:
+                # The end must be an address too: no segment reaches 2**64.
+                if p_filesz > p_memsz or p_vaddr + p_memsz >= 1 << 64:
                     raise CorruptCoreError(
                         self.name, f"PT_LOAD #{i} at 0x{p_vaddr:x} has impossible sizes"
                     )

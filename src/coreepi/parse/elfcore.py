@@ -9,13 +9,15 @@ coreepi itself from the memory-mapped file (:mod:`.elf_core_file`,
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import drgn
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
 from coreepi import __version__
 from coreepi.errors import CorruptCoreError
@@ -23,7 +25,7 @@ from coreepi.parse import signals
 from coreepi.parse.core_notes import AT_NAMES, CoreNotes, read_notes
 from coreepi.parse.elf_core_file import CoreFile
 from coreepi.parse.memory import ProcessMemory
-from coreepi.parse.unwind import UnwoundFrame, Unwinding, unwind_core
+from coreepi.parse.unwind import UnwoundFrame, Unwinding, is_drgn_error, unwind_core
 from coreepi.report import (
     AnalysisInfo,
     CoreInfo,
@@ -100,12 +102,22 @@ def open_core(
                 sysroot=Path(sysroot) if sysroot is not None else None,
                 debug_dirs=[Path(d) for d in debug_dirs],
             )
-        except (drgn.FaultError, ValueError, OSError, LookupError) as exc:
+        except Exception as exc:
+            if not is_drgn_error(exc):
+                raise
             warnings.append(f"drgn could not read the core, so no modules or frames: {exc}")
             unwinding = None
         if unwinding is not None:
             warnings.extend(unwinding.warnings)
         modules = _modules(core, unwinding, notes)
+        drgn_paths = {m.path for m in unwinding.modules} if unwinding is not None else set()
+        unread = [m.path for m in modules if m.path not in drgn_paths]
+        if unread:
+            warnings.append(
+                "no usable file for these modules (not found, or no build-id to check one "
+                "against), so their frames get module + offset only: "
+                + ", ".join(unread)
+            )
         threads = _threads(core.arch, notes, unwinding, modules)
         process = _process(core, notes, modules)
         signal = _signal(notes, warnings)
@@ -127,7 +139,6 @@ def open_core(
             signal=signal,
             threads=threads,
             modules=modules,
-            memory_map=_memory_map(core, notes),
             core=CoreInfo(size_bytes=core.size, truncated=core.truncated),
             analysis=AnalysisInfo(analyzer_version=__version__, warnings=warnings),
         )
@@ -143,7 +154,49 @@ def open_core(
             sysroot=Path(sysroot) if sysroot is not None else None,
             exe=main_exe,
         )
+        report.memory_map = _memory_map(memory)
+        _make_utf8(report)  # after ProcessMemory: it matches paths as the core spells them
         yield ParsedCore(report, memory)
+
+
+def _make_utf8(model: BaseModel) -> None:
+    """Make every string of ``model`` valid UTF-8, in place, so it serializes
+    to JSON. Paths, argv and symbol names come from the core as bytes and are
+    decoded with ``surrogateescape``; a byte that is not UTF-8 becomes
+    ``\\xNN``. Cheap when there is nothing to do (the usual case)."""
+    try:
+        model.model_dump_json()
+        return
+    except PydanticSerializationError:
+        pass
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        fixed = _utf8_value(value)
+        if fixed is not value:
+            setattr(model, name, fixed)
+
+
+def _utf8_value(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            try:
+                raw = value.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                raw = value.encode("utf-8", "surrogatepass")
+            return raw.decode("utf-8", "backslashreplace")
+    if isinstance(value, BaseModel):
+        _make_utf8(value)
+        return value
+    if isinstance(value, list):
+        items = [_utf8_value(v) for v in value]
+        return items if items != value else value
+    if isinstance(value, dict):
+        fixed = {_utf8_value(k): _utf8_value(v) for k, v in value.items()}
+        return fixed if fixed != value else value
+    return value
 
 
 def _signal(notes: CoreNotes, warnings: list[str]) -> SignalInfo | None:
@@ -197,13 +250,52 @@ def _modules(core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes) -> l
         lo, hi = spans.get(f.path, (f.start, f.end))
         spans[f.path] = (min(lo, f.start), max(hi, f.end))
     modules += [
-        Module(path=p, base=lo, end=hi)
+        Module(path=p, base=lo, end=hi, build_id=_build_id_in_core(core, notes, p))
         for p, (lo, hi) in spans.items()
         if _maps_elf_header(core, notes, p)
     ]
     entry = notes.auxv.get(AT_ENTRY)
     modules.sort(key=lambda m: (not (entry is not None and m.base <= entry < m.end), m.base))
     return modules
+
+
+def _build_id_in_core(core: CoreFile, notes: CoreNotes, path: str) -> str | None:
+    """The GNU build-id of ``path``, read from an ELF image of it that the core
+    holds, or None.
+
+    The kernel dumps the first page of a file mapping that starts with an ELF
+    header. That page need not be the text mapping's: with 64 KiB pages a small
+    executable's data mapping also starts at file offset 0 and may be the only
+    one dumped. Any mapping of file offset 0 shows the file's first bytes, so
+    the build-id note is read at its file offset in that mapping.
+    """
+    for f in notes.files:
+        if f.path != path or f.offset != 0:
+            continue
+        size = f.end - f.start
+        ehdr = core.read(f.start, 64)
+        if ehdr is None or ehdr[:4] != b"\x7fELF" or ehdr[4] != 2 or ehdr[5] != 1:
+            continue
+        (phoff,) = struct.unpack_from("<Q", ehdr, 32)
+        phentsize, phnum = struct.unpack_from("<HH", ehdr, 54)
+        if phentsize != 56 or phoff + 56 * phnum > min(size, 1 << 16):
+            continue
+        phdrs = core.read(f.start + phoff, 56 * phnum)
+        for i in range(phnum if phdrs is not None else 0):
+            p_type, _flags, p_offset, _vaddr, _paddr, p_filesz = struct.unpack_from(
+                "<IIQQQQ", phdrs, 56 * i
+            )
+            if p_type != 4 or p_filesz > 1 << 16 or p_offset + p_filesz > size:  # PT_NOTE
+                continue
+            data = core.read(f.start + p_offset, p_filesz)
+            pos = 0
+            while data is not None and pos + 12 <= len(data):
+                namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
+                desc = pos + 12 + ((namesz + 3) & ~3)
+                if ntype == 3 and data[pos + 12 : pos + 12 + namesz] == b"GNU\0" and descsz:
+                    return data[desc : desc + descsz].hex()  # NT_GNU_BUILD_ID
+                pos = desc + ((descsz + 3) & ~3)
+    return None
 
 
 def _maps_elf_header(core: CoreFile, notes: CoreNotes, path: str) -> bool:
@@ -340,21 +432,11 @@ def _recover_argv(core: CoreFile, notes: CoreNotes) -> list[str] | None:
     return argv
 
 
-def _memory_map(core: CoreFile, notes: CoreNotes) -> list[Mapping]:
-    """One mapping per PT_LOAD segment, named from the NT_FILE entry that
-    starts at the same address. Cores do not record private vs shared."""
-    files = {f.start: f for f in notes.files}
-    out = []
-    for seg in core.loads:
-        f = files.get(seg.vaddr)
-        out.append(
-            Mapping(
-                start=seg.vaddr,
-                end=seg.end,
-                perms=seg.perms,
-                offset=f.offset if f else 0,
-                path=f.path if f else None,
-                in_core=seg.filesz > 0 and seg.offset + seg.filesz <= core.size,
-            )
-        )
-    return out
+def _memory_map(memory: ProcessMemory) -> list[Mapping]:
+    """One mapping per PT_LOAD segment or NT_FILE entry (see
+    ProcessMemory.regions). Cores do not record private vs shared."""
+    return [
+        Mapping(start=r.start, end=r.end, perms=r.perms, offset=r.offset, path=r.path,
+                in_core=r.in_core)
+        for r in memory.regions
+    ]

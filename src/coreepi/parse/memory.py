@@ -11,6 +11,7 @@ build-id, its build-id matches.
 
 from __future__ import annotations
 
+import bisect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,15 @@ __all__ = ["ProcessMemory"]
 
 @dataclass(frozen=True, slots=True)
 class Region:
-    """One mapping of the address space, for the analyzers (sizes in bytes)."""
+    """One mapping of the address space (addresses and offset in bytes).
+    ``perms`` is 'r-x' etc.; a '?' marks a permission nobody recorded."""
 
     start: int
     end: int
     perms: str
     path: str | None
+    offset: int = 0
+    in_core: bool = False
 
 
 class ProcessMemory:
@@ -59,18 +63,59 @@ class ProcessMemory:
         self._usable: dict[str, str | None] = {}
         self.arch = core.arch
         by_start = {f.start: f for f in files}
-        self.regions = [
-            Region(s.vaddr, s.end, s.perms, by_start[s.vaddr].path if s.vaddr in by_start else None)
-            for s in core.loads
-        ]
+        regions = []
+        for seg in core.loads:
+            f = by_start.get(seg.vaddr)
+            regions.append(
+                Region(
+                    seg.vaddr,
+                    seg.end,
+                    seg.perms,
+                    f.path if f else None,
+                    f.offset if f else 0,
+                    in_core=seg.filesz > 0 and seg.offset + seg.filesz <= core.size,
+                )
+            )
+        # gdb's gcore writes no PT_LOAD for the mappings it filters out (the
+        # kernel writes one with p_filesz 0); NT_FILE still lists them. Their
+        # permissions come from the mapped file's program headers when the
+        # file is at hand.
+        load_starts = {seg.vaddr for seg in core.loads}
+        for f in files:
+            if f.start not in load_starts:
+                perms = self._file_perms(f.path, f.offset)
+                regions.append(Region(f.start, f.end, perms, f.path, f.offset, in_core=False))
+        regions.sort(key=lambda r: r.start)
+        self.regions = regions
+        self._region_starts = [r.start for r in regions]
 
     def region_for(self, address: int) -> Region | None:
         """The mapping holding ``address``, or None if it is unmapped."""
-        seg = self._core.segment_for(address)
-        if seg is None:
-            return None
-        i = self._core.loads.index(seg)
-        return self.regions[i]
+        i = bisect.bisect_right(self._region_starts, address) - 1
+        if i >= 0 and address < self.regions[i].end:
+            return self.regions[i]
+        return None
+
+    def _file_perms(self, path: str, offset: int) -> str:
+        """Permissions of the file's PT_LOAD that maps file ``offset``; '???'
+        when the file or such a segment is not at hand."""
+        local = self._local_path(path)
+        if local is None:
+            return "???"
+        try:
+            with open(local, "rb") as fh:
+                for seg in ELFFile(fh).iter_segments("PT_LOAD"):
+                    start = seg["p_offset"] & ~(seg["p_align"] - 1 if seg["p_align"] else 0)
+                    if start <= offset < seg["p_offset"] + max(seg["p_filesz"], 1):
+                        flags = seg["p_flags"]
+                        return (
+                            ("r" if flags & 4 else "-")
+                            + ("w" if flags & 2 else "-")
+                            + ("x" if flags & 1 else "-")
+                        )
+        except (OSError, ELFError, ValueError, KeyError):
+            pass
+        return "???"
 
     def is_executable(self, address: int) -> bool:
         region = self.region_for(address)

@@ -25,6 +25,28 @@ __all__ = ["UnwoundFrame", "UnwoundModule", "UnwoundThread", "Unwinding", "unwin
 
 MAX_FRAMES = 512  # per thread; deeper stacks (runaway recursion) are cut here
 
+# What drgn raises for a malformed core or ELF file (drgn/python/error.c). A
+# plain ``Exception`` is drgn's DRGN_ERROR_OTHER, e.g. "libelf error: invalid
+# ELF file data"; MemoryError is its answer to a size it refuses to allocate.
+_DRGN_ERRORS = (
+    drgn.FaultError,
+    drgn.BadDataError,
+    drgn.OutOfBoundsError,
+    drgn.ObjectAbsentError,
+    ValueError,
+    LookupError,
+    OverflowError,
+    OSError,
+    NotImplementedError,
+    MemoryError,
+)
+
+
+def is_drgn_error(exc: BaseException) -> bool:
+    """True for the exceptions drgn raises on bad input (as far as their types
+    tell them apart from bugs of ours)."""
+    return isinstance(exc, _DRGN_ERRORS) or type(exc) is Exception
+
 
 @dataclass(slots=True)
 class UnwoundModule:
@@ -79,32 +101,44 @@ def unwind_core(
     the core; ``sysroot`` is tried as a prefix of every module path;
     ``debug_dirs`` are searched for debug files by build-id and debuglink.
     Files are accepted only when their build-id matches the core's. Never
-    contacts debuginfod. Raises ``drgn.FaultError``/``ValueError``/``OSError``
-    from drgn when the core cannot be opened at all (the caller validates the
-    file first).
+    contacts debuginfod. Raises what drgn raises (see :func:`is_drgn_error`)
+    when the core cannot be opened at all (the caller validates the file
+    first); later drgn failures become warnings or a thread's error.
     """
     warnings: list[str] = []
     # drgn logs each module without debug info; we report that as one warning.
     logging.getLogger("drgn").setLevel(logging.ERROR)
     prog = drgn.Program()
-    prog.set_core_dump(os.fspath(core_path))
+    _set_core_dump(prog, os.fspath(core_path))
     prog.set_enabled_debug_info_finders(["standard"])  # never debuginfod: no network
     options = prog.debug_info_options
     options.directories = tuple(os.fspath(d) for d in debug_dirs) + tuple(options.directories)
     try:
         prog.create_loaded_modules()
-    except (drgn.FaultError, ValueError, LookupError) as exc:
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
         warnings.append(f"could not list every loaded module: {exc}")
-    _offer_files(prog, exe, sysroot)
     try:
+        _offer_files(prog, exe, sysroot)
         prog.load_debug_info(None, default=True)
     except drgn.MissingDebugInfoError:
         pass  # reported below, per module
-    except (drgn.FaultError, ValueError, OSError) as exc:
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
         warnings.append(f"debug info could not be loaded: {exc}")
 
-    modules = [_module(m) for m in prog.modules()]
-    modules = [m for m in modules if m is not None]
+    modules = []
+    try:
+        for m in prog.modules():
+            module = _module(m)
+            if module is not None:
+                modules.append(module)
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
+        warnings.append(f"could not list every loaded module: {exc}")
     no_debug = [m.path for m in modules if m.debug_file is None]
     if no_debug:
         warnings.append(
@@ -115,11 +149,36 @@ def unwind_core(
     cfi = _CfiCache(prog)
 
     threads: dict[int, UnwoundThread] = {}
-    for thread in prog.threads():
-        if tids and thread.tid not in tids:
-            continue
-        threads[thread.tid] = _unwind_thread(thread, by_base, cfi)
+    symbols: _SymbolCache = {}
+    try:
+        for thread in prog.threads():
+            if tids and thread.tid not in tids:
+                continue
+            threads[thread.tid] = _unwind_thread(thread, by_base, cfi, symbols)
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
+        warnings.append(f"could not list every thread: {exc}")
     return Unwinding(modules, threads, warnings)
+
+
+# drgn's own entry-point plugins: the command sets of the drgn CLI. coreepi
+# runs no drgn commands, and importing them costs ~0.15 s per process.
+_DRGN_CLI_PLUGINS = "builtin_commands,crash_commands"
+
+
+def _set_core_dump(prog: drgn.Program, path: str) -> None:
+    """``prog.set_core_dump(path)``, without loading drgn's CLI command plugins
+    (drgn loads its plugins, once per process, on the first program set up).
+    A DRGN_DISABLE_PLUGINS set by the user is left as it is."""
+    if "DRGN_DISABLE_PLUGINS" in os.environ:
+        prog.set_core_dump(path)
+        return
+    os.environ["DRGN_DISABLE_PLUGINS"] = _DRGN_CLI_PLUGINS
+    try:
+        prog.set_core_dump(path)
+    finally:
+        os.environ.pop("DRGN_DISABLE_PLUGINS", None)
 
 
 def _offer_files(prog: drgn.Program, exe: Path | None, sysroot: Path | None) -> None:
@@ -202,11 +261,21 @@ class _CfiCache:
         return indexes
 
 
-def _unwind_thread(thread: drgn.Thread, modules: _ModuleLookup, cfi: _CfiCache) -> UnwoundThread:
+# ELF symbol of a frame by (pc, interrupted): drgn looks a caller frame's
+# symbol up at pc - 1, an interrupted one's at pc. Threads of one process
+# share most of their return addresses, and each drgn lookup costs ~50 us.
+_SymbolCache = dict[tuple[int, bool], "drgn.Symbol | None"]
+
+
+def _unwind_thread(
+    thread: drgn.Thread, modules: _ModuleLookup, cfi: _CfiCache, symbols: _SymbolCache
+) -> UnwoundThread:
     out = UnwoundThread(tid=thread.tid)
     try:
         trace = thread.stack_trace()
-    except (drgn.FaultError, ValueError, LookupError) as exc:
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
         out.error = f"no stack trace: {exc}"
         return out
     # Trust of a physical frame depends on how it was unwound from the frame
@@ -243,7 +312,14 @@ def _unwind_thread(thread: drgn.Thread, modules: _ModuleLookup, cfi: _CfiCache) 
             )
         if not frame.is_inline:
             callee_pc, callee_interrupted = pc, frame.interrupted
-        out.frames.append(_symbolize(frame, pc, sp, trust, module))
+        try:
+            symbolized = _symbolize(frame, pc, sp, trust, module, symbols)
+        except Exception as exc:
+            if not is_drgn_error(exc):
+                raise
+            out.error = f"frame #{i} could not be read: {exc}"
+            break
+        out.frames.append(symbolized)
     return out
 
 
@@ -253,16 +329,22 @@ def _symbolize(
     sp: int | None,
     trust: FrameTrust,
     module: UnwoundModule | None,
+    symbols: _SymbolCache,
 ) -> UnwoundFrame:
     # drgn names an unknown function by its hex address; we keep None instead.
     function = frame.name
     if function is not None and function.startswith("0x"):
         function = None
     function_offset = None
-    try:
-        symbol = frame.symbol()
-    except LookupError:
-        symbol = None
+    key = (pc, bool(frame.interrupted))
+    if key in symbols:
+        symbol = symbols[key]
+    else:
+        try:
+            symbol = frame.symbol()
+        except LookupError:
+            symbol = None
+        symbols[key] = symbol
     if symbol is not None and not frame.is_inline:
         # The ELF symbol carries the C++ qualified name (DWARF's DW_AT_name
         # is only the last component): prefer it, demangled.

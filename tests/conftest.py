@@ -1,0 +1,73 @@
+"""Shared fixtures. The crasher corpus (real cores of real C/C++ crashes) lives
+in :mod:`corefactory`; here it becomes session-scoped fixtures."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from coreepi.report import CrashReport
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corefactory import CORE_PATTERN, CoreFactory, Crash, CrasherUnavailable
+
+
+@pytest.fixture(scope="session")
+def corefactory_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CoreFactory]:
+    """Builds the crashers and makes their cores, once per session, in a temp dir."""
+    if platform.machine() != "x86_64":
+        pytest.skip(
+            f"the crasher corpus is x86-64 specific (ud2, rip/rsp); this is {platform.machine()}"
+        )
+    root = tmp_path_factory.mktemp("crashers")
+    try:
+        original_pattern = CORE_PATTERN.read_bytes()
+    except OSError:
+        original_pattern = None
+    factory = CoreFactory(root)
+    yield factory
+    # Safety net: core_pattern_override() always restores in `finally`; if a
+    # pattern of ours is still there anyway (killed mid-run?), put back the one
+    # found at session start.
+    if original_pattern is not None:
+        try:
+            now = CORE_PATTERN.read_bytes()
+        except OSError:
+            return
+        if now != original_pattern and str(root).encode() in now:
+            CORE_PATTERN.write_bytes(original_pattern)
+
+
+@pytest.fixture(scope="session")
+def get_crash(corefactory_session: CoreFactory) -> Callable[[str], Crash]:
+    """``get_crash("null_deref")`` -> :class:`corefactory.Crash`; skips if tools are missing."""
+
+    def get(name: str) -> Crash:
+        try:
+            return corefactory_session.crash(name)
+        except CrasherUnavailable as exc:
+            pytest.skip(str(exc))
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def parsed_report(get_crash: Callable[[str], Crash]) -> Callable[[str], CrashReport]:
+    """``parsed_report("null_deref")`` -> the CrashReport of ``parse_core(core, exe=binary)``,
+    parsed once per session."""
+    from coreepi.parse import parse_core
+
+    cache: dict[str, CrashReport] = {}
+
+    def get(name: str) -> CrashReport:
+        if name not in cache:
+            crash = get_crash(name)
+            cache[name] = parse_core(crash.core, exe=crash.binary)
+        return cache[name]
+
+    return get
