@@ -23,6 +23,7 @@ from typing import IO
 import zstandard
 
 from coreepi.analyze import analyze
+from coreepi.analyze.casedefs import CaseDefinition, evaluate_case_definitions, load_case_definitions
 from coreepi.errors import InputError, NotACoreError
 from coreepi.parse import open_core
 from coreepi.parse.kernel_oops import looks_like_kernel_log, parse_kernel_log
@@ -87,14 +88,30 @@ def inspect_core(
     sysroot: str | os.PathLike[str] | None = None,
     debug_dirs: Sequence[str | os.PathLike[str]] = (),
     run_analysis: bool = True,
+    case_defs: CaseDefs = None,
 ) -> CrashReport:
     """Parse the (uncompressed) ELF core at ``path`` and, unless
-    ``run_analysis`` is False, analyse it. Arguments and errors as
+    ``run_analysis`` is False, analyse it. ``case_defs``: user case
+    definitions, a TOML file or already loaded (see
+    :mod:`coreepi.analyze.casedefs`). Arguments and errors as
     :func:`coreepi.parse.parse_core`."""
+    definitions = _case_definitions(case_defs)
     with open_core(path, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs) as parsed:
         if run_analysis:
-            analyze(parsed.report, parsed.memory)
+            analyze(parsed.report, parsed.memory, case_definitions=definitions)
         return parsed.report
+
+
+CaseDefs = str | os.PathLike[str] | Sequence[CaseDefinition] | None
+
+
+def _case_definitions(case_defs: CaseDefs) -> list[CaseDefinition]:
+    """Load a case-definition file (InputError if bad), or pass a list through."""
+    if case_defs is None:
+        return []
+    if isinstance(case_defs, (str, os.PathLike)):
+        return load_case_definitions(case_defs)
+    return list(case_defs)
 
 
 def inspect_file(
@@ -104,23 +121,28 @@ def inspect_file(
     sysroot: str | os.PathLike[str] | None = None,
     debug_dirs: Sequence[str | os.PathLike[str]] = (),
     run_analysis: bool = True,
+    case_defs: CaseDefs = None,
 ) -> list[CrashReport]:
     """Every crash report in the artifact at ``path``, whatever its kind:
     one for a core, zero or more for a kernel log. A compressed core is
     decompressed to a temporary file first (drgn needs a seekable file).
 
     Raises :class:`InputError` when the file is unreadable, not a known kind
-    of artifact, or a broken core.
+    of artifact, or a broken core, or when ``case_defs`` is a bad file.
     """
     name = os.fspath(path)
+    definitions = _case_definitions(case_defs)
     kind, compression = sniff(name)
     if kind is ArtifactKind.KERNEL_LOG:
-        return parse_kernel_log(Path(name), name=name)
+        reports = parse_kernel_log(Path(name), name=name)
+        for report in reports if run_analysis else []:
+            report.phenotypes.extend(evaluate_case_definitions(report, definitions))
+        return reports
     if kind is ArtifactKind.UNKNOWN:
         raise NotACoreError(name, "not an ELF core dump or a kernel log")
     if compression is None:
         return [inspect_core(name, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
-                             run_analysis=run_analysis)]
+                             run_analysis=run_analysis, case_defs=definitions)]
     with tempfile.TemporaryDirectory(prefix="coreepi-") as tmp:
         plain = Path(tmp) / "core"
         try:
@@ -132,6 +154,6 @@ def inspect_file(
         except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
             raise InputError(name, f"cannot decompress ({compression}): {exc}") from None
         report = inspect_core(plain, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
-                              run_analysis=run_analysis)
+                              run_analysis=run_analysis, case_defs=definitions)
     report.analysis.warnings = [w.replace(str(plain), name) for w in report.analysis.warnings]
     return [report]

@@ -71,6 +71,13 @@ def inspect(
     no_analysis: Annotated[
         bool, typer.Option("--no-analysis", help="Only parse: no phenotypes or signature.")
     ] = False,
+    case_defs: Annotated[
+        Path | None,
+        typer.Option(
+            "--case-defs",
+            help="TOML file of user case definitions (CEL expressions); shows which fire.",
+        ),
+    ] = None,
 ) -> None:
     """Read one crash artifact and print its crash report(s)."""
     from coreepi.artifacts import inspect_file
@@ -83,6 +90,7 @@ def inspect(
             sysroot=sysroot,
             debug_dirs=debug_dir or (),
             run_analysis=not no_analysis,
+            case_defs=case_defs,
         )
     except InputError as exc:
         _fail(str(exc))
@@ -100,6 +108,12 @@ def inspect(
         if i:
             console.rule()
         render_report(report, console)
+        if case_defs is not None:
+            fired = [p.name for p in report.phenotypes if p.evidence.get("case_definition")]
+            console.print(
+                f"case definitions ({case_defs}): {', '.join(fired) if fired else 'none fired'}",
+                markup=False,
+            )
 
 
 @app.command()
@@ -116,6 +130,101 @@ def schema(
         sys.stdout.write(text)
     else:
         out.write_text(text, encoding="utf-8")
+
+
+@app.command()
+def telemetry(
+    log: Annotated[
+        Path, typer.Argument(help="Kernel log, dmesg, journal text, mcelog or ras-mc-ctl output.")
+    ],
+    host: Annotated[str | None, typer.Option("--host", help="Host id to put in the events.")] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the events as JSON lines.")
+    ] = False,
+) -> None:
+    """Read hardware events (MCE, EDAC, NVIDIA Xid, PCIe AER, SIGBUS MCE) from a log."""
+    from coreepi.parse.telemetry import parse_telemetry
+
+    if not log.is_file():
+        _fail(f"{log}: no such file")
+    try:
+        events = parse_telemetry(log, host_id=host)
+        if json_output:
+            for event in events:
+                sys.stdout.write(event.model_dump_json() + "\n")
+            return
+        from rich.table import Table
+
+        table = Table("time", "kind", "severity", "component", "summary", title=str(log))
+        count = 0
+        for event in events:
+            count += 1
+            when = (
+                event.ts.isoformat() if event.ts is not None
+                else f"+{event.uptime_seconds:.6f}s" if event.uptime_seconds is not None
+                else ""
+            )
+            table.add_row(when, event.kind.value, event.severity or "", event.component or "",
+                          event.summary)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _fail(f"{log}: {exc.strerror or exc}")
+    if not count:
+        sys.stderr.write(f"coreepi: {log}: no hardware events found\n")
+        return
+    Console().print(table)
+
+
+@app.command()
+def ingest(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Fleet directories (hosts.csv, exposure.csv, telemetry.jsonl, crashes/, "
+            "symbols/), directories of crash files, or crash files.",
+            metavar="FLEET_OR_FILE",
+        ),
+    ],
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", envvar="COREEPI_DATA",
+                     help="Store directory (default: the per-user data dir)."),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Cores analysed at once (default: CPUs).")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Wall-time limit per core, seconds.")
+    ] = 300.0,
+    memory_limit: Annotated[
+        int, typer.Option("--memory-limit", min=64, help="Memory limit per analysis, MiB.")
+    ] = 4096,
+    symbol_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--symbol-dir", help="Symbol directory in .build-id/xx/rest layout; repeatable."),
+    ] = None,
+    no_store_cores: Annotated[
+        bool, typer.Option("--no-store-cores", help="Do not keep cores as blobs.")
+    ] = False,
+) -> None:
+    """Analyse and store a fleet's crashes, hosts, exposure and telemetry (idempotent)."""
+    from coreepi.errors import StoreError
+    from coreepi.ingest import ingest as run_ingest
+    from coreepi.progress import IngestProgress
+    from coreepi.store import open_store
+
+    try:
+        with open_store(data_dir) as store, IngestProgress() as progress:
+            summary = run_ingest(
+                inputs, store, jobs=jobs, timeout=timeout, memory_limit_mb=memory_limit,
+                symbol_dirs=symbol_dir or (), store_cores=not no_store_cores, observer=progress,
+            )
+    except (InputError, StoreError) as exc:
+        _fail(str(exc))
+    for rejection in summary.rejections:
+        sys.stderr.write(f"coreepi: {rejection}\n")
+    sys.stdout.write(str(summary) + "\n")
 
 
 def main() -> None:

@@ -1,12 +1,14 @@
 """coreepi's error tree. Every error a user can cause derives from one base::
 
     CoreepiError
-     └── InputError            the input cannot be used (names the input)
-          ├── NotACoreError        not an ELF core (empty, not ELF, ELF of another type)
-          ├── CorruptCoreError     an ELF core whose structure is broken or absurd
-          └── UnsupportedArchError a core for an architecture coreepi cannot read
+     ├── InputError            the input cannot be used (names the input)
+     │    ├── NotACoreError        not an ELF core (empty, not ELF, ELF of another type)
+     │    ├── CorruptCoreError     an ELF core whose structure is broken or absurd
+     │    └── UnsupportedArchError a core for an architecture coreepi cannot read
+     └── StoreError            the store cannot be opened or used (names the data dir)
 
-The CLI turns an InputError into one line on stderr and exit status 2.
+The CLI turns an InputError or a StoreError into one line on stderr and exit
+status 2.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ __all__ = [
     "CorruptCoreError",
     "InputError",
     "NotACoreError",
+    "StoreError",
     "UnsupportedArchError",
 ]
 
@@ -43,3 +46,8 @@ class CorruptCoreError(InputError):
 
 class UnsupportedArchError(InputError):
     """The core is for an architecture coreepi cannot read."""
+
+
+class StoreError(CoreepiError):
+    """The store cannot be opened or used: data dir locked by another process,
+    a schema newer than this coreepi knows, a damaged database file."""

@@ -4,13 +4,17 @@ instruction decoding with capstone)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import capstone
 
 from coreepi.report import CrashReport, Thread
+
+if TYPE_CHECKING:
+    from coreepi.analyze.casedefs import CaseDefinition
 
 __all__ = ["AnalysisContext", "Instruction", "Memory", "RegionLike"]
 
@@ -59,6 +63,8 @@ class AnalysisContext:
 
     report: CrashReport
     memory: Memory | None = None
+    #: user case definitions to evaluate after the built-in phenotypes
+    case_definitions: Sequence[CaseDefinition] = ()
 
     @property
     def arch(self) -> str:
@@ -98,6 +104,27 @@ class AnalysisContext:
     def executable(self, address: int) -> bool:
         perms = self.perms_at(address)
         return perms is not None and "x" in perms
+
+    def read_c_string(self, address: int, limit: int = 4096) -> bytes | None:
+        """The NUL-terminated bytes at ``address`` (without the NUL), at most
+        ``limit`` bytes; None when unreadable or unterminated within ``limit``."""
+        if self.memory is None:
+            return None
+        out = b""
+        chunk = 64
+        while len(out) < limit:
+            data = self.memory.read(address + len(out), chunk)
+            if data is None:
+                if chunk == 1:
+                    return None
+                chunk = 1  # near the end of a mapping: go byte by byte
+                continue
+            nul = data.find(b"\0")
+            if nul >= 0:
+                out += data[:nul]
+                return out if len(out) <= limit else None
+            out += data
+        return None
 
     @cached_property
     def _disassembler(self) -> capstone.Cs | None:

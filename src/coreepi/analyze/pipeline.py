@@ -9,10 +9,16 @@ same).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from coreepi.analyze.context import AnalysisContext, Memory
 from coreepi.analyze.phenotypes import PhenotypeRule, builtin_rules
+from coreepi.analyze.signature import run_signature
+from coreepi.analyze.stackscan import run_stack_scan
 from coreepi.report import CrashReport
+
+if TYPE_CHECKING:
+    from coreepi.analyze.casedefs import CaseDefinition
 
 __all__ = ["analyze", "run_phenotypes"]
 
@@ -35,18 +41,39 @@ def run_phenotypes(ctx: AnalysisContext, rules: Sequence[PhenotypeRule] | None =
     ctx.report.phenotypes = fired
 
 
+def run_case_definitions(ctx: AnalysisContext) -> None:
+    """Add the user case definitions that fire (after the built-in phenotypes)."""
+    if ctx.case_definitions:
+        from coreepi.analyze.casedefs import evaluate_case_definitions
+
+        ctx.report.phenotypes.extend(
+            evaluate_case_definitions(ctx.report, list(ctx.case_definitions))
+        )
+
+
 # Order matters: phenotypes read frames (so stack scanning, which adds frames,
-# goes before them), and the signature reads phenotypes.
+# goes before them), and the signature reads phenotypes (an unusable stack's
+# phenotype heads it) and the scanned frames, so it goes last.
 STEPS: list[tuple[str, Step]] = [
+    ("stack-scan", run_stack_scan),
     ("phenotypes", run_phenotypes),
+    ("case-definitions", run_case_definitions),  # after the built-ins they may name
+    ("signature", run_signature),
 ]
 
 
-def analyze(report: CrashReport, memory: Memory | None = None) -> CrashReport:
+def analyze(
+    report: CrashReport,
+    memory: Memory | None = None,
+    *,
+    case_definitions: Sequence[CaseDefinition] = (),
+) -> CrashReport:
     """Enrich ``report`` in place with phenotypes (and, as steps are added,
     scanned frames and a signature); returns it. ``memory`` is the crashed
-    process's memory when the core is at hand."""
-    ctx = AnalysisContext(report, memory)
+    process's memory when the core is at hand. ``case_definitions``: user
+    case definitions (:func:`coreepi.analyze.casedefs.load_case_definitions`)
+    evaluated after the built-in phenotypes."""
+    ctx = AnalysisContext(report, memory, case_definitions=case_definitions)
     for name, step in STEPS:
         try:
             step(ctx)

@@ -23,7 +23,8 @@ class PhenotypeRule(ABC):
     """One built-in case definition.
 
     Subclasses set ``name`` (kebab-case, unique), ``hardware_indicative``
-    (does firing point at the host's hardware rather than at software?) and
+    (does firing point at the host's hardware rather than at software? For
+    rules that decide per crash: whether it can), and
     ``description`` (one sentence, shown in docs and the UI), and implement
     :meth:`evaluate`.
     """
@@ -37,11 +38,22 @@ class PhenotypeRule(ABC):
         """Return the phenotype with its evidence when the rule fires, else None.
         May raise: the pipeline turns an exception into a warning."""
 
-    def fire(self, confidence: float | None = None, **evidence: Any) -> Phenotype:
-        """Build this rule's Phenotype from keyword evidence."""
+    def fire(
+        self,
+        confidence: float | None = None,
+        *,
+        hardware_indicative: bool | None = None,
+        **evidence: Any,
+    ) -> Phenotype:
+        """Build this rule's Phenotype from keyword evidence. A rule whose
+        verdict depends on the crash (illegal-instruction on a valid opcode,
+        stack-misaligned in compiled code) passes ``hardware_indicative``;
+        otherwise the class's value holds."""
         return Phenotype(
             name=self.name,
-            hardware_indicative=self.hardware_indicative,
+            hardware_indicative=(
+                self.hardware_indicative if hardware_indicative is None else hardware_indicative
+            ),
             confidence=confidence,
             evidence=evidence,
         )

@@ -22,8 +22,12 @@ class NullDeref(PhenotypeRule):
             return None
         if sig.fault_address >= NULL_PAGE_LIMIT:
             return None
+        # pc == fault address: the CPU faulted fetching an instruction (a call
+        # or jump through a NULL function pointer, or a return to NULL).
+        access = "execute" if ctx.pc == sig.fault_address else "data"
         return self.fire(
             fault_address=f"0x{sig.fault_address:x}",
             si_code=sig.si_code_name,
             offset_from_null=sig.fault_address,
+            access=access,
         )

@@ -1,0 +1,102 @@
+"""Make a crash report's signature: its frames, normalized and filtered, joined
+by `` | ``; headed by a phenotype when the stack is unusable.
+
+Like Socorro's ``SignatureGenerator`` (``socorro/signature/generator.py``):
+an ordered list of small rules, each recording what it changed, and one
+failing rule never costs the crash its signature (the failure is reported and
+the other rules still run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coreepi.analyze.signature.config import SignatureConfig, load_lists
+from coreepi.analyze.signature.rules import (
+    CollapseRecursion,
+    DropNonCodeFrames,
+    JoinFrames,
+    NormalizeFrames,
+    PreferTrustedFrames,
+    SignatureRule,
+    SignatureState,
+    SkipIrrelevantFrames,
+    SkipPrefixFrames,
+    TakeTopFrames,
+    TrimModules,
+    Truncate,
+    UnusableStackHead,
+)
+from coreepi.report import CrashReport, Signature
+
+__all__ = ["RULES", "SignatureGenerator", "SignatureResult", "generate_signature"]
+
+# Order matters:
+# - NormalizeFrames first: every later rule matches the normalized text.
+# - DropNonCodeFrames before the lists: a pc of 0 must not reach them.
+# - SkipIrrelevantFrames before SkipPrefixFrames: an irrelevant frame inside
+#   the innermost run (the personality routine between std::terminate and a
+#   noexcept function) must not end the prefix run early.
+# - TrimModules after both lists, so a list can still name a trimmed module's
+#   symbolized frames.
+# - PreferTrustedFrames after filtering: "nothing better exists" is judged on
+#   the frames that would be used, not on a trusted abort() we drop anyway.
+# - CollapseRecursion after every rule that drops frames (a dropped frame
+#   between two equal ones must not keep them apart).
+# - UnusableStackHead before TakeTopFrames: it may set the frame count.
+# - JoinFrames, then Truncate, last (Socorro: SigFixWhitespace, SigTruncate).
+RULES: tuple[type[SignatureRule], ...] = (
+    NormalizeFrames,
+    DropNonCodeFrames,
+    SkipIrrelevantFrames,
+    SkipPrefixFrames,
+    TrimModules,
+    PreferTrustedFrames,
+    CollapseRecursion,
+    UnusableStackHead,
+    TakeTopFrames,
+    JoinFrames,
+    Truncate,
+)
+
+
+@dataclass
+class SignatureResult:
+    """The signature and the rules that failed on this report (``rule: error``)."""
+
+    signature: Signature
+    errors: list[str] = field(default_factory=list)
+
+
+class SignatureGenerator:
+    """Runs :data:`RULES` (or ``rules``) with one configuration."""
+
+    def __init__(
+        self,
+        config: SignatureConfig | None = None,
+        rules: tuple[type[SignatureRule], ...] = RULES,
+    ) -> None:
+        self.config = config or SignatureConfig()
+        self.lists = load_lists(self.config.list_dirs, self.config.builtin_lists)
+        self.rules = [rule() for rule in rules]
+
+    def generate(self, report: CrashReport) -> SignatureResult:
+        state = SignatureState(report, self.config, self.lists, limit=self.config.top_n)
+        errors = []
+        for rule in self.rules:
+            try:
+                if rule.predicate(state):
+                    rule.action(state)
+            except Exception as exc:  # noqa: BLE001 - a rule's bug must not cost the crash its signature
+                errors.append(f"{rule.name}: {type(exc).__name__}: {exc}")
+                state.record(rule.name, "", f"rule failed: {type(exc).__name__}")
+        signature = Signature(signature=state.signature, frames_used=state.used, trail=state.trail)
+        return SignatureResult(signature, errors)
+
+
+def generate_signature(report: CrashReport, config: SignatureConfig | None = None) -> Signature:
+    """The signature of ``report`` (not stored in it); rule failures are
+    appended to ``report.analysis.warnings``."""
+    result = SignatureGenerator(config).generate(report)
+    report.analysis.warnings.extend(f"signature rule {e}" for e in result.errors)
+    return result.signature
