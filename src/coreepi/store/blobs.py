@@ -1,0 +1,118 @@
+"""Content-addressed blob directory (cores, large artifacts).
+
+A blob's key is the SHA-256 (lower-case hex) of its content *as received*
+(e.g. the core file's bytes, compressed or not). On disk it lives at
+``ROOT/ab/abcdef….zst`` — zstd-compressed — or ``ROOT/ab/abcdef…`` when the
+content is already compressed (zstd, gzip, bzip2, xz), which is not worth
+compressing again. Writes go to a temporary file and are renamed into place,
+so a blob is complete or absent, and concurrent writers of one key are
+harmless (same content). No database: workers may write blobs directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import zstandard
+
+__all__ = ["BlobStore", "sha256_file"]
+
+_COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+_CHUNK = 1 << 20
+ZSTD_LEVEL = 3
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of the file at ``path``, lower-case hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class BlobStore:
+    """Blobs under ``root``, addressed by the SHA-256 of their content."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):
+            raise ValueError(f"not a blob key (64 lower-case hex digits): {key!r}")
+        base = self.root / key[:2] / key
+        return base.with_name(key + ".zst"), base
+
+    def path(self, key: str) -> Path | None:
+        """Where the blob is on disk (possibly zstd-compressed), or None."""
+        return next((p for p in self._paths(key) if p.exists()), None)
+
+    def has(self, key: str) -> bool:
+        return self.path(key) is not None
+
+    def put_file(self, path: str | os.PathLike[str], key: str | None = None) -> str:
+        """Store the file at ``path``; returns its key. With ``key`` given
+        (the caller already hashed it) an existing blob is not rewritten;
+        the content is still hashed while copying, and a mismatch raises
+        ValueError (the file changed under us)."""
+        if key is not None and self.has(key):
+            return key
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(path, "rb") as src:
+            head = src.read(8)
+            src.seek(0)
+            compress = not head.startswith(_COMPRESSED_MAGIC)
+            fd, tmp = tempfile.mkstemp(prefix=".put-", dir=self.root)
+            try:
+                h = hashlib.sha256()
+                with os.fdopen(fd, "wb") as dst:
+                    if compress:
+                        cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+                        with cctx.stream_writer(dst, closefd=False) as writer:
+                            while chunk := src.read(_CHUNK):
+                                h.update(chunk)
+                                writer.write(chunk)
+                    else:
+                        while chunk := src.read(_CHUNK):
+                            h.update(chunk)
+                            dst.write(chunk)
+                digest = h.hexdigest()
+                if key is not None and digest != key:
+                    raise ValueError(f"{path}: content changed while storing (sha256 {digest})")
+                zst, raw = self._paths(digest)
+                target = zst if compress else raw
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return digest
+
+    def put_bytes(self, data: bytes) -> str:
+        """Store ``data``; returns its key."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".bytes-", dir=self.root)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        try:
+            return self.put_file(tmp)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    def get(self, key: str) -> bytes:
+        """The content of a blob, as it was received. KeyError when absent."""
+        zst, raw = self._paths(key)
+        if zst.exists():
+            with open(zst, "rb") as fh:
+                return zstandard.ZstdDecompressor().stream_reader(fh).read()
+        if raw.exists():
+            return raw.read_bytes()
+        raise KeyError(key)
+
+    def size(self, key: str) -> int | None:
+        """Bytes the blob takes on disk, or None when absent."""
+        p = self.path(key)
+        return p.stat().st_size if p is not None else None

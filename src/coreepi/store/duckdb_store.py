@@ -1,0 +1,476 @@
+"""The embedded store: one data dir with ``coreepi.duckdb`` and ``blobs/``.
+
+DuckDB allows one writing process per database file (it locks the file), and
+within the process one connection should write. Following Datasette's
+``Database`` (one gateway for writes), every write goes through
+:meth:`DuckDBStore.transaction`, which holds a lock around the single writer
+connection: threads of one process (ingest's dispatchers, a future server's
+handlers) queue there, never open the database themselves. Reads use cursors
+(DuckDB's per-thread connections to the same database) and see committed
+data. A second process gets a :class:`~coreepi.errors.StoreError` naming the
+data dir, unless it opens read-only while nobody writes.
+
+Bulk rows go in as a registered DataFrame (``INSERT … SELECT … FROM _stage
+ON CONFLICT DO NOTHING``): one statement per batch instead of one per row.
+The SQL itself is portable (PostgreSQL has ``ON CONFLICT``, ``TIMESTAMPTZ``,
+``VARCHAR[]``); only the staging mechanism is DuckDB's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from coreepi.errors import StoreError
+from coreepi.events import TelemetryEvent
+from coreepi.fleet import ExposureInterval, HostRow, Rejection
+from coreepi.report import CrashReport
+from coreepi.store.base import CrashRecord, ExposureResult, LedgerEntry, Store
+from coreepi.store.blobs import BlobStore
+from coreepi.store.frames import crash_frame_from, exposure_frame_from, telemetry_frame_from
+from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
+
+__all__ = ["DB_NAME", "DuckDBStore", "default_data_dir"]
+
+DB_NAME = "coreepi.duckdb"
+BLOB_DIR = "blobs"
+
+
+def default_data_dir() -> Path:
+    """``$COREEPI_DATA``, else the per-user data dir (platformdirs), e.g.
+    ``~/.local/share/coreepi`` on Linux."""
+    env = os.environ.get("COREEPI_DATA")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("coreepi", appauthor=False))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _window(column: str, since: datetime | None, until: datetime | None) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    if since is not None:
+        clauses.append(f"{column} >= ?")
+        params.append(since)
+    if until is not None:
+        clauses.append(f"{column} < ?")
+        params.append(until)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+class DuckDBStore(Store):
+    """The store in ``data_dir`` (created if needed, migrated on open)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, read_only: bool = False):
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.read_only = read_only
+        self.db_path = self.data_dir / DB_NAME
+        self.blobs = BlobStore(self.data_dir / BLOB_DIR)
+        if read_only and not self.db_path.exists():
+            raise StoreError(f"{self.data_dir}: no coreepi store here (nothing ingested yet)")
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._con = duckdb.connect(os.fspath(self.db_path), read_only=read_only)
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "lock" in text.lower():
+                raise StoreError(
+                    f"{self.data_dir}: the store is in use by another process "
+                    f"(DuckDB allows one writer): {text.splitlines()[0]}"
+                ) from None
+            raise StoreError(f"{self.db_path}: cannot open: {text.splitlines()[0]}") from None
+        except (duckdb.Error, OSError) as exc:
+            raise StoreError(f"{self.db_path}: cannot open: {exc}") from None
+        self._con.execute("SET TimeZone = 'UTC'")
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._closed = False
+        self._migrate()
+
+    # ------------------------------------------------------------------
+    # schema
+
+    def schema_version(self) -> int:
+        try:
+            row = self._con.execute("SELECT max(version) FROM schema_version").fetchone()
+        except duckdb.CatalogException:
+            return 0
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def _migrate(self) -> None:
+        current = self.schema_version()
+        if current > latest_version():
+            raise StoreError(
+                f"{self.db_path}: schema version {current} is newer than this coreepi "
+                f"knows ({latest_version()}); upgrade coreepi"
+            )
+        if current == latest_version():
+            return
+        if self.read_only:
+            raise StoreError(f"{self.db_path}: schema version {current} needs migrating; "
+                             "open it writable once (e.g. run ingest)")
+        with self.transaction():
+            self._con.execute(SCHEMA_VERSION_TABLE)
+        for m in MIGRATIONS:
+            if m.version <= current:
+                continue
+            with self.transaction():
+                for statement in m.statements:
+                    self._con.execute(statement)
+                self._con.execute(
+                    "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                    [m.version, m.description, _now()],
+                )
+
+    # ------------------------------------------------------------------
+    # the write gateway
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        if self.read_only:
+            raise StoreError(f"{self.db_path}: opened read-only")
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                self._con.begin()
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._con.rollback()
+                raise
+            self._depth -= 1
+            if outer:
+                self._con.commit()
+
+    def _insert_frame(self, table: str, columns: list[str], frame: pd.DataFrame,
+                      conflict: str = "DO NOTHING", casts: dict[str, str] | None = None) -> int:
+        """INSERT the rows of ``frame`` into ``table``; returns rows inserted."""
+        if frame.empty:
+            return 0
+        casts = casts or {}
+        select = ", ".join(
+            f"CAST({c} AS {casts[c]})" if c in casts else c for c in columns
+        )
+        with self.transaction():
+            self._con.register("_stage", frame)
+            try:
+                row = self._con.execute(
+                    f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM _stage "
+                    f"ON CONFLICT {conflict}"
+                ).fetchone()
+            finally:
+                self._con.unregister("_stage")
+        return int(row[0]) if row else 0
+
+    # ------------------------------------------------------------------
+    # writes
+
+    def add_hosts(self, hosts: Iterable[HostRow]) -> int:
+        rows = {h.host_id: _json(h.attributes) for h in hosts}  # last one of a host wins
+        frame = pd.DataFrame(
+            {"host_id": list(rows), "attributes": list(rows.values()), "updated_at": _now()}
+        )
+        return self._insert_frame(
+            "hosts", ["host_id", "attributes", "updated_at"], frame,
+            conflict="(host_id) DO UPDATE SET attributes = excluded.attributes, "
+            "updated_at = excluded.updated_at",
+            casts={"updated_at": "TIMESTAMPTZ"},
+        )
+
+    def add_exposure(self, intervals: Iterable[ExposureInterval], source: str = "") -> ExposureResult:
+        result = ExposureResult()
+        batch: list[ExposureInterval] = []
+        for interval in intervals:
+            batch.append(interval)
+            if len(batch) >= 100_000:
+                self._add_exposure_batch(batch, source, result)
+                batch = []
+        self._add_exposure_batch(batch, source, result)
+        return result
+
+    def _add_exposure_batch(
+        self, batch: list[ExposureInterval], source: str, result: ExposureResult
+    ) -> None:
+        if not batch:
+            return
+        frame = pd.DataFrame({
+            "i": range(len(batch)),
+            "host_id": [x.host_id for x in batch],
+            "start_ts": [x.start for x in batch],
+            "end_ts": [x.end for x in batch],
+            "attributes": [_json(x.attributes) for x in batch],
+            "source": [f"{source}:{x.line}" if source else None for x in batch],
+        })
+        with self.transaction():
+            self._con.register("_stage", frame)
+            try:
+                # identical to a stored interval: already there (re-ingest)
+                same = self._con.execute(
+                    "SELECT s.i FROM _stage s JOIN exposure e ON e.host_id = s.host_id "
+                    "AND e.start_ts = s.start_ts AND e.end_ts = s.end_ts"
+                ).fetchall()
+                # overlapping a stored interval of the host otherwise: a conflict
+                clash = self._con.execute(
+                    "SELECT s.i, min(e.start_ts), min(e.end_ts) FROM _stage s JOIN exposure e "
+                    "ON e.host_id = s.host_id AND e.start_ts < s.end_ts AND s.start_ts < e.end_ts "
+                    "AND NOT (e.start_ts = s.start_ts AND e.end_ts = s.end_ts) GROUP BY s.i"
+                ).fetchall()
+                skip = {r[0] for r in same} | {r[0] for r in clash}
+                row = self._con.execute(
+                    "INSERT INTO exposure (host_id, start_ts, end_ts, attributes, source) "
+                    "SELECT host_id, start_ts, end_ts, attributes, CAST(source AS VARCHAR) "
+                    "FROM _stage WHERE NOT (i IN (SELECT unnest(?::INTEGER[]))) "
+                    "ON CONFLICT DO NOTHING",
+                    [sorted(skip)],
+                ).fetchone()
+            finally:
+                self._con.unregister("_stage")
+        result.added += int(row[0]) if row else 0
+        result.duplicates += len(same)
+        result.conflicts.extend((batch[i], s, e) for i, s, e in clash)
+
+    def add_crashes(self, records: Iterable[CrashRecord]) -> int:
+        rows: dict[str, dict[str, Any]] = {}
+        for rec in records:
+            r = rec.report
+            attrs = rec.attributes
+            exe = attrs.get("exe") if attrs.get("exe") is not None else r.process.exe
+            rows.setdefault(r.crash_id, {
+                "crash_id": r.crash_id,
+                "host_id": r.host_id,
+                "captured_at": r.captured_at,
+                "source": str(r.source),
+                "signature": r.signature.signature if r.signature else None,
+                "phenotypes": [p.name for p in r.phenotypes],
+                "hardware_phenotypes": [p.name for p in r.phenotypes if p.hardware_indicative],
+                "signal": r.signal.name if r.signal else None,
+                "signal_number": r.signal.number if r.signal else None,
+                "si_code_name": r.signal.si_code_name if r.signal else None,
+                "exe": None if exe is None else str(exe),
+                "app_version": None if attrs.get("app_version") is None
+                else str(attrs["app_version"]),
+                "attributes": _json(attrs),
+                "core_status": str(rec.core_status),
+                "core_reason": rec.core_reason,
+                "core_sha256": r.core.sha256,
+                "blob_key": r.core.blob_key,
+                "artifact": rec.artifact,
+                "report": r.model_dump_json(),
+                "ingested_at": _now(),
+            })
+        if not rows:
+            return 0
+        frame = pd.DataFrame(list(rows.values()))
+        casts = {c: "VARCHAR" for c in (
+            "host_id", "signature", "signal", "si_code_name", "exe", "app_version",
+            "core_reason", "core_sha256", "blob_key", "artifact")}
+        casts |= {"captured_at": "TIMESTAMPTZ", "ingested_at": "TIMESTAMPTZ",
+                  "signal_number": "INTEGER", "phenotypes": "VARCHAR[]",
+                  "hardware_phenotypes": "VARCHAR[]"}
+        return self._insert_frame("crashes", list(frame.columns), frame, casts=casts)
+
+    def add_events(self, events: Iterable[TelemetryEvent]) -> int:
+        rows: dict[str, dict[str, Any]] = {}
+        for ev in events:
+            rows.setdefault(ev.event_id, {
+                "event_id": ev.event_id, "host_id": ev.host_id, "ts": ev.ts,
+                "uptime_seconds": ev.uptime_seconds, "kind": str(ev.kind),
+                "severity": ev.severity, "component": ev.component,
+                "hardware_indicative": ev.hardware_indicative, "summary": ev.summary,
+                "detail": _json(ev.detail), "source": ev.source, "raw": ev.raw,
+            })
+        if not rows:
+            return 0
+        frame = pd.DataFrame(list(rows.values()))
+        casts = {c: "VARCHAR" for c in ("host_id", "severity", "component", "source", "raw")}
+        casts |= {"ts": "TIMESTAMPTZ", "uptime_seconds": "DOUBLE PRECISION"}
+        return self._insert_frame("telemetry", list(frame.columns), frame, casts=casts)
+
+    def add_rejections(self, rejections: Iterable[Rejection], replace_files: Iterable[str] = ()) -> int:
+        items = list(rejections)
+        with self.transaction():
+            for f in set(replace_files):
+                self._con.execute("DELETE FROM ingest_rejections WHERE file = ?", [f])
+            return self._insert_rejections(items)
+
+    def replace_rejections(self, category: str, rejections: Iterable[Rejection]) -> int:
+        items = list(rejections)
+        with self.transaction():
+            self._con.execute("DELETE FROM ingest_rejections WHERE category = ?", [category])
+            return self._insert_rejections(items)
+
+    def _insert_rejections(self, items: list[Rejection]) -> int:
+        if not items:
+            return 0
+        frame = pd.DataFrame({
+            "file": [r.file for r in items],
+            "line": pd.array([r.line for r in items], dtype="Int64"),
+            "category": [r.category for r in items],
+            "reason": [r.reason for r in items],
+            "action": [r.action for r in items],
+            "recorded_at": _now(),
+        })
+        with self.transaction():
+            self._con.register("_stage", frame)
+            try:
+                self._con.execute(
+                    "INSERT INTO ingest_rejections SELECT file, CAST(line AS INTEGER), category, "
+                    "reason, action, CAST(recorded_at AS TIMESTAMPTZ) FROM _stage"
+                )
+            finally:
+                self._con.unregister("_stage")
+        return len(items)
+
+    def record_file(self, entry: LedgerEntry) -> None:
+        with self.transaction():
+            self._con.execute(
+                "INSERT INTO ingest_ledger (path, size, mtime_ns, sha256, kind, outcome, ingested_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET size = excluded.size, "
+                "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, kind = excluded.kind, "
+                "outcome = excluded.outcome, ingested_at = excluded.ingested_at",
+                [entry.path, entry.size, entry.mtime_ns, entry.sha256, entry.kind, entry.outcome,
+                 _now()],
+            )
+
+    # ------------------------------------------------------------------
+    # reads
+
+    def _query(self, sql: str, params: list[Any] | None = None) -> duckdb.DuckDBPyConnection:
+        cur = self._con.cursor()
+        cur.execute("SET TimeZone = 'UTC'")
+        return cur.execute(sql, params or [])
+
+    def ledger_entry(self, path: str) -> LedgerEntry | None:
+        row = self._query(
+            "SELECT path, size, mtime_ns, sha256, kind, outcome FROM ingest_ledger WHERE path = ?",
+            [path],
+        ).fetchone()
+        return LedgerEntry(*row) if row else None
+
+    def ledger_has_sha256(self, sha256: str) -> bool:
+        row = self._query("SELECT count(*) FROM ingest_ledger WHERE sha256 = ?", [sha256]).fetchone()
+        return bool(row and row[0])
+
+    def host_ids(self) -> set[str]:
+        return {r[0] for r in self._query("SELECT host_id FROM hosts").fetchall()}
+
+    def crash_ids(self) -> set[str]:
+        return {r[0] for r in self._query("SELECT crash_id FROM crashes").fetchall()}
+
+    def get_report(self, crash_id: str) -> CrashReport | None:
+        row = self._query("SELECT report FROM crashes WHERE crash_id = ?", [crash_id]).fetchone()
+        return CrashReport.model_validate_json(row[0]) if row else None
+
+    def crash_frame(self, since: datetime | None = None, until: datetime | None = None) -> pd.DataFrame:
+        where, params = _window("captured_at", since, until)
+        rows = self._query(
+            "SELECT crash_id, host_id, captured_at, source, signature, phenotypes, "
+            "hardware_phenotypes, signal, si_code_name, exe, app_version, core_status, attributes "
+            f"FROM crashes{where} ORDER BY captured_at, crash_id",
+            params,
+        ).df()
+        return crash_frame_from(rows)
+
+    def exposure_frame(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> pd.DataFrame:
+        clauses, params = [], []
+        if since is not None:
+            clauses.append("e.end_ts > ?")
+            params.append(since)
+        if until is not None:
+            clauses.append("e.start_ts < ?")
+            params.append(until)
+        where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+        rows = self._query(
+            "SELECT e.host_id, e.start_ts AS start, e.end_ts AS \"end\", e.attributes, "
+            "h.attributes AS host_attributes FROM exposure e LEFT JOIN hosts h "
+            f"ON h.host_id = e.host_id{where} ORDER BY e.host_id, e.start_ts",
+            params,
+        ).df()
+        return exposure_frame_from(rows, since, until)
+
+    def telemetry_frame(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> pd.DataFrame:
+        where, params = _window("ts", since, until)
+        rows = self._query(
+            "SELECT event_id, host_id, ts, kind, severity, component, hardware_indicative, "
+            f"summary FROM telemetry{where} ORDER BY ts, event_id",
+            params,
+        ).df()
+        return telemetry_frame_from(rows)
+
+    def hosts_frame(self) -> pd.DataFrame:
+        rows = self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id").fetchall()
+        records = [{"host_id": h, **json.loads(a)} for h, a in rows]
+        return pd.DataFrame.from_records(records, columns=None if records else ["host_id"])
+
+    def rejections_frame(self) -> pd.DataFrame:
+        return self._query(
+            "SELECT file, line, category, reason, action, recorded_at FROM ingest_rejections "
+            "ORDER BY file, line"
+        ).df()
+
+    def count_crashes(
+        self, since: datetime | None = None, until: datetime | None = None,
+        core_status: str | None = None,
+    ) -> int:
+        where, params = _window("captured_at", since, until)
+        if core_status is not None:
+            where += (" AND " if where else " WHERE ") + "core_status = ?"
+            params.append(core_status)
+        row = self._query(f"SELECT count(*) FROM crashes{where}", params).fetchone()
+        return int(row[0]) if row else 0
+
+    def counts(self) -> dict[str, int]:
+        out = {}
+        for table in ("hosts", "exposure", "crashes", "telemetry", "ingest_rejections",
+                      "ingest_ledger"):
+            row = self._query(f"SELECT count(*) FROM {table}").fetchone()
+            out[table] = int(row[0]) if row else 0
+        return out
+
+    def crashes_outside_exposure(self) -> Iterator[tuple[str, str | None, datetime, str | None]]:
+        rows = self._query(
+            "SELECT c.crash_id, c.host_id, c.captured_at, c.artifact FROM crashes c "
+            "WHERE c.captured_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM exposure e "
+            "WHERE e.host_id = c.host_id AND e.start_ts <= c.captured_at "
+            "AND c.captured_at < e.end_ts) ORDER BY c.captured_at, c.crash_id"
+        ).fetchall()
+        for crash_id, host_id, captured_at, artifact in rows:
+            yield crash_id, host_id, captured_at.astimezone(UTC), artifact
+
+    # ------------------------------------------------------------------
+    # blobs
+
+    def put_blob(self, path: str | Path, key: str | None = None) -> str:
+        return self.blobs.put_file(path, key)
+
+    def get_blob(self, key: str) -> bytes:
+        return self.blobs.get(key)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._con.close()

@@ -1,0 +1,137 @@
+"""The store's schema, as an ordered list of migrations.
+
+Each :class:`Migration` moves the schema from ``version - 1`` to ``version``;
+the store applies the pending ones in order, each in its own transaction, and
+records it in ``schema_version``. Never edit a released migration: add one.
+
+The SQL is kept portable between DuckDB and PostgreSQL (the second store):
+``VARCHAR``, ``TEXT``, ``BIGINT``, ``INTEGER``, ``BOOLEAN``, ``DOUBLE
+PRECISION``, ``TIMESTAMPTZ``, ``VARCHAR[]``; JSON is kept as ``TEXT`` (both
+engines can parse it; neither's JSON type is the other's). No secondary
+indexes: DuckDB scans with zone maps and its ART indexes slow bulk inserts;
+the PostgreSQL store will add its own in its own migrations.
+
+Column names avoid reserved words (``start_ts``/``end_ts``, not
+``start``/``end``); the DataFrames the store returns use the short names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION_TABLE", "Migration", "latest_version"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+SCHEMA_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version     INTEGER PRIMARY KEY,
+    description VARCHAR NOT NULL,
+    applied_at  TIMESTAMPTZ NOT NULL
+)
+"""
+
+_V1 = (
+    # one row per host of hosts.csv; attributes: JSON object of static attributes
+    """
+    CREATE TABLE hosts (
+        host_id    VARCHAR PRIMARY KEY,
+        attributes TEXT NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+    )
+    """,
+    # observed node-time: [start_ts, end_ts), never overlapping for one host;
+    # attributes: JSON object overriding the host's for this interval
+    """
+    CREATE TABLE exposure (
+        host_id    VARCHAR NOT NULL,
+        start_ts   TIMESTAMPTZ NOT NULL,
+        end_ts     TIMESTAMPTZ NOT NULL,
+        attributes TEXT NOT NULL,
+        source     VARCHAR,
+        PRIMARY KEY (host_id, start_ts)
+    )
+    """,
+    # one row per crash, counted even when its core is missing or unreadable
+    # (core_status: stored | not-stored | missing | unreadable, core_reason: why);
+    # attributes: JSON object of the sidecar's attributes; report: the CrashReport JSON
+    """
+    CREATE TABLE crashes (
+        crash_id            VARCHAR PRIMARY KEY,
+        host_id             VARCHAR,
+        captured_at         TIMESTAMPTZ,
+        source              VARCHAR NOT NULL,
+        signature           VARCHAR,
+        phenotypes          VARCHAR[] NOT NULL,
+        hardware_phenotypes VARCHAR[] NOT NULL,
+        signal              VARCHAR,
+        signal_number       INTEGER,
+        si_code_name        VARCHAR,
+        exe                 VARCHAR,
+        app_version         VARCHAR,
+        attributes          TEXT NOT NULL,
+        core_status         VARCHAR NOT NULL,
+        core_reason         VARCHAR,
+        core_sha256         VARCHAR,
+        blob_key            VARCHAR,
+        artifact            VARCHAR,
+        report              TEXT NOT NULL,
+        ingested_at         TIMESTAMPTZ NOT NULL
+    )
+    """,
+    # TelemetryEvent rows; detail: JSON object
+    """
+    CREATE TABLE telemetry (
+        event_id            VARCHAR PRIMARY KEY,
+        host_id             VARCHAR,
+        ts                  TIMESTAMPTZ,
+        uptime_seconds      DOUBLE PRECISION,
+        kind                VARCHAR NOT NULL,
+        severity            VARCHAR,
+        component           VARCHAR,
+        hardware_indicative BOOLEAN NOT NULL,
+        summary             VARCHAR NOT NULL,
+        detail              TEXT NOT NULL,
+        source              VARCHAR,
+        raw                 TEXT
+    )
+    """,
+    # every input row that was rejected (action 'rejected') or kept with a
+    # problem (action 'kept'); replaced per file when the file is read again
+    """
+    CREATE TABLE ingest_rejections (
+        file        VARCHAR NOT NULL,
+        line        INTEGER,
+        category    VARCHAR NOT NULL,
+        reason      VARCHAR NOT NULL,
+        action      VARCHAR NOT NULL,
+        recorded_at TIMESTAMPTZ NOT NULL
+    )
+    """,
+    # files already ingested: skipped when (path, size, mtime_ns) or sha256 match
+    """
+    CREATE TABLE ingest_ledger (
+        path        VARCHAR PRIMARY KEY,
+        size        BIGINT NOT NULL,
+        mtime_ns    BIGINT NOT NULL,
+        sha256      VARCHAR NOT NULL,
+        kind        VARCHAR NOT NULL,
+        outcome     VARCHAR NOT NULL,
+        ingested_at TIMESTAMPTZ NOT NULL
+    )
+    """,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "hosts, exposure, crashes, telemetry, ingest_rejections, ingest_ledger", _V1),
+)
+
+
+def latest_version() -> int:
+    return MIGRATIONS[-1].version

@@ -1,0 +1,259 @@
+"""`coreepi ingest` on a small real fleet: real cores (gcc + gdb gcore), a
+hostile and a truncated core, malformed rows; exact counts, file:line
+messages, idempotency, and a kill -9 in the middle of an ingest."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import zstandard
+from fleetfactory import CoreSet, coreset  # noqa: F401
+
+from coreepi.artifacts import inspect_file
+from coreepi.ingest import ingest
+from coreepi.store import DuckDBStore, open_store
+
+
+def sidecar(path: Path, host: str, when: str, **extra: object) -> None:
+    path.write_text(json.dumps({"host_id": host, "captured_at": when, **extra}))
+
+
+def make_fleet(root: Path, cores: CoreSet) -> Path:
+    fleet = root / "fleet"
+    crashes = fleet / "crashes"
+    crashes.mkdir(parents=True)
+    (fleet / "hosts.csv").write_text(
+        "host_id,cpu_model,kernel\n"
+        "h1,EPYC 7763,6.1\n"
+        "h2,Xeon 8380,6.1\n"
+        "h3,Xeon 8380,6.5\n"
+        "h4,Xeon 8380\n"  # line 5: a field short
+    )
+    (fleet / "exposure.csv").write_text(
+        "host_id,start,end,app_version\n"
+        "h1,2024-01-01T00:00:00Z,2024-01-10T00:00:00Z,2.1\n"
+        "h2,2024-01-01T00:00:00Z,2024-01-10T00:00:00Z,2.1\n"
+        "h3,2024-01-01T00:00:00Z,2024-01-05T00:00:00Z,2.0\n"
+        "h3,2024-01-04T00:00:00Z,2024-01-10T00:00:00Z,2.1\n"  # line 5: overlaps line 4
+        "h2,2024-01-11T00:00:00Z,last tuesday,2.1\n"          # line 6: bad timestamp
+        "h9,2024-01-01T00:00:00Z,2024-01-10T00:00:00Z,2.1\n"  # line 7: unknown host
+    )
+    (fleet / "telemetry.jsonl").write_text(
+        json.dumps({"host_id": "h1", "ts": "2024-01-02T00:00:00Z", "kind": "mce"}) + "\n"
+        + json.dumps({"host_id": "h1", "ts": "2024-01-03T00:00:00Z", "kind": "edac_ce"}) + "\n"
+        + "{not json\n"  # line 3
+    )
+    c = cores.cores
+    shutil.copy(c[0], crashes / "core.1")
+    sidecar(crashes / "core.1.json", "h1", "2024-01-02T10:00:00Z", app_version="2.1",
+            load_avg=12.5)
+    (crashes / "core.2.zst").write_bytes(zstandard.ZstdCompressor().compress(c[1].read_bytes()))
+    sidecar(crashes / "core.2.json", "h2", "2024-01-03T10:00:00Z", app_version="2.1")
+    (crashes / "core.3.gz").write_bytes(gzip.compress(c[2].read_bytes()))
+    sidecar(crashes / "core.3.gz.json", "h3", "2024-01-04T10:00:00Z", app_version="2.0")
+    rng = random.Random(4)
+    (crashes / "hostile").write_bytes(b"\x7fELF" + rng.randbytes(65536))
+    sidecar(crashes / "hostile.json", "h1", "2024-01-05T10:00:00Z")
+    (crashes / "truncated").write_bytes(c[3].read_bytes()[:3000])
+    sidecar(crashes / "truncated.json", "h2", "2024-01-05T11:00:00Z")
+    [rep] = inspect_file(c[4], exe=cores.binary)
+    rep.host_id, rep.captured_at = "h3", datetime(2024, 1, 20, tzinfo=UTC)  # outside exposure
+    (crashes / "report.json").write_text(rep.model_dump_json())
+    sidecar(crashes / "lost.json", "h1", "2024-01-06T00:00:00Z", core_dropped_reason="rate limit")
+    shutil.copy(c[5], crashes / "core.6")
+    (crashes / "core.6.json").write_text('{"host_id": "h1",\n "captured_at": 2024-01-07}\n')
+    shutil.copy(c[6], crashes / "core.7")
+    sidecar(crashes / "core.7.json", "h9", "2024-01-07T00:00:00Z")
+    shutil.copy(c[7], crashes / "core.8")  # no sidecar
+    return fleet
+
+
+def rows(store: DuckDBStore, sql: str) -> list[tuple[object, ...]]:
+    return store._query(sql).fetchall()
+
+
+def test_ingest_fleet(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    fleet = make_fleet(tmp_path, coreset)
+    crashes = fleet / "crashes"
+    with open_store(tmp_path / "data") as store:
+        summary = ingest([fleet], store, jobs=2, timeout=120)
+        assert store.counts() | {"ingest_rejections": 0} == {
+            "hosts": 3, "exposure": 3, "crashes": 7, "telemetry": 2, "ingest_rejections": 0,
+            "ingest_ledger": 3 + 7,
+        }
+        assert summary.crashes_added == 7
+        assert summary.crashes_by_status == {"stored": 3, "unreadable": 2, "not-stored": 1,
+                                             "missing": 1}
+        assert summary.rejections.counts() == {
+            "malformed-row": 1, "overlap": 1, "bad-timestamp": 1, "unknown-host": 2,
+            "not-json": 2, "no-sidecar": 1,
+        }
+        messages = sorted(str(r) for r in summary.rejections)
+        expected = sorted([
+            f"{fleet}/hosts.csv:5: expected 3 fields, found 2",
+            f"{fleet}/exposure.csv:5: interval of host 'h3' overlaps the one on line 4",
+            f"{fleet}/exposure.csv:6: not an ISO-8601 timestamp: 'last tuesday'",
+            f"{fleet}/exposure.csv:7: unknown host_id 'h9' (not in hosts)",
+            f"{fleet}/telemetry.jsonl:3: not JSON: Expecting property name enclosed in double "
+            "quotes (column 2)",
+            f"{crashes}/core.6.json:2: sidecar is not JSON: Expecting ',' delimiter (column 21); "
+            "crash not ingested",
+            f"{crashes}/core.7.json: unknown host_id 'h9' (not in hosts); crash not ingested",
+            f"{crashes}/core.8: no sidecar (core.8.json) giving host_id and captured_at; "
+            "not ingested",
+            f"{crashes}/lost.json: core missing (rate limit); crash counted",
+            f"{crashes}/report.json: crash {json.loads((crashes / 'report.json').read_text())['crash_id']} "
+            "of host 'h3' at 2024-01-20T00:00:00+00:00 is outside every exposure interval of its "
+            "host (counted, but adds to no rate)",
+        ] + [m for m in messages if m.startswith((f"{crashes}/hostile:", f"{crashes}/truncated:"))])
+        assert messages == expected
+        unreadable = [r for r in summary.rejections if r.file.endswith(("hostile", "truncated"))]
+        assert [(Path(r.file).name, r.category, r.action) for r in unreadable] == [
+            ("hostile", "unreadable-core", "kept"), ("truncated", "unreadable-core", "kept")]
+        assert store.rejections_frame().shape[0] == len(summary.rejections)
+
+        df = store.crash_frame()
+        by_artifact = {Path(a).name: cid for cid, a in rows(store, "SELECT crash_id, artifact FROM crashes")}
+        got = df.set_index("crash_id").loc[
+            [by_artifact[n] for n in ("core.1", "core.2.zst", "core.3.gz", "hostile", "truncated",
+                                      "lost.json", "report.json")]]
+        assert got["host_id"].tolist() == ["h1", "h2", "h3", "h1", "h2", "h1", "h3"]
+        assert got["core_status"].tolist() == ["stored"] * 3 + ["unreadable"] * 2 + [
+            "missing", "not-stored"]
+        assert got["signature"].tolist()[:3] == ["main"] * 3
+        assert got["phenotypes"].tolist()[:3] == [["null-deref"]] * 3
+        assert got["signal"].tolist()[:3] == ["SIGSEGV"] * 3
+        assert got["app_version"].tolist()[:3] == ["2.1", "2.1", "2.0"]
+        assert got["load_avg"].tolist()[0] == 12.5
+        assert str(got["captured_at"].dtype).endswith(", UTC]")
+        assert got["captured_at"].tolist()[0] == datetime(2024, 1, 2, 10, tzinfo=UTC)
+        # numerator honesty: the reasons are kept
+        reasons = dict(rows(store, "SELECT artifact, core_reason FROM crashes"))
+        assert reasons[str(crashes / "lost.json")] == "rate limit"
+        assert reasons[str(crashes / "hostile")].startswith("unreadable-core: ")
+        # the stored cores are blobs whose content is the file as received
+        core2 = store.get_report(by_artifact["core.2.zst"])
+        assert core2 is not None and core2.core.stored and core2.core.blob_key
+        assert store.get_blob(core2.core.blob_key) == (crashes / "core.2.zst").read_bytes()
+        assert core2.host_id == "h2" and core2.core.sha256 == core2.core.blob_key
+        # exposure: hosts' attributes merged, the interval's override winning
+        ex = store.exposure_frame()
+        assert ex[["host_id", "cpu_model", "kernel", "app_version"]].values.tolist() == [
+            ["h1", "EPYC 7763", "6.1", "2.1"], ["h2", "Xeon 8380", "6.1", "2.1"],
+            ["h3", "Xeon 8380", "6.5", "2.0"]]
+
+        # re-running adds nothing and reads no unchanged file; the 3 rejected crash
+        # files are looked at again (cheaply: their sidecar), so a fix gets picked up
+        again = ingest([fleet], store, jobs=2, timeout=120)
+        assert (again.crashes_added, again.files_skipped, again.files_seen) == (0, 10, 13)
+        assert store.counts()["crashes"] == 7
+        # touched files (new mtime, same content): read again, still nothing added
+        for p in crashes.iterdir():
+            os.utime(p)
+        third = ingest([fleet], store, jobs=2, timeout=120)
+        assert third.crashes_added == 0 and store.counts()["crashes"] == 7
+        # JSON files are re-read (2 crashes already stored); cores are recognised by sha256
+        assert third.crashes_existing == 2
+        # fixing a sidecar lets its crash in on the next run
+        sidecar(crashes / "core.6.json", "h1", "2024-01-07T00:00:00Z")
+        fourth = ingest([fleet], store, jobs=2, timeout=120)
+        assert (fourth.crashes_added, store.counts()["crashes"]) == (1, 8)
+        assert not [r for r in store.rejections_frame()["file"] if r.endswith("core.6.json")]
+
+
+def test_worker_limits(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    files = tmp_path / "in"
+    files.mkdir()
+    shutil.copy(coreset.cores[0], files / "a")
+    sidecar(files / "a.json", "h1", "2024-01-01T00:00:00Z")
+    with open_store(tmp_path / "d1") as store:
+        s = ingest([files / "a"], store, jobs=1, timeout=0.01)
+        assert s.crashes_by_status == {"unreadable": 1}
+        assert [r.category for r in s.rejections] == ["worker-timeout"]
+        assert "analysis took longer than 0.01 s" in str(s.rejections.items[0])
+    with open_store(tmp_path / "d2") as store:
+        s = ingest([files], store, jobs=1, timeout=120, memory_limit_mb=80)
+        assert s.crashes_by_status == {"unreadable": 1}
+        assert [r.category for r in s.rejections] == ["memory-limit"]
+        assert "analysis exceeded the memory limit (80 MiB)" in str(s.rejections.items[0])
+        assert s.rejections.items[0].action == "kept"
+
+
+def _ingest_cli(fleet: Path, data: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, COREEPI_DEBUG="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "coreepi", "ingest", str(fleet), "--data-dir", str(data),
+         "--jobs", "1", "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+
+
+def test_kill_9_mid_ingest_loses_and_duplicates_nothing(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    fleet = tmp_path / "fleet"
+    crashes = fleet / "crashes"
+    crashes.mkdir(parents=True)
+    (fleet / "hosts.csv").write_text("host_id\nh1\nh2\n")
+    for i, core in enumerate(coreset.cores):
+        shutil.copy(core, crashes / f"core.{i}")
+        sidecar(crashes / f"core.{i}.json", f"h{1 + i % 2}", f"2024-01-0{1 + i}T00:00:00Z")
+    data = tmp_path / "data"
+    proc = _ingest_cli(fleet, data)
+    assert proc.stderr is not None
+    done = 0
+    deadline = time.monotonic() + 300
+    while done < 3 and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        done += "coreepi: ingest [" in line
+    assert done == 3, f"ingest did not get going: rc={proc.poll()}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with open_store(data) as store:
+        first = store.counts()["crashes"]
+        assert 3 <= first < len(coreset.cores), first
+    proc = _ingest_cli(fleet, data)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert f"crashes: {len(coreset.cores) - first} added" in out
+    with open_store(data) as store:
+        assert store.counts()["crashes"] == len(coreset.cores)
+        assert store.counts()["ingest_ledger"] == 1 + len(coreset.cores)
+        ids = [r[0] for r in store._query("SELECT crash_id FROM crashes").fetchall()]
+        assert len(ids) == len(set(ids))
+        assert Counter(store.crash_frame()["core_status"]) == {"stored": len(coreset.cores)}
+    # and once more: nothing
+    proc = _ingest_cli(fleet, data)
+    out, _ = proc.communicate(timeout=600)
+    assert "crashes: 0 added" in out
+
+
+def test_cli_ingest_reports_bad_rows(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    (fleet / "hosts.csv").write_text("host_id,zone\nh1,a\n")
+    (fleet / "exposure.csv").write_text("host_id,start,end\nh1,2024-01-02,2024-01-01\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "coreepi", "ingest", str(fleet), "--data-dir", str(tmp_path / "d")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (f"coreepi: {fleet}/exposure.csv:2: end 2024-01-01T00:00:00+00:00 is not after start "
+            "2024-01-02T00:00:00+00:00") in proc.stderr
+    assert "problems: 1 rejected (end-before-start 1)" in proc.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "coreepi", "ingest", str(tmp_path / "nope"), "--data-dir",
+         str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2
+    assert missing.stderr == f"coreepi: error: {tmp_path}/nope: no such file or directory\n"
