@@ -59,7 +59,7 @@ __all__ = [
     "stable_crash_id",
 ]
 
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1.0"
 
 _U64_MAX = (1 << 64) - 1
 
@@ -343,6 +343,11 @@ class CrashReport(_Model):
     phenotypes: list[Phenotype] = Field(default_factory=list)
     signature: Signature | None = None
     host: HostFacts = Field(default_factory=HostFacts)
+    attributes: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="attributes of the crash's context that the epidemiology can stratify by "
+        "(app_version, deployment, workload flags …), from the capture sidecar or the agent",
+    )
     core: CoreInfo = Field(default_factory=CoreInfo)
     analysis: AnalysisInfo
 
