@@ -1,0 +1,194 @@
+"""Adjusted rate ratios: a Poisson GLM with offset log(exposure).
+
+A crude rate ratio can blame the wrong attribute: a version rolled out mostly
+on one hardware generation makes that hardware look crash-prone. Fitting
+
+    log E[crashes_cell] = log(node_days_cell) + β0 + β·[attribute = value] + Σ γ_b,level
+
+over the cells of the cross-classified exposure (one cell per combination of
+candidate attribute values) gives ``exp(β)``, the rate ratio of ``value`` vs
+the rest adjusted for the other attributes (McCullagh & Nelder 1989 §6.2;
+Breslow & Day 1987 vol. II ch. 4). Fits use ``statsmodels`` GLM with a
+Poisson family and Wald intervals.
+
+Robustness. Poisson GLMs over sparse tables fail in known ways:
+
+* **separation** — every crash of the group has the value (or none has):
+  β → ±∞. Detected before fitting (a zero margin) and after it (an estimate
+  or standard error beyond :attr:`EpiConfig.glm_max_abs_coef`, a
+  ``PerfectSeparationError``/``PerfectSeparationWarning``);
+* **collinearity** — a covariate that coincides with the target (kernel 6.1
+  only ever ran on cpu B): the covariate is left out, and the note says so;
+* **non-convergence** — a ``ConvergenceWarning`` on the target fit.
+
+In each case the crude ratio is reported instead, with a note saying why.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+from scipy import stats
+from statsmodels.tools.sm_exceptions import (
+    ConvergenceWarning,
+    PerfectSeparationError,
+    PerfectSeparationWarning,
+)
+
+__all__ = ["AdjustedRatio", "adjusted_rate_ratio", "exposure_cube"]
+
+
+@dataclass(frozen=True)
+class AdjustedRatio:
+    """Adjusted rate ratio of ``attribute = value`` vs the rest, or why there is none."""
+
+    attribute: str
+    value: str
+    irr: float | None
+    lower: float | None
+    upper: float | None
+    p_value: float | None
+    adjusted_for: tuple[str, ...]
+    note: str | None = None
+
+    @property
+    def estimable(self) -> bool:
+        """True when the GLM gave an estimate."""
+        return self.irr is not None
+
+
+def exposure_cube(exposure: pd.DataFrame, attributes: Sequence[str]) -> pd.DataFrame:
+    """Node-days per combination of ``attributes`` (unknown values kept as NaN).
+
+    Computed once per window over every attribute any model may use; each
+    group's model then aggregates this small table instead of the intervals.
+    """
+    attrs = list(attributes)
+    if not attrs:
+        return pd.DataFrame({"node_days": [float(exposure["node_days"].sum())]})
+    return (
+        exposure.groupby(attrs, observed=True, dropna=False, sort=False)["node_days"]
+        .sum()
+        .reset_index()
+    )
+
+
+def _dummies(values: pd.Series, weights: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Treatment-coded indicator columns; the reference is the most exposed level."""
+    codes, uniques = pd.factorize(values.astype(object), sort=True)
+    if len(uniques) < 2:
+        return np.empty((len(values), 0)), []
+    exposure_per_level = np.bincount(codes, weights=weights, minlength=len(uniques))
+    ref = int(np.argmax(exposure_per_level))
+    cols = [i for i in range(len(uniques)) if i != ref]
+    mat = (codes[:, None] == np.array(cols)[None, :]).astype(np.float64)
+    return mat, [str(uniques[i]) for i in cols]
+
+
+def adjusted_rate_ratio(
+    group_crashes: pd.DataFrame,
+    cube: pd.DataFrame,
+    attribute: str,
+    value: str,
+    covariates: Sequence[str],
+    *,
+    alpha: float = 0.05,
+    max_abs_coef: float = 15.0,
+) -> AdjustedRatio:
+    """Rate ratio of ``attribute == value`` vs the rest, adjusted for ``covariates``.
+
+    ``group_crashes``: the group's crashes with attribute columns (one row per
+    crash). ``cube``: :func:`exposure_cube` over at least ``attribute`` and
+    ``covariates``. Cells and crashes with an unknown value of any model
+    attribute are left out. Returns an :class:`AdjustedRatio` whose ``irr`` is
+    None (with a ``note``) when the model cannot estimate it.
+    """
+    covs = [c for c in covariates if c != attribute]
+    model_attrs = [attribute, *covs]
+    cells = cube.dropna(subset=model_attrs)
+    cells = cells.groupby(model_attrs, observed=True, sort=False)["node_days"].sum().reset_index()
+    cells = cells.loc[cells["node_days"] > 0]
+    crashes = group_crashes.dropna(subset=model_attrs)
+    counts = crashes.groupby(model_attrs, observed=True, sort=False).size().rename("crashes")
+    cells = cells.join(counts, on=model_attrs).fillna({"crashes": 0})
+    lost = len(crashes) - int(cells["crashes"].sum())
+
+    def no_estimate(note: str, kept: Sequence[str] = covs) -> AdjustedRatio:
+        return AdjustedRatio(attribute, value, None, None, None, None, tuple(kept), note)
+
+    target = (cells[attribute].astype(object).astype(str) == value).to_numpy(dtype=np.float64)
+    y = cells["crashes"].to_numpy(dtype=np.float64)
+    in_value = float((y * target).sum())
+    outside = float((y * (1 - target)).sum())
+    if in_value == 0 or outside == 0:
+        where = "has" if outside == 0 else "lacks"
+        return no_estimate(
+            f"every crash of the group with a known {attribute} {where} {attribute}={value} "
+            "(separation): the adjusted ratio is not estimable; the crude ratio stands"
+        )
+    weights = cells["node_days"].to_numpy(dtype=np.float64)
+    columns = [np.ones(len(cells)), target]
+    kept: list[str] = []
+    dropped: list[str] = []
+    base = np.column_stack(columns)
+    for c in covs:
+        mat, _ = _dummies(cells[c], weights)
+        if mat.shape[1] == 0:
+            continue
+        trial = np.column_stack([base, mat])
+        if np.linalg.matrix_rank(trial) < trial.shape[1]:
+            dropped.append(c)
+            continue
+        base = trial
+        kept.append(c)
+    notes: list[str] = []
+    if dropped:
+        notes.append(
+            f"not adjusted for {', '.join(dropped)}: collinear with {attribute}={value} "
+            "or with another covariate in this group's exposure (their effects cannot be "
+            "told apart)"
+        )
+    if lost > 0:
+        notes.append(f"{lost} crash(es) in attribute combinations without exposure left out")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit = sm.GLM(y, base, family=sm.families.Poisson(), offset=np.log(weights)).fit()
+    except (PerfectSeparationError, np.linalg.LinAlgError, ValueError) as err:
+        return no_estimate(
+            f"Poisson GLM failed ({type(err).__name__}): the crude ratio stands", kept
+        )
+    coef = float(fit.params[1])
+    se = float(fit.bse[1])
+    warned = {type(w.message) for w in caught}
+    if (
+        not (math.isfinite(coef) and math.isfinite(se))
+        or abs(coef) > max_abs_coef
+        or (se > max_abs_coef / 3)
+    ):
+        return no_estimate(
+            f"{attribute}={value} is (quasi-)separated in the adjusted model "
+            f"(log-ratio {coef:.3g}, s.e. {se:.3g}): the crude ratio stands",
+            kept,
+        )
+    if PerfectSeparationWarning in warned:
+        notes.append("a covariate level is separated (zero crashes); its own estimate is unbounded")
+    if ConvergenceWarning in warned:
+        notes.append("the GLM reported non-convergence; treat the adjusted ratio with care")
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    return AdjustedRatio(
+        attribute=attribute,
+        value=value,
+        irr=math.exp(coef),
+        lower=math.exp(coef - z * se),
+        upper=math.exp(coef + z * se),
+        p_value=float(fit.pvalues[1]),
+        adjusted_for=tuple(kept),
+        note="; ".join(notes) or None,
+    )

@@ -1,0 +1,222 @@
+"""Groups (by signature, by phenotype) and their crude attribute associations.
+
+* :func:`memberships` — one row per (crash, group) for the largest groups;
+* :func:`group_table` — count, hosts, rate with exact CI, hardware phenotypes;
+* :func:`association_table` — for every group × attribute value, the rate
+  ratio vs the rest of the fleet (conditional binomial, exact), over one
+  vectorized call per attribute, then Benjamini–Hochberg q-values over all the
+  tests of the window.
+
+"The rest of the fleet" for a value v of attribute A is every other *known*
+value of A: crashes with an unknown A (outside exposure, or an interval
+without A) and node-days with an unknown A are left out of both sides.
+For a two-valued attribute the two tests are one test seen from both sides;
+it counts once in the FDR correction and both rows share its q-value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from coreepi.epi.exposure import AttributeInfo
+from coreepi.epi.rates import bh_qvalues, incidence_rate, rate_ratio
+
+__all__ = ["association_table", "group_table", "memberships"]
+
+SIGNATURE = "signature"
+PHENOTYPE = "phenotype"
+
+
+def memberships(crashes: pd.DataFrame, max_groups: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Crash-to-group rows for the ``max_groups`` largest signature and phenotype groups.
+
+    ``crashes`` must have a unique RangeIndex. Returns ``(groups, members)``:
+    ``groups`` has one row per group (``gid`` 0..G-1, ``kind``, ``key``,
+    ``crashes``), signature groups first, each kind by decreasing size then
+    key; ``members`` has ``gid`` and ``row`` (the crash's index) per membership.
+    """
+    sig = crashes["signature"].dropna()
+    sig_counts = sig.value_counts(sort=False)
+    sig_top = _top(sig_counts, max_groups)
+    phen = crashes["phenotypes"].explode().dropna()
+    phen_counts = phen.value_counts(sort=False)
+    phen_top = _top(phen_counts, max_groups)
+    groups = pd.DataFrame(
+        {
+            "kind": [SIGNATURE] * len(sig_top) + [PHENOTYPE] * len(phen_top),
+            "key": [str(k) for k in sig_top.index] + [str(k) for k in phen_top.index],
+            "crashes": np.concatenate([sig_top.to_numpy(), phen_top.to_numpy()]).astype(np.int64),
+        }
+    )
+    groups.index.name = "gid"
+    sig_gid = pd.Series(np.arange(len(sig_top)), index=sig_top.index)
+    phen_gid = pd.Series(np.arange(len(phen_top)) + len(sig_top), index=phen_top.index)
+    sig_rows = sig[sig.isin(sig_top.index)]
+    phen_rows = phen[phen.isin(phen_top.index)]
+    members = pd.DataFrame(
+        {
+            "gid": np.concatenate(
+                [
+                    sig_gid.reindex(sig_rows.to_numpy()).to_numpy(),
+                    phen_gid.reindex(phen_rows.to_numpy()).to_numpy(),
+                ]
+            ).astype(np.int64),
+            "row": np.concatenate([sig_rows.index.to_numpy(), phen_rows.index.to_numpy()]),
+        }
+    ).drop_duplicates()
+    return groups, members
+
+
+def _top(counts: pd.Series, n: int) -> pd.Series:
+    """The n largest counts, ties broken by key, deterministically."""
+    frame = pd.DataFrame(
+        {"key": counts.index.astype(str), "n": counts.to_numpy()}, index=counts.index
+    )
+    frame = frame.sort_values(["n", "key"], ascending=[False, True]).head(n)
+    return frame["n"]
+
+
+def group_table(
+    groups: pd.DataFrame,
+    members: pd.DataFrame,
+    crashes: pd.DataFrame,
+    total_node_days: float,
+    *,
+    per: float,
+    alpha: float,
+) -> pd.DataFrame:
+    """Add ``hosts``, ``rate``/``rate_lower``/``rate_upper``, ``hardware_phenotype_crashes``,
+    ``first_seen`` and ``last_seen`` to ``groups``."""
+    out = groups.copy()
+    host = crashes["host_id"].to_numpy()[members["row"].to_numpy()]
+    at = crashes["captured_at"].iloc[members["row"].to_numpy()].to_numpy()
+    has_hw = crashes["_n_hw"].to_numpy()[members["row"].to_numpy()] > 0
+    frame = pd.DataFrame(
+        {"gid": members["gid"].to_numpy(), "host_id": host, "hw": has_hw, "at": at}
+    )
+    by = frame.groupby("gid", sort=True)
+    out["hosts"] = by["host_id"].nunique().reindex(out.index, fill_value=0).astype(np.int64)
+    out["hardware_phenotype_crashes"] = (
+        by["hw"].sum().reindex(out.index, fill_value=0).astype(np.int64)
+    )
+    out["first_seen"] = by["at"].min().reindex(out.index)
+    out["last_seen"] = by["at"].max().reindex(out.index)
+    rate, lo, hi = incidence_rate(
+        out["crashes"].to_numpy(), np.full(len(out), total_node_days), per=per, alpha=alpha
+    )
+    out["rate"], out["rate_lower"], out["rate_upper"] = rate, lo, hi
+    return out
+
+
+def association_table(
+    members: pd.DataFrame,
+    crashes: pd.DataFrame,
+    exposure: pd.DataFrame,
+    attributes: Sequence[AttributeInfo],
+    n_groups: int,
+    *,
+    alpha: float,
+    per: float,
+) -> pd.DataFrame:
+    """Crude rate ratio of every (group, attribute value) vs the rest, with BH q-values.
+
+    One row per (gid, attribute, value) where the value has exposure and the
+    group has at least one crash with a known value of the attribute. Columns:
+    ``gid``, ``attribute``, ``value``, ``crashes``, ``node_days``, ``rate``,
+    ``rest_crashes``, ``rest_node_days``, ``share_of_group``, ``expected``,
+    ``irr``, ``irr_lower``, ``irr_upper``, ``p_value``, ``q_value``.
+    """
+    rows = members["row"].to_numpy()
+    gids = members["gid"].to_numpy()
+    blocks: list[pd.DataFrame] = []
+    for info in attributes:
+        a = info.name
+        levels = list(exposure[a].cat.categories)
+        n_levels = len(levels)
+        t = (
+            exposure["node_days"]
+            .groupby(exposure[a].cat.codes.to_numpy())
+            .sum()
+            .reindex(range(n_levels), fill_value=0.0)
+            .to_numpy()
+        )
+        codes = crashes[a].cat.codes.to_numpy()[rows]
+        known = codes >= 0
+        flat = gids[known] * n_levels + codes[known]
+        x = np.bincount(flat, minlength=n_groups * n_levels).reshape(n_groups, n_levels)
+        known_g = x.sum(axis=1)
+        t_known = t.sum()
+        x1 = x.astype(np.float64)
+        x2 = known_g[:, None] - x1
+        t1 = np.broadcast_to(t, x1.shape)
+        t2 = t_known - t1
+        test = (known_g[:, None] > 0) & (t1 > 0) & (t2 > 0)
+        g_idx, l_idx = np.nonzero(test)
+        rr = rate_ratio(x1[test], t1[test], x2[test], t2[test], alpha=alpha)
+        rate, _, _ = incidence_rate(x1[test], t1[test], per=per, alpha=alpha)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = x1[test] / known_g[g_idx]
+        block = pd.DataFrame(
+            {
+                "gid": g_idx,
+                "attribute": a,
+                "attribute_class": info.attribute_class,
+                "value": [str(levels[i]) for i in l_idx],
+                "crashes": x1[test].astype(np.int64),
+                "node_days": t1[test],
+                "rate": rate,
+                "rest_crashes": x2[test].astype(np.int64),
+                "rest_node_days": t2[test],
+                "share_of_group": share,
+                "expected": rr.expected1,
+                "irr": rr.ratio,
+                "irr_lower": rr.lower,
+                "irr_upper": rr.upper,
+                "p_value": rr.p_value,
+                # the second value of a two-valued attribute mirrors the first: same test
+                "_mirror": (l_idx == 1) & (n_levels == 2),
+            }
+        )
+        blocks.append(block)
+    if not blocks:
+        return _empty_associations()
+    table = pd.concat(blocks, ignore_index=True)
+    primary = ~table["_mirror"].to_numpy()
+    q = np.full(len(table), np.nan)
+    q[primary] = bh_qvalues(table.loc[primary, "p_value"].to_numpy())
+    table["q_value"] = q
+    # mirrors take the q-value of their partner (same gid and attribute, the other value)
+    partner = table.loc[primary].groupby(["gid", "attribute"], sort=False)["q_value"].min()
+    mirror_rows = table.loc[~primary, ["gid", "attribute"]]
+    if len(mirror_rows):
+        keys = pd.MultiIndex.from_frame(mirror_rows)
+        table.loc[~primary, "q_value"] = partner.reindex(keys).to_numpy()
+    table.attrs["tests"] = int(np.isfinite(table.loc[primary, "p_value"]).sum())
+    return table.drop(columns=["_mirror"])
+
+
+def _empty_associations() -> pd.DataFrame:
+    cols = [
+        "gid",
+        "attribute",
+        "attribute_class",
+        "value",
+        "crashes",
+        "node_days",
+        "rate",
+        "rest_crashes",
+        "rest_node_days",
+        "share_of_group",
+        "expected",
+        "irr",
+        "irr_lower",
+        "irr_upper",
+        "p_value",
+        "q_value",
+    ]
+    table = pd.DataFrame({c: [] for c in cols})
+    table.attrs["tests"] = 0
+    return table

@@ -1,0 +1,259 @@
+"""Per-host statistics: concentration of a group, SIR, diversity, hardware signs.
+
+* :func:`host_concentration` — for each group, every host's observed count vs
+  the count expected from the group's fleet rate and the host's exposure,
+  with the one-sided exact Poisson p-value ``poisson.sf(k - 1, mu)``;
+* :func:`sir` and :func:`expected_by_host` — the standardized incidence ratio
+  (observed / expected over all groups; indirect standardization, Breslow &
+  Day 1987 vol. II §2.3) with its exact CI;
+* :func:`expected_distinct` — distinct signatures expected among n crashes
+  drawn from the fleet's signature mix (a bad CPU crashes in many unrelated
+  places; a software bug repeats one place);
+* :func:`host_table` — all of the above per host, plus hardware-indicative
+  phenotypes and signatures seen on no other host;
+* :func:`telemetry_before_crashes` — hardware/kernel events in the N days
+  before each host's crashes.
+
+Everything is groupby/merge over whole tables; nothing loops over crashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from coreepi.epi.rates import poisson_ci, poisson_upper_p
+
+__all__ = [
+    "expected_by_host",
+    "expected_distinct",
+    "host_concentration",
+    "host_table",
+    "sir",
+    "telemetry_before_crashes",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def sir(
+    observed: npt.ArrayLike, expected: npt.ArrayLike, *, alpha: float = 0.05
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Standardized incidence ratio O/E, exact CI and one-sided p-value of excess.
+
+    The CI treats O as Poisson and E as fixed: ``(poisson_ci(O) / E)`` (Breslow
+    & Day 1987 vol. II eq. 2.11 ff.). The p-value is ``P(X ≥ O | mean E)``.
+    Returns ``(sir, lower, upper, p)``; NaN (p: 1 or 0) where E = 0.
+    """
+    o = np.asarray(observed, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    lo, hi = poisson_ci(o, alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = np.where(e > 0, 1.0 / e, np.nan)
+    return o * inv, lo * inv, hi * inv, poisson_upper_p(o, e)
+
+
+def expected_by_host(
+    crashes: pd.DataFrame, exposure: pd.DataFrame, by: Sequence[str] = ()
+) -> pd.Series:
+    """Expected crash count per host by indirect standardization over strata ``by``.
+
+    ``E_h = Σ_s r_s · T_hs`` where ``r_s`` is the fleet rate in stratum s
+    (crashes / node-days) and ``T_hs`` the host's node-days in it. With no
+    strata this is the fleet rate times the host's node-days. Crashes with an
+    unknown stratum value are left out of the stratum rates. ``exposure``
+    needs ``node_days``; the result is indexed by ``host_id``.
+    """
+    keys = list(by)
+    if not keys:
+        total_t = float(exposure["node_days"].sum())
+        rate = len(crashes) / total_t if total_t > 0 else 0.0
+        return exposure.groupby("host_id", sort=False)["node_days"].sum() * rate
+    t_s = exposure.groupby(keys, observed=True)["node_days"].sum()
+    n_s = crashes.groupby(keys, observed=True).size()
+    r_s = (n_s.reindex(t_s.index, fill_value=0) / t_s).rename("_rate")
+    rows = exposure[["host_id", "node_days", *keys]].join(r_s, on=keys)
+    contrib = rows["node_days"] * rows["_rate"].fillna(0.0)
+    return contrib.groupby(rows["host_id"], sort=False).sum()
+
+
+def host_concentration(
+    memberships: pd.DataFrame,
+    host_node_days: pd.Series,
+    total_node_days: float,
+) -> pd.DataFrame:
+    """Observed vs expected count of each group on each host with a crash in it.
+
+    ``memberships`` has one row per (crash, group): columns ``gid`` (int group
+    id) and ``host_id``. The group's fleet rate is its count over
+    ``total_node_days``; a host's expected count is that rate times its
+    node-days (``host_node_days``, indexed by host_id; a host without exposure
+    has expected 0 and p-value NaN: no denominator, no test).
+
+    Returns one row per (gid, host_id): ``crashes``, ``expected``, ``p_value``
+    (one-sided exact Poisson, ``poisson.sf(k - 1, expected)``), ``share`` (of
+    the group), sorted by gid then crashes descending.
+    """
+    counts = (
+        memberships.groupby(["gid", "host_id"], observed=True, sort=False)
+        .size()
+        .rename("crashes")
+        .reset_index()
+    )
+    totals = counts.groupby("gid", sort=False)["crashes"].transform("sum")
+    t_h = counts["host_id"].map(host_node_days).astype(np.float64)
+    rate = totals / total_node_days if total_node_days > 0 else totals * np.nan
+    counts["expected"] = (rate * t_h.fillna(0.0)).to_numpy()
+    p = poisson_upper_p(counts["crashes"].to_numpy(), counts["expected"].to_numpy())
+    counts["p_value"] = np.where(t_h.fillna(0.0).to_numpy() > 0, p, np.nan)
+    counts["share"] = counts["crashes"] / totals
+    return counts.sort_values(["gid", "crashes", "p_value"], ascending=[True, False, True])
+
+
+def expected_distinct(n: npt.ArrayLike, proportions: npt.ArrayLike) -> FloatArray:
+    """Expected number of distinct categories among n draws from a multinomial mix.
+
+    ``E(n) = Σ_g 1 - (1 - p_g)^n`` (each category appears at least once with
+    probability 1 - (1-p_g)^n). Computed once per distinct n, in blocks, so a
+    100k-host fleet with 100k signatures costs (distinct n) × (signatures).
+    """
+    n_arr = np.asarray(n, dtype=np.float64)
+    p = np.asarray(proportions, dtype=np.float64)
+    p = p[p > 0]
+    with np.errstate(divide="ignore"):
+        log_q = np.log1p(-np.minimum(p, 1.0))  # log(1 - p_g); -inf where p_g = 1
+    uniq, inverse = np.unique(n_arr.ravel(), return_inverse=True)
+    result = np.empty(uniq.shape, dtype=np.float64)
+    block = max(1, 2_000_000 // max(1, p.size))
+    for i in range(0, uniq.size, block):
+        chunk = uniq[i : i + block]
+        with np.errstate(invalid="ignore"):
+            powers = np.exp(np.outer(chunk, log_q))  # (1 - p_g)^n
+        powers = np.where(np.isnan(powers), 1.0, powers)  # 0 · -inf: n = 0 draws nothing
+        result[i : i + block] = (1.0 - powers).sum(axis=1)
+    return result[inverse].reshape(n_arr.shape)
+
+
+def host_table(
+    crashes: pd.DataFrame,
+    exposure: pd.DataFrame,
+    *,
+    standardize_by: Sequence[str] = (),
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """One row per host with a crash or with exposure.
+
+    Columns: ``crashes``, ``node_days``, ``expected`` (indirectly standardized
+    over ``standardize_by``), ``sir``, ``sir_lower``, ``sir_upper``,
+    ``p_value`` (one-sided, excess), ``distinct_signatures``,
+    ``expected_distinct_signatures`` (from the fleet signature mix),
+    ``private_signatures`` (signatures seen on this host only),
+    ``hardware_phenotype_crashes`` (crashes with ≥ 1 hardware-indicative
+    phenotype). Indexed by ``host_id``.
+    """
+    node_days = exposure.groupby("host_id", sort=False)["node_days"].sum()
+    expected = expected_by_host(crashes, exposure, standardize_by)
+    observed = crashes.groupby("host_id", sort=False).size()
+    index = node_days.index.union(observed.index)
+    out = pd.DataFrame(index=index)
+    out.index.name = "host_id"
+    out["crashes"] = observed.reindex(index, fill_value=0).astype(np.int64)
+    out["node_days"] = node_days.reindex(index, fill_value=0.0)
+    out["expected"] = expected.reindex(index, fill_value=0.0)
+    s, lo, hi, p = sir(out["crashes"].to_numpy(), out["expected"].to_numpy(), alpha=alpha)
+    out["sir"], out["sir_lower"], out["sir_upper"], out["p_value"] = s, lo, hi, p
+
+    signed = crashes.loc[crashes["signature"].notna(), ["host_id", "signature"]]
+    distinct = signed.groupby("host_id", sort=False)["signature"].nunique()
+    out["distinct_signatures"] = distinct.reindex(index, fill_value=0).astype(np.int64)
+    n_signed = signed.groupby("host_id", sort=False).size().reindex(index, fill_value=0)
+    mix = signed["signature"].value_counts(normalize=True).to_numpy()
+    out["expected_distinct_signatures"] = expected_distinct(n_signed.to_numpy(), mix)
+    hosts_per_sig = signed.groupby("signature", sort=False)["host_id"].nunique()
+    private = hosts_per_sig.index[hosts_per_sig.to_numpy() == 1]
+    priv = signed.loc[signed["signature"].isin(private)]
+    out["private_signatures"] = (
+        priv.groupby("host_id", sort=False)["signature"].nunique().reindex(index, fill_value=0)
+    ).astype(np.int64)
+
+    has_hw = _list_lengths(crashes["hardware_phenotypes"]) > 0
+    hw = has_hw.groupby(crashes["host_id"], sort=False).sum()
+    out["hardware_phenotype_crashes"] = hw.reindex(index, fill_value=0).astype(np.int64)
+    return out
+
+
+def _list_lengths(series: pd.Series) -> pd.Series:
+    """Number of items in each list cell (None/NaN/empty: 0), via explode (no Python loop)."""
+    flat = series.reset_index(drop=True).explode()
+    lengths = flat.notna().groupby(level=0).sum()
+    return pd.Series(lengths.to_numpy(), index=series.index)
+
+
+def phenotype_counts(crashes: pd.DataFrame, column: str, hosts: Sequence[str]) -> pd.DataFrame:
+    """Per (host, phenotype) crash counts for ``hosts`` from the list column ``column``."""
+    sub = crashes.loc[crashes["host_id"].isin(list(hosts)), ["host_id", column]]
+    exploded = sub.explode(column).dropna(subset=[column])
+    return (
+        exploded.groupby(["host_id", column], sort=False)
+        .size()
+        .rename("crashes")
+        .reset_index()
+        .rename(columns={column: "phenotype"})
+    )
+
+
+def telemetry_before_crashes(
+    crashes: pd.DataFrame, telemetry: pd.DataFrame, days: float
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Telemetry events within ``days`` before a crash of the same host.
+
+    Returns ``(events, per_host)``. ``events`` holds each event that precedes
+    some crash of its host by at most ``days`` (columns of ``telemetry`` plus
+    ``next_crash_at``). ``per_host`` is indexed by host_id with ``events``,
+    ``hardware_events`` (hardware-indicative ones) and
+    ``crashes_after_hardware_event`` (crashes with a hardware-indicative event
+    in the ``days`` before them).
+    """
+    tol = pd.Timedelta(days=days)
+    tel = telemetry.loc[telemetry["ts"].notna()].copy()
+    tel["host_id"] = tel["host_id"].astype(object)
+    cr = crashes[["host_id", "captured_at"]].copy()
+    cr["host_id"] = cr["host_id"].astype(object)
+    cr = cr.sort_values("captured_at")
+    tel = tel.sort_values("ts")
+    cr_r = cr.rename(columns={"captured_at": "next_crash_at"})
+    fwd = pd.merge_asof(
+        tel,
+        cr_r.assign(_t=cr_r["next_crash_at"]),
+        left_on="ts",
+        right_on="_t",
+        by="host_id",
+        direction="forward",
+        tolerance=tol,
+    ).drop(columns=["_t"])
+    events = fwd.loc[fwd["next_crash_at"].notna()].reset_index(drop=True)
+    hw_ind = events["hardware_indicative"].astype(bool)
+    per_host = pd.DataFrame(
+        {
+            "events": events.groupby("host_id", sort=False).size(),
+            "hardware_events": hw_ind.groupby(events["host_id"], sort=False).sum(),
+        }
+    )
+    hw_tel = tel.loc[tel["hardware_indicative"].astype(bool), ["host_id", "ts"]]
+    back = pd.merge_asof(
+        cr,
+        hw_tel.assign(_ev=hw_tel["ts"]),
+        left_on="captured_at",
+        right_on="ts",
+        by="host_id",
+        direction="backward",
+        tolerance=tol,
+    )
+    after = back["_ev"].notna().groupby(back["host_id"], sort=False).sum()
+    per_host = per_host.join(after.rename("crashes_after_hardware_event"), how="outer")
+    per_host = per_host.fillna(0).astype(np.int64)
+    per_host.index.name = "host_id"
+    return events, per_host

@@ -1,0 +1,224 @@
+"""FleetFindings: what :func:`coreepi.epi.analyze_fleet` returns.
+
+Pydantic models with stable JSON keys (documented, key by key, in
+``docs/epidemiology.md``; a test checks the two agree). Numbers that are
+undefined or unbounded (a rate over zero exposure, the upper limit of a
+ratio whose reference group has no crash) are ``null`` in JSON and ``None``
+in Python. Rates are crashes per ``config.rate_per`` (default 1,000)
+node-days; exposure is in node-days; times are UTC.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "FINDINGS_SCHEMA_VERSION",
+    "Association",
+    "AttributeSummary",
+    "Attribution",
+    "Concentration",
+    "Evidence",
+    "FleetFindings",
+    "GroupFinding",
+    "HostCount",
+    "HostFinding",
+    "NamedCount",
+    "TelemetrySummary",
+    "Verdict",
+    "Window",
+    "num",
+]
+
+FINDINGS_SCHEMA_VERSION = "1.0.0"
+"""Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""
+
+Verdict = Literal["hardware-suspect", "software", "environment-triggered", "undetermined"]
+
+
+def num(x: Any) -> float | None:
+    """A float, or None when ``x`` is None, NaN or infinite."""
+    if x is None:
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null")
+
+
+class Evidence(_Out):
+    """One checkable statement behind an attribution."""
+
+    kind: str = Field(
+        description="sample-size, host-concentration, spread, attribute-association, "
+        "confounding, hardware-phenotypes, diversity, private-signatures, telemetry, excess, "
+        "group-verdicts"
+    )
+    supports: Verdict | None = Field(description="the verdict this statement points to, if any")
+    text: str = Field(description="one sentence a person can check against the data")
+    strength: float = Field(
+        description="ranking weight (about -log10 of the p-value when there is one)"
+    )
+
+
+class Attribution(_Out):
+    verdict: Verdict
+    rule: str = Field(description="name of the attribution rule that decided")
+    evidence: list[Evidence] = Field(description="deciding evidence first, then by strength")
+
+
+class Association(_Out):
+    """Rate of one attribute value vs the rest of the fleet, for one group."""
+
+    attribute: str
+    attribute_class: Literal["environment", "hardware", "other"]
+    value: str
+    crashes: int = Field(description="the group's crashes with this value")
+    node_days: float = Field(description="fleet exposure with this value")
+    rate: float | None = Field(description="crashes per rate_per node-days with this value")
+    rest_crashes: int = Field(description="the group's crashes with another known value")
+    rest_node_days: float
+    share_of_group: float | None = Field(
+        description="crashes / the group's crashes with a known value of the attribute"
+    )
+    expected: float | None = Field(description="crashes expected with this value at equal rates")
+    irr: float | None = Field(description="crude incidence rate ratio, value vs rest")
+    irr_lower: float | None
+    irr_upper: float | None
+    p_value: float | None = Field(description="two-sided exact conditional binomial test")
+    q_value: float | None = Field(description="Benjamini–Hochberg over all tests of the window")
+    adjusted_irr: float | None = Field(
+        default=None, description="Poisson GLM rate ratio adjusted for adjusted_for"
+    )
+    adjusted_lower: float | None = None
+    adjusted_upper: float | None = None
+    adjusted_p_value: float | None = None
+    adjusted_for: list[str] = Field(default_factory=list)
+    adjustment_note: str | None = Field(
+        default=None, description="why there is no adjusted ratio, or what to beware of"
+    )
+
+
+class HostCount(_Out):
+    host_id: str
+    crashes: int
+    expected: float
+    p_value: float | None = Field(description="one-sided exact Poisson, P(X ≥ crashes)")
+    share: float = Field(description="share of the group's crashes")
+
+
+class Concentration(_Out):
+    """How a group's crashes spread over hosts."""
+
+    hosts: int = Field(description="distinct hosts with a crash in the group")
+    top_host: str | None
+    top_host_crashes: int
+    top_host_share: float | None
+    top_host_expected: float | None
+    top_host_p_value: float | None
+    excess_hosts: int = Field(
+        description="hosts whose count is improbable (p < host_concentration_p)"
+    )
+    top_hosts: list[HostCount] = Field(description="up to 5 hosts with the most crashes")
+
+
+class NamedCount(_Out):
+    name: str
+    crashes: int
+
+
+class GroupFinding(_Out):
+    kind: Literal["signature", "phenotype"]
+    key: str = Field(description="the signature, or the phenotype name")
+    crashes: int
+    hosts: int
+    rate: float | None = Field(description="crashes per rate_per node-days of the whole fleet")
+    rate_lower: float | None = Field(description="exact Poisson (Garwood) lower limit")
+    rate_upper: float | None
+    hardware_phenotype_crashes: int = Field(
+        description="crashes with at least one hardware-indicative phenotype"
+    )
+    hardware_phenotypes: list[NamedCount]
+    first_seen: datetime | None
+    last_seen: datetime | None
+    associations: list[Association]
+    concentration: Concentration
+    attribution: Attribution
+
+
+class TelemetrySummary(_Out):
+    window_days: float = Field(
+        description="events count when at most this many days before a crash"
+    )
+    events: int = Field(description="events preceding one of the host's crashes")
+    hardware_events: int = Field(description="of which hardware-indicative")
+    crashes_after_hardware_event: int
+    by_kind: dict[str, int]
+    examples: list[str] = Field(description="up to 3 event summaries, latest first")
+
+
+class HostFinding(_Out):
+    host_id: str
+    crashes: int
+    node_days: float
+    expected: float = Field(description="crashes expected at the fleet's rate(s)")
+    sir: float | None = Field(description="standardized incidence ratio observed / expected")
+    sir_lower: float | None
+    sir_upper: float | None
+    p_value: float | None = Field(description="one-sided exact Poisson P(X ≥ crashes)")
+    distinct_signatures: int
+    expected_distinct_signatures: float = Field(
+        description="distinct signatures expected for its crash count from the fleet mix"
+    )
+    private_signatures: int = Field(description="its signatures that occur on no other host")
+    top_signatures: list[NamedCount]
+    hardware_phenotype_crashes: int
+    hardware_phenotypes: list[NamedCount]
+    telemetry: TelemetrySummary | None
+    attribution: Attribution
+
+
+class AttributeSummary(_Out):
+    name: str
+    attribute_class: Literal["environment", "hardware", "other"]
+    kind: Literal["categorical", "strata"]
+    edges: list[float] = Field(description="inner strata edges of a numeric attribute")
+    levels: list[str]
+    pooled_levels: int = Field(description="rare values pooled into '(other)'")
+
+
+class Window(_Out):
+    since: datetime
+    until: datetime
+    node_days: float
+    hosts: int = Field(description="hosts with exposure in the window")
+    hosts_with_crashes: int
+    crashes: int = Field(description="every crash in the window")
+    crashes_outside_exposure: int = Field(
+        description="crashes in no exposure interval of their host (counted, attributes unknown)"
+    )
+    crashes_without_signature: int
+    rate: float | None = Field(description="all crashes per rate_per node-days")
+    rate_lower: float | None
+    rate_upper: float | None
+    signature_groups: int = Field(description="distinct signatures in the window")
+    phenotype_groups: int
+    tests: int = Field(description="attribute association tests behind the q-values")
+
+
+class FleetFindings(_Out):
+    schema_version: str = FINDINGS_SCHEMA_VERSION
+    window: Window
+    attributes: list[AttributeSummary]
+    groups: list[GroupFinding] = Field(description="signature groups, then phenotype groups")
+    hosts: list[HostFinding] = Field(
+        description="hardware-suspect hosts first, then by SIR p-value (at most max_hosts)"
+    )
+    config: dict[str, Any]
+    notes: list[str]

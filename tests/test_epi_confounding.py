@@ -1,0 +1,161 @@
+"""Confounding: a version rolled out mostly on one CPU model must not be blamed on the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+import statsmodels.formula.api as smf
+
+from coreepi.epi import analyze_fleet
+from coreepi.epi.confounding import adjusted_rate_ratio, exposure_cube
+
+T0 = pd.Timestamp("2024-01-01", tz="UTC")
+
+
+def make_rollout(seed: int = 4, n_hosts: int = 400) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A fleet where app_version v2 causes a 10-fold crash rate and cpu_model does nothing.
+
+    v2 is rolled out on day 10 to 85% of the cpu B hosts but only 10% of the cpu A
+    hosts, so cpu B carries most of v2's node-time. Rates: 0.005 crashes per node-day
+    on v1, 0.05 on v2 (true IRR 10), the same on both CPU models (true IRR 1).
+    """
+    rng = np.random.default_rng(seed)
+    host = np.array([f"n{i:04d}" for i in range(n_hosts)])
+    cpu = rng.choice(["A", "B"], n_hosts)
+    gets_v2 = np.where(
+        cpu == "B", rng.uniform(size=n_hosts) < 0.85, rng.uniform(size=n_hosts) < 0.10
+    )
+    rows = []
+    for i in range(n_hosts):
+        rows.append((host[i], T0, T0 + pd.Timedelta(days=10), cpu[i], "v1"))
+        rows.append(
+            (
+                host[i],
+                T0 + pd.Timedelta(days=10),
+                T0 + pd.Timedelta(days=40),
+                cpu[i],
+                "v2" if gets_v2[i] else "v1",
+            )
+        )
+    ex = pd.DataFrame(rows, columns=["host_id", "start", "end", "cpu_model", "app_version"])
+    days = (ex["end"] - ex["start"]).dt.total_seconds().to_numpy() / 86400
+    rate = np.where(ex["app_version"] == "v2", 0.05, 0.005)
+    k = rng.poisson(rate * days)
+    idx = np.repeat(np.arange(len(ex)), k)
+    u = rng.uniform(size=idx.size)
+    start = ex["start"].to_numpy()[idx]
+    at = start + (ex["end"].to_numpy()[idx] - start) * u
+    cr = pd.DataFrame(
+        {
+            "crash_id": [f"c{j}" for j in range(idx.size)],
+            "host_id": ex["host_id"].to_numpy()[idx],
+            "captured_at": pd.to_datetime(at, utc=True),
+            "signature": "Parser::feed | Session::on_data",
+            "phenotypes": [["null-deref"] for _ in range(idx.size)],
+            "hardware_phenotypes": [[] for _ in range(idx.size)],
+        }
+    )
+    return cr, ex
+
+
+@pytest.fixture(scope="module")
+def rollout() -> tuple[pd.DataFrame, pd.DataFrame]:
+    return make_rollout()
+
+
+def test_crude_blames_the_cpu_adjusted_does_not(rollout: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    crashes, exposure = rollout
+    findings = analyze_fleet(crashes, exposure)
+    group = next(g for g in findings.groups if g.kind == "signature")
+    assoc = {(a.attribute, a.value): a for a in group.associations}
+    cpu_b = assoc[("cpu_model", "B")]
+    v2 = assoc[("app_version", "v2")]
+    # Crude: cpu B looks 4-fold worse, far from 1.
+    assert cpu_b.irr is not None and cpu_b.irr > 3.0
+    assert cpu_b.irr_lower is not None and cpu_b.irr_lower > 2.0
+    assert cpu_b.q_value is not None and cpu_b.q_value < 1e-10
+    # Adjusted for app_version: about 1, and the interval covers 1.
+    assert cpu_b.adjusted_for == ["app_version"]
+    assert cpu_b.adjusted_irr == pytest.approx(1.0, abs=0.35)
+    assert cpu_b.adjusted_lower < 1.0 < cpu_b.adjusted_upper  # type: ignore[operator]
+    # v2 keeps a large adjusted ratio whose interval covers the true 10.
+    assert v2.adjusted_for == ["cpu_model"]
+    assert v2.adjusted_lower > 5.0  # type: ignore[operator]
+    assert v2.adjusted_lower < 10.0 < v2.adjusted_upper  # type: ignore[operator]
+    # The verdict is software, and the evidence says cpu B was a confounder.
+    assert group.attribution.verdict == "software"
+    texts = [e.text for e in group.attribution.evidence]
+    assert any(t.startswith("cpu_model=B: crude rate ratio") and "confounding" in t for t in texts)
+    assert any(t.startswith("app_version=v2:") for t in texts)
+
+
+def test_adjusted_ratio_equals_an_independent_statsmodels_formula_fit(
+    rollout: tuple[pd.DataFrame, pd.DataFrame],
+) -> None:
+    crashes, exposure = rollout
+    findings = analyze_fleet(crashes, exposure)
+    group = next(g for g in findings.groups if g.kind == "signature")
+    cpu_b = next(a for a in group.associations if (a.attribute, a.value) == ("cpu_model", "B"))
+    # Independent computation: cells by hand from the raw tables, then a formula GLM.
+    ex = exposure.assign(node_days=(exposure["end"] - exposure["start"]).dt.total_seconds() / 86400)
+    cells = ex.groupby(["cpu_model", "app_version"])["node_days"].sum().reset_index()
+    joined = pd.merge_asof(
+        crashes.sort_values("captured_at"),
+        ex.sort_values("start")[["host_id", "start", "cpu_model", "app_version"]],
+        left_on="captured_at",
+        right_on="start",
+        by="host_id",
+    )
+    counts = joined.groupby(["cpu_model", "app_version"]).size().rename("crashes")
+    cells = cells.join(counts, on=["cpu_model", "app_version"]).fillna({"crashes": 0})
+    fit = smf.glm(
+        "crashes ~ C(cpu_model, Treatment('A')) + C(app_version, Treatment('v1'))",
+        data=cells,
+        family=sm.families.Poisson(),
+        offset=np.log(cells["node_days"]),
+    ).fit()
+    coef = fit.params["C(cpu_model, Treatment('A'))[T.B]"]
+    lo, hi = fit.conf_int().loc["C(cpu_model, Treatment('A'))[T.B]"]
+    assert cpu_b.adjusted_irr == pytest.approx(np.exp(coef), rel=1e-6)
+    assert cpu_b.adjusted_lower == pytest.approx(np.exp(lo), rel=1e-6)
+    assert cpu_b.adjusted_upper == pytest.approx(np.exp(hi), rel=1e-6)
+
+
+def _cells_and_crashes(kernel_of_crash: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    exposure = pd.DataFrame(
+        {
+            "kernel": ["5.15", "5.15", "6.1", "6.1"],
+            "cpu_model": ["A", "B", "A", "B"],
+            "node_days": [100.0, 100.0, 100.0, 100.0],
+        }
+    )
+    crashes = pd.DataFrame(
+        {"kernel": kernel_of_crash, "cpu_model": ["A", "B"] * (len(kernel_of_crash) // 2)}
+    )
+    return exposure, crashes
+
+
+def test_separation_falls_back_to_crude_with_a_note() -> None:
+    exposure, crashes = _cells_and_crashes(["6.1"] * 10)
+    cube = exposure_cube(exposure, ["kernel", "cpu_model"])
+    res = adjusted_rate_ratio(crashes, cube, "kernel", "6.1", ["cpu_model"])
+    assert res.irr is None and not res.estimable
+    assert res.note is not None and "separation" in res.note
+
+
+def test_collinear_covariate_is_left_out_with_a_note() -> None:
+    # kernel 6.1 only ever ran on cpu B: their effects cannot be told apart
+    exposure = pd.DataFrame(
+        {"kernel": ["5.15", "6.1"], "cpu_model": ["A", "B"], "node_days": [100.0, 100.0]}
+    )
+    crashes = pd.DataFrame(
+        {"kernel": ["5.15"] * 3 + ["6.1"] * 9, "cpu_model": ["A"] * 3 + ["B"] * 9}
+    )
+    cube = exposure_cube(exposure, ["kernel", "cpu_model"])
+    res = adjusted_rate_ratio(crashes, cube, "kernel", "6.1", ["cpu_model"])
+    assert res.adjusted_for == ()
+    assert res.note is not None and "not adjusted for cpu_model" in res.note
+    # with nothing left to adjust for, the GLM gives the crude ratio 9/3 = 3
+    assert res.irr == pytest.approx(3.0, rel=1e-6)
