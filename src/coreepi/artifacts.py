@@ -26,6 +26,7 @@ from coreepi.analyze import analyze
 from coreepi.analyze.casedefs import CaseDefinition, evaluate_case_definitions, load_case_definitions
 from coreepi.errors import InputError, NotACoreError
 from coreepi.parse import open_core
+from coreepi.parse.hs_err import looks_like_hs_err, parse_hs_err
 from coreepi.parse.kernel_oops import looks_like_kernel_log, parse_kernel_log
 from coreepi.report import CrashReport
 
@@ -44,6 +45,7 @@ _COMPRESSED: dict[bytes, tuple[str, Callable[[IO[bytes]], IO[bytes]]]] = {
 class ArtifactKind(StrEnum):
     ELF = "elf"
     KERNEL_LOG = "kernel-log"
+    HS_ERR = "hs_err"
     UNKNOWN = "unknown"
 
 
@@ -76,6 +78,9 @@ def sniff(path: str | os.PathLike[str]) -> tuple[ArtifactKind, str | None]:
         raise NotACoreError(name, f"cannot read: {exc.strerror}") from None
     if head.startswith(b"\x7fELF"):
         return ArtifactKind.ELF, compression
+    # hs_err logs quote kernel-looking lines (dmesg excerpts): test them first.
+    if looks_like_hs_err(head):
+        return ArtifactKind.HS_ERR, compression
     if looks_like_kernel_log(head):
         return ArtifactKind.KERNEL_LOG, compression
     return ArtifactKind.UNKNOWN, compression
@@ -133,13 +138,19 @@ def inspect_file(
     name = os.fspath(path)
     definitions = _case_definitions(case_defs)
     kind, compression = sniff(name)
-    if kind is ArtifactKind.KERNEL_LOG:
-        reports = parse_kernel_log(Path(name), name=name)
+    if kind in (ArtifactKind.KERNEL_LOG, ArtifactKind.HS_ERR):
+        # Their parsers set phenotypes and signature from the log itself;
+        # only the user's case definitions are added.
+        if kind is ArtifactKind.KERNEL_LOG:
+            reports = parse_kernel_log(Path(name), name=name)
+        else:
+            hs_err = parse_hs_err(Path(name), name=name)
+            reports = [hs_err] if hs_err is not None else []
         for report in reports if run_analysis else []:
             report.phenotypes.extend(evaluate_case_definitions(report, definitions))
         return reports
     if kind is ArtifactKind.UNKNOWN:
-        raise NotACoreError(name, "not an ELF core dump or a kernel log")
+        raise NotACoreError(name, "not an ELF core dump, a JVM hs_err log or a kernel log")
     if compression is None:
         return [inspect_core(name, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
                              run_analysis=run_analysis, case_defs=definitions)]
