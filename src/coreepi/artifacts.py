@@ -14,6 +14,7 @@ import gzip
 import lzma
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from enum import StrEnum
@@ -42,6 +43,23 @@ _COMPRESSED: dict[bytes, tuple[str, Callable[[IO[bytes]], IO[bytes]]]] = {
 }
 
 
+def _copy_zstd(src: IO[bytes], dst: IO[bytes]) -> None:
+    """Decompress every zstd frame of ``src`` into ``dst``. Unlike
+    ``stream_reader``, a stream cut inside a frame is an error, not a
+    silently shorter core."""
+    dctx = zstandard.ZstdDecompressor()
+    obj, in_frame = dctx.decompressobj(), False
+    while chunk := src.read(1 << 20):
+        while chunk:
+            in_frame = True
+            dst.write(obj.decompress(chunk))
+            chunk = b""
+            if obj.eof:  # a frame ended: the rest is the next frame
+                chunk, obj, in_frame = obj.unused_data, dctx.decompressobj(), False
+    if in_frame:
+        raise EOFError("compressed data ended before the end of the zstd frame")
+
+
 class ArtifactKind(StrEnum):
     ELF = "elf"
     KERNEL_LOG = "kernel-log"
@@ -61,6 +79,12 @@ def sniff(path: str | os.PathLike[str]) -> tuple[ArtifactKind, str | None]:
     if os.path.isdir(name):
         raise NotACoreError(name, "is a directory, not a crash artifact")
     try:
+        mode = os.stat(name).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            # open() on a FIFO blocks until a writer comes; drgn needs a
+            # seekable file anyway.
+            kind = "FIFO" if stat.S_ISFIFO(mode) else "socket"
+            raise NotACoreError(name, f"is a {kind}, not a regular file")
         with open(name, "rb") as fh:
             head = fh.read(SNIFF_BYTES)
             opener = _opener(head)
@@ -161,10 +185,19 @@ def inspect_file(
                 opener = _opener(src.read(8))
                 assert opener is not None
                 src.seek(0)
-                shutil.copyfileobj(opener[1](src), dst, 1 << 20)
+                if compression == "zstd":
+                    _copy_zstd(src, dst)
+                else:
+                    shutil.copyfileobj(opener[1](src), dst, 1 << 20)
         except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
             raise InputError(name, f"cannot decompress ({compression}): {exc}") from None
-        report = inspect_core(plain, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
-                              run_analysis=run_analysis, case_defs=definitions)
+        try:
+            report = inspect_core(plain, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
+                                  run_analysis=run_analysis, case_defs=definitions)
+        except InputError as exc:
+            # name the user's file, not the temporary one
+            if exc.source == str(plain):
+                raise type(exc)(name, exc.reason) from None
+            raise
     report.analysis.warnings = [w.replace(str(plain), name) for w in report.analysis.warnings]
     return [report]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -179,13 +180,24 @@ def telemetry(
 @app.command()
 def ingest(
     inputs: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
             help="Fleet directories (hosts.csv, exposure.csv, telemetry.jsonl, crashes/, "
             "symbols/), directories of crash files, or crash files.",
             metavar="FLEET_OR_FILE",
         ),
-    ],
+    ] = None,
+    telemetry_log: Annotated[
+        list[Path] | None,
+        typer.Option("--telemetry", metavar="LOG",
+                     help="Kernel log, dmesg, mcelog or ras-mc-ctl output of --host: hardware "
+                     "events and kernel crashes; repeatable (pairs with --host in order)."),
+    ] = None,
+    host: Annotated[
+        list[str] | None,
+        typer.Option("--host", metavar="H",
+                     help="Host id of each --telemetry LOG (one --host for all, or one each)."),
+    ] = None,
     data_dir: Annotated[
         Path | None,
         typer.Option("--data-dir", envvar="COREEPI_DATA",
@@ -208,23 +220,151 @@ def ingest(
         bool, typer.Option("--no-store-cores", help="Do not keep cores as blobs.")
     ] = False,
 ) -> None:
-    """Analyse and store a fleet's crashes, hosts, exposure and telemetry (idempotent)."""
+    """Analyse and store a fleet's crashes, hosts, exposure and telemetry (idempotent).
+
+    With --telemetry LOG --host H it reads a host's kernel log / mcelog /
+    ras-mc-ctl output: hardware events, and kernel crashes of host H."""
     from coreepi.errors import StoreError
     from coreepi.ingest import ingest as run_ingest
     from coreepi.progress import IngestProgress
     from coreepi.store import open_store
 
+    logs, hosts = telemetry_log or [], host or []
+    if len(hosts) == 1:
+        hosts = hosts * len(logs)
+    if len(hosts) != len(logs):
+        _fail("give one --host for all --telemetry logs, or one --host per --telemetry log")
+    if not inputs and not logs:
+        _fail("nothing to ingest: give a fleet directory or crash files, or --telemetry LOG")
     try:
         with open_store(data_dir) as store, IngestProgress() as progress:
             summary = run_ingest(
-                inputs, store, jobs=jobs, timeout=timeout, memory_limit_mb=memory_limit,
+                inputs or [], store, jobs=jobs, timeout=timeout, memory_limit_mb=memory_limit,
                 symbol_dirs=symbol_dir or (), store_cores=not no_store_cores, observer=progress,
+                telemetry_logs=list(zip(logs, hosts, strict=True)),
             )
     except (InputError, StoreError) as exc:
         _fail(str(exc))
     for rejection in summary.rejections:
         sys.stderr.write(f"coreepi: {rejection}\n")
     sys.stdout.write(str(summary) + "\n")
+
+
+
+# ``coreepi serve`` and ``coreepi token …`` live in cli_serve.py
+from coreepi.cli_serve import serve as _serve
+from coreepi.cli_serve import token_app as _token_app
+
+app.command("serve")(_serve)
+app.add_typer(_token_app, name="token")
+
+# ``coreepi collect`` and ``coreepi agent …`` live in capture/commands.py
+from coreepi.capture.commands import register as _register_capture
+
+_register_capture(app)
+
+
+@app.command()
+def simulate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Fleet directory to write.")],
+    scenario: Annotated[
+        Path | None,
+        typer.Argument(help="Scenario TOML (default: the bundled reference scenario).",
+                       metavar="SCENARIO.toml"),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed: same seed, same plan.")] = 1,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Cores made at once (default: CPUs).")
+    ] = None,
+) -> None:
+    """Simulate a fleet with planted diseases and real cores: writes a fleet
+    directory (hosts.csv, exposure.csv, telemetry.jsonl, crashes/, symbols/)
+    plus truth.json and run.json."""
+    from coreepi.simulate import simulate as run_simulation
+    from coreepi.simulate.workloads import BuildError
+
+    console = Console(stderr=True)
+    done = 0
+
+    def progress(record: dict[str, object]) -> None:
+        nonlocal done
+        done += 1
+        if done % 25 == 0:
+            console.print(f"  {done} runs done", highlight=False)
+
+    try:
+        result = run_simulation(scenario, out, seed=seed, jobs=jobs, on_crash=progress)
+    except (InputError, BuildError) as exc:
+        _fail(str(exc))
+    sys.stdout.write(result.summary() + "\n")
+
+
+def _when(value: str | None, option: str) -> datetime | None:
+    """An ISO-8601 date or date-time (``Z`` or an offset; naive means UTC)."""
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        _fail(f"{option} {value!r}: not an ISO-8601 date or date-time (e.g. 2024-05-01 or "
+              "2024-05-01T12:00:00Z)")
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+@app.command()
+def report(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", envvar="COREEPI_DATA",
+                     help="Store directory (default: the per-user data dir)."),
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Window start, ISO-8601 (default: all data).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Window end, exclusive, ISO-8601.")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="text, json, markdown or html.")
+    ] = "text",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write here instead of standard output.")
+    ] = None,
+) -> None:
+    """Study the stored crashes as a population: groups, rates, suspect hosts,
+    attribute associations, each with its attribution and evidence."""
+    from coreepi.errors import StoreError
+    from coreepi.reporting import FORMATS, build_findings, render, render_text
+    from coreepi.store import default_data_dir, open_store
+
+    if fmt not in FORMATS:
+        _fail(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
+    lo, hi = _when(since, "--since"), _when(until, "--until")
+    if lo is not None and hi is not None and hi <= lo:
+        _fail("--until must be after --since")
+    where = data_dir if data_dir is not None else default_data_dir()
+    try:
+        with open_store(where, read_only=True) as store:
+            counts = store.counts()
+            if not counts["crashes"] and not counts["exposure"]:
+                raise StoreError(f"{where}: no crashes or exposure stored yet")
+            findings = build_findings(store, lo, hi)
+    except StoreError as exc:
+        if "no coreepi store here" in str(exc) or "no crashes or exposure stored" in str(exc):
+            sys.stderr.write(f"coreepi: nothing to report: {exc}; run `coreepi ingest FLEET` "
+                             "first\n")
+            return
+        _fail(str(exc))
+    except InputError as exc:
+        _fail(str(exc))
+    if out is None and fmt == "text":
+        render_text(findings, Console())
+        return
+    text = render(findings, fmt)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
 
 
 def main() -> None:

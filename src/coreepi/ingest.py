@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +40,7 @@ from pydantic import ValidationError
 
 from coreepi import __version__
 from coreepi.buildid import BuildIdIndex
+from coreepi.events import TelemetryEvent
 from coreepi.fleet import (
     CrashFile,
     Fleet,
@@ -55,6 +57,7 @@ from coreepi.fleet import (
     sidecar_candidates,
     sidecar_from_object,
 )
+from coreepi.pairing import PAIR_WINDOW, merge_core_and_hs_err, pair_crash_id, pairable, pairs_with
 from coreepi.report import AnalysisInfo, CoreInfo, CrashReport, Source, stable_crash_id
 from coreepi.store import CoreStatus, CrashRecord, LedgerEntry, Store, sha256_file
 
@@ -87,6 +90,7 @@ class IngestSummary:
     events_added: int = 0
     crashes_added: int = 0
     crashes_existing: int = 0
+    crashes_paired: int = 0
     crashes_by_status: Counter[str] = field(default_factory=Counter)
     rejections: Rejections = field(default_factory=Rejections)
     notes: list[str] = field(default_factory=list)
@@ -99,7 +103,9 @@ class IngestSummary:
             f"hosts: {self.hosts}; exposure intervals: {self.exposure_added} added, "
             f"{self.exposure_duplicates} already stored; telemetry events: {self.events_added} added",
             (f"crashes: {self.crashes_added} added" + (f" ({status})" if status else "")
-             + f", {self.crashes_existing} already stored"),
+             + f", {self.crashes_existing} already stored"
+             + (f", {self.crashes_paired} joined to the stored crash of the same JVM process "
+                "(hs_err log + core)" if self.crashes_paired else "")),
             f"problems: {self.rejections.summary()}",
         ]
         return out + [f"note: {n}" for n in self.notes]
@@ -172,6 +178,121 @@ def _ingest_fleet_tables(store: Store, fleet: Fleet, summary: IngestSummary) -> 
             summary.events_added += store.add_events(read_telemetry(telemetry_path, rej, known))
 
         _ingest_table(store, telemetry_path, "telemetry", summary, load_events)
+
+
+# --------------------------------------------------------------------------
+# kernel logs / mcelog / ras-mc-ctl output of one host (--telemetry LOG --host H)
+
+EVENT_BATCH = 10_000
+_LOOKBACK_LINES = 200
+
+
+def _kernel_report_times(path: Path, line_numbers: set[int]) -> dict[int, tuple[datetime, str]]:
+    """{oops line number: (UTC time, how it was found)} from the log's own
+    wall-clock prefixes: the oops line's, else the latest one in the
+    :data:`_LOOKBACK_LINES` lines before it."""
+    from collections import deque
+
+    from coreepi.parse.kernel_oops import _lines
+    from coreepi.parse.telemetry import MAX_LINE_BYTES
+    from coreepi.parse.telemetry_base import split_prefix
+
+    out: dict[int, tuple[datetime, str]] = {}
+    last = max(line_numbers, default=0)
+    window: deque[tuple[int, str]] = deque(maxlen=_LOOKBACK_LINES)
+    for number, text in enumerate(_lines(path, MAX_LINE_BYTES), start=1):
+        if number > last:
+            break
+        window.append((number, text))
+        if number not in line_numbers:
+            continue
+        for n, raw in reversed(window):
+            try:
+                ts = split_prefix(n, raw).ts
+            except Exception:  # noqa: BLE001 - a bad prefix is no time
+                ts = None
+            if ts is not None:
+                how = "the oops line's time" if n == number else f"the time of log line {n}"
+                out[number] = (ts, how)
+                break
+    return out
+
+
+def _report_line(report: CrashReport) -> int:
+    evidence = report.phenotypes[0].evidence if report.phenotypes else {}
+    try:
+        return int(evidence.get("line_number") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _ingest_telemetry_log(store: Store, path: Path, host: str, summary: IngestSummary,
+                          known: set[str] | None) -> None:
+    """Hardware events (idempotent by event_id) and kernel crashes of host
+    ``host`` from one log; the ledger key is the path and the host."""
+    from coreepi.parse.kernel_oops import iter_kernel_log
+    from coreepi.parse.telemetry import parse_telemetry
+
+    summary.files_seen += 1
+    key = f"{path} (telemetry of host {host})"
+    st = path.stat()
+    entry = store.ledger_entry(key)
+    if entry is not None and entry.size == st.st_size and entry.mtime_ns == st.st_mtime_ns:
+        summary.files_skipped += 1
+        return
+    rejections = Rejections()
+    if known is not None and host not in known:
+        rejections.add(path, None, "unknown-host",
+                       f"unknown host_id {host!r} (not in hosts); log not ingested")
+        store.add_rejections(rejections, replace_files=[str(path)])
+        summary.rejections.extend(rejections)
+        return
+    batch: list[TelemetryEvent] = []
+    events = no_clock = 0
+    for event in parse_telemetry(path, host_id=host, name=str(path)):
+        events += 1
+        no_clock += event.ts is None
+        batch.append(event)
+        if len(batch) >= EVENT_BATCH:
+            summary.events_added += store.add_events(batch)
+            batch = []
+    summary.events_added += store.add_events(batch)
+    if no_clock:
+        summary.notes.append(
+            f"{path}: {no_clock} of {events} events have only seconds since boot (no wall-clock "
+            "time): stored, but not joined to crashes")
+    reports = list(iter_kernel_log(path, name=str(path)))
+    times = _kernel_report_times(path, {_report_line(r) for r in reports}) if reports else {}
+    mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC)
+    records = []
+    for report in reports:
+        number = _report_line(report)
+        report.host_id = host
+        report.crash_id = stable_crash_id("kernel-log", host, report.crash_id)
+        if number in times:
+            report.captured_at, how = times[number]
+            if not how.startswith("the oops"):
+                report.analysis.warnings.append(f"crash time taken from {how}")
+        else:
+            report.captured_at = mtime
+            report.analysis.warnings.append(
+                "crash time unknown (no wall-clock time in the log near the report): the log "
+                "file's modification time is used")
+            title = report.signature.signature if report.signature else "kernel crash"
+            rejections.add(path, number or None, "estimated-time",
+                           f"kernel crash {title!r} has no wall-clock time in the log: "
+                           "counted at the file's modification time", action="kept")
+        records.append(CrashRecord(report, {}, CoreStatus.NOT_STORED, None, str(path)))
+    with store.transaction():
+        added = store.add_crashes(records)
+        store.add_rejections(rejections, replace_files=[str(path)])
+        store.record_file(LedgerEntry(key, st.st_size, st.st_mtime_ns, sha256_file(path),
+                                      "telemetry-log", "done"))
+    summary.crashes_added += added
+    summary.crashes_existing += len(records) - added
+    if added:
+        summary.crashes_by_status[str(CoreStatus.NOT_STORED)] += added
+    summary.rejections.extend(rejections)
 
 
 # --------------------------------------------------------------------------
@@ -301,9 +422,13 @@ class _CrashIngest:
     # -- committing
 
     def _commit(self, records: list[CrashRecord], rejections: Rejections, replace: list[str],
-                ledger: LedgerEntry | None) -> None:
+                ledger: LedgerEntry | None, updates: Sequence[CrashRecord] = ()) -> None:
         with self.store.transaction():
             added = self.store.add_crashes(records)
+            for record in updates:
+                self.store.update_crash(record)
+            self.summary.events_added += self.store.add_events(
+                _sigbus_events([*records, *updates]))
             self.store.add_rejections(rejections, replace_files=replace)
             if ledger is not None:
                 self.store.record_file(ledger)
@@ -330,6 +455,7 @@ class _CrashIngest:
             counted = []
             for records, rejections, replace, ledger, _, _ in batch:
                 added = self.store.add_crashes(records)
+                self.summary.events_added += self.store.add_events(_sigbus_events(records))
                 self.store.add_rejections(rejections, replace_files=replace)
                 if ledger is not None:
                     self.store.record_file(ledger)
@@ -447,6 +573,44 @@ class _CrashIngest:
             return None
         return _CoreJob(item, sidecar, st)
 
+    def _pair(self, records: list[CrashRecord]) -> tuple[list[CrashRecord], list[CrashRecord]]:
+        """(new rows, updates of stored crashes): an hs_err report and an ELF
+        core report of the same JVM process become one crash
+        (:mod:`coreepi.pairing`); pairable reports get the pair's crash id."""
+        new: list[CrashRecord] = []
+        updates: list[CrashRecord] = []
+        for rec in records:
+            report = rec.report
+            if not pairable(report):
+                new.append(rec)
+                continue
+            assert report.host_id is not None and report.captured_at is not None
+            at = report.captured_at
+            stored = self.store.crash_records(report.host_id, at - PAIR_WINDOW,
+                                              at + PAIR_WINDOW + timedelta(seconds=1))
+            sha = report.core.sha256
+            same = next((s for s in stored if sha and sha in (
+                s.report.core.sha256, s.report.attributes.get("hs_err_sha256"))), None)
+            if same is not None:  # this artifact is already part of a stored crash
+                report.crash_id = same.report.crash_id
+                new.append(rec)
+                continue
+            matches = [s for s in stored if pairs_with(report, s.report)]
+            if matches:
+                match = min(matches, key=lambda s: abs(s.report.captured_at - at))  # type: ignore[operator]
+                core, hs_err = (rec, match) if report.source is Source.ELF_CORE else (match, rec)
+                merged = merge_core_and_hs_err(core.report, hs_err.report, match.report.crash_id)
+                updates.append(CrashRecord(merged, {**hs_err.attributes, **core.attributes},
+                                           core.core_status, core.core_reason,
+                                           core.artifact or hs_err.artifact))
+                continue
+            pair_id = pair_crash_id(report)
+            if pair_id is not None and self.store.get_report(pair_id) is None \
+                    and pair_id not in {r.report.crash_id for r in new}:
+                report.crash_id = pair_id
+            new.append(rec)
+        return new, updates
+
     def finish(self, job: _CoreJob) -> None:
         item, sidecar, result = job.item, job.sidecar, job.result
         ledger = LedgerEntry(str(item.path), job.stat.st_size, job.stat.st_mtime_ns, job.sha256,
@@ -474,6 +638,13 @@ class _CrashIngest:
                 rejections.add(item.path, None, "no-crash-found",
                                "no crash found in this artifact")
             outcome = f"{len(records)} crash(es)"
+            records, updates = self._pair(records)
+            if updates:
+                self.summary.crashes_paired += len(updates)
+                outcome += f", {len(updates)} joined to its JVM crash"
+            self._commit(records, rejections, replace, ledger, updates)
+            self._done(item.path, outcome)
+            return
         else:
             reason = f"{result.category}: {result.error}"
             report = _placeholder_report(sidecar, job.sha256, f"core unreadable: {reason}",
@@ -486,6 +657,13 @@ class _CrashIngest:
             outcome = f"unreadable ({result.category})"
         self._commit(records, rejections, replace, ledger)
         self._done(item.path, outcome)
+
+
+def _sigbus_events(records: Iterable[CrashRecord]) -> list[TelemetryEvent]:
+    """The ``sigbus_mce`` event of each crash killed by SIGBUS BUS_MCEERR_*."""
+    from coreepi.parse.telemetry import event_from_crash
+
+    return [ev for r in records if (ev := event_from_crash(r.report)) is not None]
 
 
 def _sha256_bytes(data: bytes) -> str:
@@ -551,6 +729,7 @@ def ingest(
     symbol_dirs: Sequence[str | os.PathLike[str]] = (),
     store_cores: bool = True,
     observer: IngestObserver | None = None,
+    telemetry_logs: Sequence[tuple[str | os.PathLike[str], str]] = (),
 ) -> IngestSummary:
     """Ingest fleet directories, directories of crash files, and crash files.
 
@@ -559,6 +738,9 @@ def ingest(
     limit per analysis process, MiB (None: no limit). ``symbol_dirs``:
     directories in ``.build-id/xx/rest[.debug]`` layout searched besides each
     fleet's ``symbols/``. ``store_cores``: keep each core as a blob.
+    ``telemetry_logs``: (log, host_id) pairs: a kernel log, mcelog or
+    ``ras-mc-ctl --errors`` output of that host, read into telemetry events
+    (idempotent by event id) and kernel crashes of that host.
 
     Raises :class:`coreepi.errors.InputError` when a path does not exist;
     every problem inside the inputs is a row of ``summary.rejections``.
@@ -568,13 +750,19 @@ def ingest(
     started = time.monotonic()
     summary = IngestSummary()
     resolved = [_abs(p) for p in paths]
-    for p in resolved:
+    logs = [(_abs(p), host) for p, host in telemetry_logs]
+    for p in [*resolved, *(p for p, _ in logs)]:
         if not p.exists():
             raise InputError(str(p), "no such file or directory")
+    for p, _ in logs:
+        if not p.is_file():
+            raise InputError(str(p), "not a file (--telemetry takes a log file)")
     fleets = [Fleet.open(p) for p in resolved if is_fleet_dir(p)]
     for fleet in fleets:
         _ingest_fleet_tables(store, fleet, summary)
     known = store.host_ids() or None
+    for log, host in logs:
+        _ingest_telemetry_log(store, log, host, summary, known)
 
     items = _crash_items(resolved, fleets)
     with tempfile.TemporaryDirectory(prefix="coreepi-symbols-") as tmp:

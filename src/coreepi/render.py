@@ -69,15 +69,22 @@ def render_report(report: CrashReport, console: Console) -> None:
     if crashed is not None:
         table = Table(title=f"crashing thread {crashed.tid or ''}", title_justify="left")
         for col in ("#", "pc", "frame", "source", "trust"):
-            table.add_column(col, no_wrap=col != "frame")
+            # A long frame folds rather than ending in "…" (which would hide
+            # the +0xoffset); the source column gives way first.
+            table.add_column(
+                col,
+                no_wrap=col not in ("frame", "source"),
+                overflow="fold" if col == "frame" else "ellipsis",
+                ratio=3 if col == "frame" else (1 if col == "source" else None),
+            )
         for f in crashed.frames[:MAX_SHOWN_FRAMES]:
             source = f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file and f.line else ""
             label = frame_label(f) + (" [inlined]" if f.inlined else "")
             table.add_row(
                 str(f.index),
                 "" if f.pc is None else f"0x{f.pc:x}",
-                label,
-                source,
+                Text(label),  # Text: names and paths come from the core, never markup
+                Text(source),
                 Text(f.trust.value, style=_TRUST_STYLE[f.trust]),
             )
         console.print(table)
@@ -91,7 +98,7 @@ def render_report(report: CrashReport, console: Console) -> None:
         for col in ("base", "end", "build-id", "path"):
             mods.add_column(col)
         for m in report.modules[:MAX_SHOWN_MODULES]:
-            mods.add_row(f"0x{m.base:x}", f"0x{m.end:x}", m.build_id or "-", m.path)
+            mods.add_row(f"0x{m.base:x}", f"0x{m.end:x}", Text(m.build_id or "-"), Text(m.path))
         console.print(mods)
         if len(report.modules) > MAX_SHOWN_MODULES:
             console.print(f"… {len(report.modules) - MAX_SHOWN_MODULES} more modules (--json)")

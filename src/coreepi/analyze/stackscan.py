@@ -131,8 +131,11 @@ def _first_untrustworthy(ctx: AnalysisContext, frames: list[Frame]) -> tuple[int
     seen = {(frames[0].pc, frames[0].sp)}
     prev_sp = frames[0].sp
     for i, f in enumerate(frames[1:], start=1):
-        if f.inlined and f.pc == frames[i - 1].pc:
-            continue  # an inlined function shares its physical frame
+        prev = frames[i - 1]
+        if (f.inlined or prev.inlined) and f.pc == prev.pc and f.sp == prev.sp:
+            # An inlined function shares its physical frame; drgn lists the
+            # inlined frames first and the physical one last, at the same pc.
+            continue
         if not ctx.executable(f.pc):
             return i, f"frame {i}'s pc is not executable"
         if (f.pc, f.sp) in seen:

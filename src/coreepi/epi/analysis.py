@@ -20,7 +20,7 @@ Cost: one pass of sort/merge/groupby over the tables, then loops over at most
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,12 @@ from coreepi.epi.attribution import (
 )
 from coreepi.epi.config import EpiConfig
 from coreepi.epi.confounding import AdjustedRatio, adjusted_rate_ratio, exposure_cube
-from coreepi.epi.exposure import AttributeInfo, clip_exposure, prepare_attributes
+from coreepi.epi.exposure import (
+    AttributeInfo,
+    attach_sets,
+    clip_exposure,
+    prepare_attributes,
+)
 from coreepi.epi.groups import association_table, group_table, memberships
 from coreepi.epi.hosts import (
     _list_lengths,
@@ -49,6 +54,7 @@ from coreepi.epi.models import (
     Association,
     AttributeSummary,
     Concentration,
+    DayCount,
     FleetFindings,
     GroupFinding,
     HostCount,
@@ -60,7 +66,14 @@ from coreepi.epi.models import (
     num,
 )
 from coreepi.epi.rates import incidence_rate
-from coreepi.epi.tables import validate_crashes, validate_exposure, validate_telemetry
+from coreepi.epi.tables import (
+    EXPOSURE_SET,
+    NodeTime,
+    validate_crashes,
+    validate_exposure,
+    validate_node_time,
+    validate_telemetry,
+)
 
 __all__ = ["analyze_fleet"]
 
@@ -76,39 +89,11 @@ def _to_utc_column(series: pd.Series) -> pd.Series:
     return series.dt.tz_convert("UTC")
 
 
-def analyze_fleet(
-    crashes: pd.DataFrame,
-    exposure: pd.DataFrame,
-    telemetry: pd.DataFrame | None = None,
-    *,
-    since: datetime | pd.Timestamp | str | None = None,
-    until: datetime | pd.Timestamp | str | None = None,
-    config: EpiConfig | None = None,
-) -> FleetFindings:
-    """Study a fleet's crashes as a population over ``[since, until)``.
-
-    Tables as defined in :mod:`coreepi.epi.tables`. ``since``/``until``
-    default to the earliest start / latest end of the exposure (widened to
-    cover every crash). A naive datetime is taken as UTC. Returns
-    :class:`coreepi.epi.models.FleetFindings`. Raises
-    :class:`coreepi.epi.tables.TableError` (a ValueError) on a broken table.
-    """
-    config = config or EpiConfig()
-    validate_crashes(crashes)
-    validate_exposure(exposure)
-    if telemetry is not None:
-        validate_telemetry(telemetry)
-    notes: list[str] = []
-
-    crashes = crashes.reset_index(drop=True).copy()
-    crashes["captured_at"] = _to_utc_column(crashes["captured_at"])
-    exposure = exposure.copy()
-    exposure["start"] = _to_utc_column(exposure["start"])
-    exposure["end"] = _to_utc_column(exposure["end"])
-
-    # 1. window
-    lo = _utc(since)
-    hi = _utc(until)
+def _window(
+    exposure: pd.DataFrame, crashes: pd.DataFrame, lo: pd.Timestamp | None,
+    hi: pd.Timestamp | None,
+) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """The window: as given, else the exposure's span widened to cover every crash."""
     if lo is None:
         candidates = [exposure["start"].min(), crashes["captured_at"].min()]
         lo = (
@@ -125,9 +110,65 @@ def analyze_fleet(
         )
     if lo is None or hi is None:
         lo = hi = pd.Timestamp.now(tz="UTC")
+    return lo, hi
+
+
+def analyze_fleet(
+    crashes: pd.DataFrame,
+    exposure: pd.DataFrame | NodeTime,
+    telemetry: pd.DataFrame | None = None,
+    *,
+    since: datetime | pd.Timestamp | str | None = None,
+    until: datetime | pd.Timestamp | str | None = None,
+    config: EpiConfig | None = None,
+) -> FleetFindings:
+    """Study a fleet's crashes as a population over ``[since, until)``.
+
+    Tables as defined in :mod:`coreepi.epi.tables`. ``since``/``until``
+    default to the earliest start / latest end of the exposure (widened to
+    cover every crash). ``exposure`` is either the intervals or a
+    :class:`~coreepi.epi.tables.NodeTime` (exposure the store already summed
+    over its window, which then is the window: ``since``/``until`` are
+    ignored; the crashes carry ``exposure_set``). A naive datetime is taken as UTC. Returns
+    :class:`coreepi.epi.models.FleetFindings`. Raises
+    :class:`coreepi.epi.tables.TableError` (a ValueError) on a broken table.
+    """
+    config = config or EpiConfig()
+    validate_crashes(crashes)
+    node_time = exposure if isinstance(exposure, NodeTime) else None
+    if node_time is not None:
+        validate_node_time(node_time, crashes)
+    else:
+        validate_exposure(exposure)  # type: ignore[arg-type]
+    if telemetry is not None:
+        validate_telemetry(telemetry)
+    notes: list[str] = []
+
+    crashes = crashes.reset_index(drop=True).copy()
+    crashes["captured_at"] = _to_utc_column(crashes["captured_at"])
+
+    # 1. window
+    if node_time is not None:
+        lo, hi = _utc(node_time.since), _utc(node_time.until)
+        assert lo is not None and hi is not None
+        exp_columns = {*node_time.sets.columns, "host_id", EXPOSURE_SET}
+    else:
+        exposure = exposure.copy()  # type: ignore[union-attr]
+        exposure["start"] = _to_utc_column(exposure["start"])
+        exposure["end"] = _to_utc_column(exposure["end"])
+        lo, hi = _window(exposure, crashes, _utc(since), _utc(until))
+        exp_columns = set(exposure.columns)
     in_window = (crashes["captured_at"] >= lo) & (crashes["captured_at"] < hi)
     crashes = crashes.loc[in_window].reset_index(drop=True)
-    exp = clip_exposure(exposure, lo, hi)
+    if node_time is not None:
+        exp = node_time.sets.loc[node_time.sets["node_days"] > 0].reset_index(drop=True)
+        by_host = node_time.by_host[node_time.by_host > 0]
+        host_exp = pd.DataFrame(
+            {"host_id": by_host.index.to_numpy(), "node_days": by_host.to_numpy(np.float64)}
+        )
+    else:
+        exp = clip_exposure(exposure, lo, hi)  # type: ignore[arg-type]
+        host_exp = exp[["host_id", "node_days"]]
     total_t = float(exp["node_days"].sum())
     if total_t <= 0:
         notes.append("no exposure in the window: rates, ratios and expectations are undefined")
@@ -136,14 +177,17 @@ def analyze_fleet(
     crash_only = [
         c
         for c in crashes.columns
-        if c not in exposure.columns
+        if c not in exp_columns
         and c not in ("crash_id", "captured_at", "signature", "phenotypes", "hardware_phenotypes")
     ]
     if crash_only:
         notes.append(
             "attribute(s) only on crashes, without exposure, not tested: " + ", ".join(crash_only)
         )
-    crashes, exp, infos = prepare_attributes(crashes, exp, config)
+    if node_time is not None:
+        attrs = [c for c in exp.columns if c != "node_days"]
+        crashes = attach_sets(crashes, node_time.sets, attrs)
+    crashes, exp, infos = prepare_attributes(crashes, exp, config, attach=node_time is None)
     crashes["_n_hw"] = _list_lengths(crashes["hardware_phenotypes"]).to_numpy()
 
     # 3. groups and crude associations
@@ -154,7 +198,7 @@ def analyze_fleet(
     )
 
     # 4. hosts
-    hosts = host_table(crashes, exp, alpha=config.alpha)
+    hosts = host_table(crashes, host_exp, alpha=config.alpha)
     host_nd = hosts["node_days"]
     mem_hosts = pd.DataFrame(
         {
@@ -179,6 +223,9 @@ def analyze_fleet(
     cite_hosts |= set(_candidate_hosts(hosts, config))
     hw_by_host = _named_counts(phenotype_counts(crashes, "hardware_phenotypes", list(cite_hosts)))
     tel_by_host = _telemetry_details(tel_events, cite_hosts)
+    tel_leads = _telemetry_leads(tel_events)
+
+    host_index = set(hosts.index)  # one hash set, not one Index lookup table per call
 
     def signs_of(host_id: str) -> HostSigns:
         r = hosts.loc[host_id]
@@ -201,6 +248,7 @@ def analyze_fleet(
             telemetry_kinds=kinds,
             telemetry_example=example,
             telemetry_days=config.telemetry_days,
+            telemetry_lead=tel_leads.get(str(host_id)),
         )
 
     # 5 + 6. groups: adjusted ratios, attribution
@@ -218,6 +266,7 @@ def analyze_fleet(
         (conc["p_value"] < config.host_concentration_p).groupby(conc["gid"], sort=False).sum()
     )
     rows_by_gid = _rows_by_gid(members)
+    curves = _epidemic_curves(members, crashes)
     group_findings: list[GroupFinding] = []
     sig_verdict: dict[str, Verdict] = {}
     for g in groups.reset_index().to_dict("records"):
@@ -240,7 +289,7 @@ def analyze_fleet(
             top_host_p=num(top["p_value"]) if top is not None else None,
             top_host_signs=(
                 signs_of(top["host_id"])
-                if top is not None and top["host_id"] in hosts.index
+                if top is not None and top["host_id"] in host_index
                 else None
             ),
             associations=tuple(_assoc_facts(a) for a in associations),
@@ -285,6 +334,7 @@ def analyze_fleet(
                     ],
                 ),
                 attribution=attribution,
+                epidemic_curve=curves.get(gid, []),
             )
         )
 
@@ -295,6 +345,7 @@ def analyze_fleet(
         .groupby(["host_id", "v"], sort=False)
         .size()
     )
+    mix_hosts = set(mix.index.get_level_values(0))
     host_rows = _report_hosts(hosts, config)
     host_findings: list[HostFinding] = []
     extra_hw = _named_counts(
@@ -308,7 +359,7 @@ def analyze_fleet(
     for host_id in host_rows:
         s = signs_of(host_id)
         vmix: tuple[tuple[Verdict, int], ...] = ()
-        if host_id in mix.index.get_level_values(0):
+        if host_id in mix_hosts:
             m = mix.loc[host_id].sort_values(ascending=False)
             vmix = tuple((str(v), int(n)) for v, n in m.items())  # type: ignore[misc]
         attribution = attribute_host(HostFacts(signs=s, group_verdicts=vmix), config)
@@ -360,7 +411,7 @@ def analyze_fleet(
         since=lo.to_pydatetime(),
         until=hi.to_pydatetime(),
         node_days=total_t,
-        hosts=int(exp["host_id"].nunique()),
+        hosts=int(host_exp.loc[host_exp["node_days"] > 0, "host_id"].nunique()),
         hosts_with_crashes=int(crashes["host_id"].nunique()),
         crashes=len(crashes),
         crashes_outside_exposure=int((~crashes["in_exposure"]).sum()),
@@ -535,6 +586,26 @@ def _assoc_facts(a: Association) -> AssociationFacts:
     )
 
 
+def _epidemic_curves(members: pd.DataFrame, crashes: pd.DataFrame) -> dict[int, list[DayCount]]:
+    """{gid: crashes per UTC day, days in order, days without a crash left out}."""
+    out: dict[int, list[DayCount]] = {}
+    if not len(members):
+        return out
+    at = crashes["captured_at"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+    day = at.astype("datetime64[D]").astype(np.int64)[members["row"].to_numpy()]
+    counts = (
+        pd.DataFrame({"gid": members["gid"].to_numpy(), "day": day})
+        .groupby(["gid", "day"], sort=True)
+        .size()
+    )
+    epoch = date(1970, 1, 1)
+    for (gid, d), n in zip(counts.index, counts.to_numpy(), strict=True):
+        out.setdefault(int(gid), []).append(
+            DayCount(day=epoch + timedelta(days=int(d)), crashes=int(n))
+        )
+    return out
+
+
 def _group_hw_counts(members: pd.DataFrame, crashes: pd.DataFrame) -> pd.DataFrame:
     hw = crashes["hardware_phenotypes"].iloc[members["row"].to_numpy()]
     frame = pd.DataFrame({"gid": members["gid"].to_numpy(), "phenotype": hw.to_numpy()})
@@ -570,6 +641,34 @@ def _telemetry_details(
         hw = frame.loc[frame["hardware_indicative"].astype(bool)].sort_values("ts")
         example = str(hw["summary"].iloc[-1]) if len(hw) else None
         out[str(h)] = (tuple((str(k), int(n)) for k, n in kinds.items()), example)
+    return out
+
+
+_EVENT_WORDS = {
+    "edac_ue": "EDAC uncorrected error", "edac_ce": "EDAC corrected error",
+    "mce": "machine check", "xid": "NVIDIA Xid error", "aer": "PCIe AER error",
+    "sigbus_mce": "SIGBUS memory-error kill", "other": "hardware event",
+}
+
+
+def _telemetry_leads(events: pd.DataFrame | None) -> dict[str, str]:
+    """{host: "3 EDAC uncorrected errors on DIMM_B2"}: per host, the commonest
+    (kind, component) among the hardware events that precede its crashes."""
+    if events is None or not len(events):
+        return {}
+    hw = events.loc[events["hardware_indicative"].astype(bool)]
+    component = hw["component"] if "component" in hw.columns else pd.Series("", index=hw.index)
+    counts = (
+        hw.assign(_c=component.astype(object).fillna(""), _k=hw["kind"].astype(str))
+        .groupby(["host_id", "_k", "_c"], sort=False).size().rename("n").reset_index()
+        .sort_values(["host_id", "n", "_k", "_c"], ascending=[True, False, True, True])
+        .drop_duplicates("host_id")
+    )
+    out = {}
+    for host, kind, component, n in counts[["host_id", "_k", "_c", "n"]].itertuples(index=False):
+        word = _EVENT_WORDS.get(kind, kind)
+        out[str(host)] = f"{n} {word}{'s' if n != 1 else ''}" + (
+            f" on {component}" if component else "")
     return out
 
 

@@ -107,6 +107,9 @@ class HostSigns:
     telemetry_kinds: tuple[tuple[str, int], ...]
     telemetry_example: str | None
     telemetry_days: float
+    telemetry_lead: str | None = None
+    """The commonest hardware event before its crashes, e.g. "3 EDAC uncorrected
+    errors on DIMM_B2" (None: fall back to the kind counts)."""
 
     def excess(self, config: EpiConfig) -> bool:
         """Improbably many crashes for the host's exposure."""
@@ -163,13 +166,22 @@ class HostSigns:
         if self.crashes_after_hardware_event > 0:
             kinds = ", ".join(f"{n} {k}" for k, n in self.telemetry_kinds)
             example = f': "{self.telemetry_example}"' if self.telemetry_example else ""
+            hours = self.telemetry_days * 24
+            window = f"{hours:g} h" if hours < 72 else f"{fmt_n(self.telemetry_days)} days"
+            text = (
+                f"host {h}: {self.telemetry_lead} in the {window} before "
+                f"{self.crashes_after_hardware_event} of its {self.crashes} crashes "
+                f"(events in the window: {kinds}){example}"
+                if self.telemetry_lead
+                else f"host {h}: {self.crashes_after_hardware_event} of {self.crashes} crashes "
+                f"within {fmt_n(self.telemetry_days)} days after a hardware event "
+                f"({kinds}){example}"
+            )
             out.append(
                 Evidence(
                     kind="telemetry",
                     supports="hardware-suspect",
-                    text=f"host {h}: {self.crashes_after_hardware_event} of {self.crashes} crashes "
-                    f"within {fmt_n(self.telemetry_days)} days after a hardware event "
-                    f"({kinds}){example}",
+                    text=text,
                     strength=5.0 + min(10.0, float(self.hardware_events)),
                 )
             )

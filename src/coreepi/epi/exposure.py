@@ -33,6 +33,7 @@ __all__ = [
     "OTHER_LEVEL",
     "AttributeInfo",
     "attach_attributes",
+    "attach_sets",
     "attribute_class",
     "bin_numeric",
     "clip_exposure",
@@ -143,6 +144,35 @@ def attach_attributes(
     return out
 
 
+def attach_sets(crashes: pd.DataFrame, sets: pd.DataFrame, attributes: Sequence[str]) -> pd.DataFrame:
+    """Crashes with the ``attributes`` of their node-time set (column ``exposure_set``).
+
+    The node-time form of :func:`attach_attributes`: the store already found
+    each crash's interval and names its attribute set (a row of ``sets`` by
+    position; -1 when the crash is in no interval). Same result: a bool
+    ``in_exposure`` column; a set's value wins, the crash's own value fills in
+    where the set has none (and outside every interval).
+    """
+    codes = crashes["exposure_set"].to_numpy(dtype=np.int64)
+    inside = codes >= 0
+    out = crashes.copy()
+    out["in_exposure"] = inside
+    for a in attributes:
+        if a not in sets.columns:
+            continue
+        col = sets[a]
+        if _is_numeric(col):
+            table = np.append(col.to_numpy(dtype=np.float64, na_value=np.nan), np.nan)
+        else:
+            table = np.append(col.to_numpy(dtype=object), None)
+        values = pd.Series(table[codes], index=out.index)  # -1 picks the trailing missing value
+        if a in out.columns:
+            values = values.astype(object)
+            values = values.where(values.notna(), out[a].astype(object))
+        out[a] = values
+    return out
+
+
 def weighted_quantile_edges(
     values: np.ndarray, weights: np.ndarray, bins: int
 ) -> tuple[float, ...]:
@@ -228,7 +258,7 @@ def _as_labels(series: pd.Series) -> pd.Series:
 
 
 def prepare_attributes(
-    crashes: pd.DataFrame, exposure: pd.DataFrame, config: EpiConfig
+    crashes: pd.DataFrame, exposure: pd.DataFrame, config: EpiConfig, *, attach: bool = True
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[AttributeInfo]]:
     """Attach, bin and level-cap every exposure attribute; return new tables and the plan.
 
@@ -236,10 +266,12 @@ def prepare_attributes(
     Returns ``(crashes, exposure, infos)``: both tables hold every attribute as
     a categorical column with the same string levels; ``crashes`` gains
     ``in_exposure``. Attributes that carry a single known value (nothing to
-    compare) are dropped from the plan.
+    compare) are dropped from the plan. ``attach=False``: the crashes already
+    carry their interval's values and ``in_exposure`` (see :func:`attach_sets`).
     """
     attrs = attribute_columns(exposure, (*EXPOSURE_COLUMNS, "node_days"))
-    crashes = attach_attributes(crashes, exposure, attrs)
+    if attach:
+        crashes = attach_attributes(crashes, exposure, attrs)
     exposure = exposure.copy()
     infos: list[AttributeInfo] = []
     weights = exposure["node_days"].to_numpy(dtype=np.float64)

@@ -92,7 +92,8 @@ def group_table(
     ``first_seen`` and ``last_seen`` to ``groups``."""
     out = groups.copy()
     host = crashes["host_id"].to_numpy()[members["row"].to_numpy()]
-    at = crashes["captured_at"].iloc[members["row"].to_numpy()].to_numpy()
+    # keep the tz-aware dtype: .to_numpy() of it would build one Timestamp object per row
+    at = crashes["captured_at"].iloc[members["row"].to_numpy()].reset_index(drop=True)
     has_hw = crashes["_n_hw"].to_numpy()[members["row"].to_numpy()] > 0
     frame = pd.DataFrame(
         {"gid": members["gid"].to_numpy(), "host_id": host, "hw": has_hw, "at": at}

@@ -11,7 +11,7 @@ node-days; exposure is in node-days; times are UTC.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +22,7 @@ __all__ = [
     "AttributeSummary",
     "Attribution",
     "Concentration",
+    "DayCount",
     "Evidence",
     "FleetFindings",
     "GroupFinding",
@@ -34,7 +35,7 @@ __all__ = [
     "num",
 ]
 
-FINDINGS_SCHEMA_VERSION = "1.0.0"
+FINDINGS_SCHEMA_VERSION = "1.1.0"
 """Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""
 
 Verdict = Literal["hardware-suspect", "software", "environment-triggered", "undetermined"]
@@ -133,6 +134,13 @@ class NamedCount(_Out):
     crashes: int
 
 
+class DayCount(_Out):
+    """Crashes of a group on one UTC day (a point of its epidemic curve)."""
+
+    day: date = Field(description="UTC calendar day")
+    crashes: int
+
+
 class GroupFinding(_Out):
     kind: Literal["signature", "phenotype"]
     key: str = Field(description="the signature, or the phenotype name")
@@ -150,6 +158,10 @@ class GroupFinding(_Out):
     associations: list[Association]
     concentration: Concentration
     attribution: Attribution
+    epidemic_curve: list[DayCount] = Field(
+        default_factory=list,
+        description="crashes per UTC day, days without a crash left out (added in 1.1.0)",
+    )
 
 
 class TelemetrySummary(_Out):

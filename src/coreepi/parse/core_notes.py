@@ -24,9 +24,9 @@ NT_SIGINFO = 0x53494749
 NT_FILE = 0x46494C45
 
 # NT_FILE bounds. The kernel writes at most 4 MiB of NT_FILE (fs/binfmt_elf.c,
-# MAX_FILE_NOTE_SIZE), i.e. well under a million entries; gdb's gcore one per
-# mapping (vm.max_map_count, 65530 by default).
-MAX_FILE_ENTRIES = 1 << 20
+# MAX_FILE_NOTE_SIZE), so under 170k entries; gdb's gcore one per mapping
+# (vm.max_map_count, 65530 by default). Each entry costs ~3 KiB downstream.
+MAX_FILE_ENTRIES = 1 << 18
 MAX_PAGE_SIZE = 1 << 30
 _U64_MAX = (1 << 64) - 1
 

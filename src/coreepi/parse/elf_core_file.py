@@ -147,9 +147,11 @@ class CoreFile:
         if ei_data == 2:  # big-endian: decode type/machine for the message only
             e_type, e_machine = struct.unpack_from(">HH", m, 16)
         if e_type != ET_CORE:
-            kind = {1: "a relocatable object", 2: "an executable", 3: "a shared object"}.get(
-                e_type, f"ELF type {e_type}"
-            )
+            kind = {
+                1: "a relocatable object",
+                2: "an executable",
+                3: "a shared library or PIE executable",  # ET_DYN
+            }.get(e_type, f"ELF type {e_type}")
             raise NotACoreError(self.name, f"an ELF file but not a core dump ({kind})")
         if ei_class != 2 or ei_data != 1 or e_machine not in SUPPORTED_MACHINES:
             arch = ELF_MACHINES.get(e_machine, f"e_machine {e_machine}")
@@ -270,6 +272,8 @@ class CoreFile:
             start = seg.offset + rel
             if start + n > self.size:
                 return None
+            if n == size and not out:
+                return self._map[start : start + n]  # within one segment: one copy
             out += self._map[start : start + n]
             address += n
             size -= n
@@ -288,11 +292,15 @@ class CoreFile:
         avail = min(limit, seg.filesz - rel)
         if avail <= 0:
             return None
-        data = self.read(address, avail)
-        if data is None:
-            return None
-        nul = data.find(b"\0")
-        return data if nul < 0 else data[:nul]
+        # Search the mapping for the NUL: copy the string, not ``limit`` bytes.
+        start = seg.offset + rel
+        stop = min(start + avail, self.size)
+        nul = self._map.find(b"\0", start, stop) if start < stop else -1
+        if nul < 0:
+            if stop < start + avail:
+                return None  # cut short by the end of the file
+            nul = stop
+        return self._map[start:nul]
 
 
 def _align4(n: int) -> int:

@@ -8,6 +8,8 @@ coreepi itself from the memory-mapped file (:mod:`.elf_core_file`,
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import struct
 import time
@@ -22,7 +24,7 @@ from pydantic_core import PydanticSerializationError
 from coreepi import __version__
 from coreepi.errors import CorruptCoreError
 from coreepi.parse import signals
-from coreepi.parse.core_notes import AT_NAMES, CoreNotes, read_notes
+from coreepi.parse.core_notes import AT_NAMES, CoreNotes, FileMapping, read_notes
 from coreepi.parse.elf_core_file import CoreFile
 from coreepi.parse.memory import ProcessMemory
 from coreepi.parse.unwind import UnwoundFrame, Unwinding, is_drgn_error, unwind_core
@@ -44,6 +46,10 @@ __all__ = ["ParsedCore", "open_core", "parse_core"]
 
 AT_ENTRY, AT_EXECFN = 9, 31
 MAX_ARGS = 65_536
+# Bytes at the top of the initial stack searched for argv's pointers (above
+# them: the argv/envp strings, at most 6 MiB, execve(2)), and the most argv
+# strings read. A larger argv falls back to NT_PRPSINFO's first 80 bytes.
+MAX_STACK_TOP = 8 << 20
 
 
 def parse_core(
@@ -241,27 +247,31 @@ def _modules(core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes) -> l
     # An NT_FILE path may name a module drgn knows under another name (the
     # link map has the symlink, NT_FILE the target): skip overlapping ones.
     known = {m.path for m in modules}
+    drgn_modules = _ModuleFinder(modules)
     spans: dict[str, tuple[int, int]] = {}
+    heads: dict[str, list[FileMapping]] = {}  # the mappings of file offset 0, by path
     for f in notes.files:
+        if f.offset == 0:
+            heads.setdefault(f.path, []).append(f)
         if f.path in known or f.path.startswith(("/dev/", "/memfd:", "/SYSV")):
             continue
-        if any(m.base < f.end and f.start < m.end for m in modules):
+        if drgn_modules.overlaps(f.start, f.end):
             continue
         lo, hi = spans.get(f.path, (f.start, f.end))
         spans[f.path] = (min(lo, f.start), max(hi, f.end))
     modules += [
-        Module(path=p, base=lo, end=hi, build_id=_build_id_in_core(core, notes, p))
+        Module(path=p, base=lo, end=hi, build_id=_build_id_in_core(core, heads.get(p, [])))
         for p, (lo, hi) in spans.items()
-        if _maps_elf_header(core, notes, p)
+        if _maps_elf_header(core, heads.get(p, []))
     ]
     entry = notes.auxv.get(AT_ENTRY)
     modules.sort(key=lambda m: (not (entry is not None and m.base <= entry < m.end), m.base))
     return modules
 
 
-def _build_id_in_core(core: CoreFile, notes: CoreNotes, path: str) -> str | None:
-    """The GNU build-id of ``path``, read from an ELF image of it that the core
-    holds, or None.
+def _build_id_in_core(core: CoreFile, heads: list[FileMapping]) -> str | None:
+    """The GNU build-id of a file, read from an ELF image of it that the core
+    holds (``heads``: the file's mappings of file offset 0), or None.
 
     The kernel dumps the first page of a file mapping that starts with an ELF
     header. That page need not be the text mapping's: with 64 KiB pages a small
@@ -269,9 +279,7 @@ def _build_id_in_core(core: CoreFile, notes: CoreNotes, path: str) -> str | None
     one dumped. Any mapping of file offset 0 shows the file's first bytes, so
     the build-id note is read at its file offset in that mapping.
     """
-    for f in notes.files:
-        if f.path != path or f.offset != 0:
-            continue
+    for f in heads:
         size = f.end - f.start
         ehdr = core.read(f.start, 64)
         if ehdr is None or ehdr[:4] != b"\x7fELF" or ehdr[4] != 2 or ehdr[5] != 1:
@@ -298,18 +306,44 @@ def _build_id_in_core(core: CoreFile, notes: CoreNotes, path: str) -> str | None
     return None
 
 
-def _maps_elf_header(core: CoreFile, notes: CoreNotes, path: str) -> bool:
-    """True when ``path`` is mapped from file offset 0 and that page starts
-    with the ELF magic (when the page is not in the core, assume it does)."""
-    for f in notes.files:
-        if f.path == path and f.offset == 0:
-            head = core.read(f.start, 4)
-            return head is None or head == b"\x7fELF"
+def _maps_elf_header(core: CoreFile, heads: list[FileMapping]) -> bool:
+    """True when a file is mapped from file offset 0 (``heads``) and that page
+    starts with the ELF magic (when the page is not in the core, assume it does)."""
+    for f in heads:
+        head = core.read(f.start, 4)
+        return head is None or head == b"\x7fELF"
     return False
 
 
-def _frame(index: int, f: UnwoundFrame, modules: list[Module]) -> Frame:
-    module = next((m for m in modules if m.base <= f.pc < m.end), None)
+class _ModuleFinder:
+    """``next(m for m in modules if m.base <= address < m.end)`` in O(log n)
+    (a core may list a million mappings): modules sorted by base, with the
+    running maximum of their ends so that overlapping ones are still found."""
+
+    def __init__(self, modules: list[Module]) -> None:
+        self._rank = {id(m): i for i, m in enumerate(modules)}
+        self._sorted = sorted(modules, key=lambda m: m.base)
+        self._bases = [m.base for m in self._sorted]
+        self._max_end = list(itertools.accumulate((m.end for m in self._sorted), max))
+
+    def find(self, address: int) -> Module | None:
+        best = None
+        i = bisect.bisect_right(self._bases, address) - 1
+        while i >= 0 and self._max_end[i] > address:
+            m = self._sorted[i]
+            if address < m.end and (best is None or self._rank[id(m)] < self._rank[id(best)]):
+                best = m
+            i -= 1
+        return best
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """True when some module overlaps [start, end)."""
+        i = bisect.bisect_left(self._bases, end) - 1  # the modules with base < end
+        return i >= 0 and self._max_end[i] > start
+
+
+def _frame(index: int, f: UnwoundFrame, modules: _ModuleFinder) -> Frame:
+    module = modules.find(f.pc)
     return Frame(
         index=index,
         pc=f.pc,
@@ -335,9 +369,10 @@ def _threads(
     comm = notes.prpsinfo.fname if notes.prpsinfo else None
     pid = notes.prpsinfo.pid if notes.prpsinfo else None
     threads = []
+    finder = _ModuleFinder(modules)
     for i, status in enumerate(notes.threads):
         unwound = unwinding.threads.get(status.tid) if unwinding else None
-        frames = [_frame(j, f, modules) for j, f in enumerate(unwound.frames)] if unwound else []
+        frames = [_frame(j, f, finder) for j, f in enumerate(unwound.frames)] if unwound else []
         threads.append(
             Thread(
                 tid=status.tid,
@@ -396,8 +431,10 @@ def _recover_argv(core: CoreFile, notes: CoreNotes) -> list[str] | None:
     seg = core.segment_for(notes.auxv[AT_EXECFN])
     if seg is None or not seg.filesz:
         return None
-    start = seg.vaddr
-    stack = core.read(start, seg.filesz)
+    # argv, envp and auxv lie just below the strings at the top of the stack:
+    # read the top of the segment only, not a (hostile) segment of any size.
+    size = min(seg.filesz, MAX_STACK_TOP)
+    stack = core.read(seg.vaddr + seg.filesz - size, size)
     if stack is None:
         return None
     hit = stack.rfind(notes.auxv_raw[:32])
@@ -424,9 +461,11 @@ def _recover_argv(core: CoreFile, notes: CoreNotes) -> list[str] | None:
     else:
         return None
     argv = []
+    total = 0
     for pointer in reversed(pointers):
         raw = core.read_c_string(pointer, limit=1 << 17)
-        if raw is None:
+        total += len(raw) + 1 if raw is not None else 0
+        if raw is None or total > MAX_STACK_TOP:
             return None
         argv.append(raw.decode("utf-8", "surrogateescape"))
     return argv

@@ -61,6 +61,7 @@ class ProcessMemory:
         self._sysroot = sysroot
         self._exe = exe  # (path recorded in the core, path given by the user)
         self._usable: dict[str, str | None] = {}
+        self._loads: dict[str, list[tuple[int, int, int]]] = {}
         self.arch = core.arch
         by_start = {f.start: f for f in files}
         regions = []
@@ -102,20 +103,28 @@ class ProcessMemory:
         local = self._local_path(path)
         if local is None:
             return "???"
-        try:
-            with open(local, "rb") as fh:
-                for seg in ELFFile(fh).iter_segments("PT_LOAD"):
-                    start = seg["p_offset"] & ~(seg["p_align"] - 1 if seg["p_align"] else 0)
-                    if start <= offset < seg["p_offset"] + max(seg["p_filesz"], 1):
-                        flags = seg["p_flags"]
-                        return (
-                            ("r" if flags & 4 else "-")
-                            + ("w" if flags & 2 else "-")
-                            + ("x" if flags & 1 else "-")
-                        )
-        except (OSError, ELFError, ValueError, KeyError):
-            pass
+        for start, end, flags in self._file_loads(local):
+            if start <= offset < end:
+                return ("r" if flags & 4 else "-") + ("w" if flags & 2 else "-") + (
+                    "x" if flags & 1 else "-"
+                )
         return "???"
+
+    def _file_loads(self, local: str) -> list[tuple[int, int, int]]:
+        """(file start, file end, p_flags) of each PT_LOAD of the ELF file at
+        ``local``, read once per file (NT_FILE may name one file many times)."""
+        if local not in self._loads:
+            loads = []
+            try:
+                with open(local, "rb") as fh:
+                    for seg in ELFFile(fh).iter_segments("PT_LOAD"):
+                        start = seg["p_offset"] & ~(seg["p_align"] - 1 if seg["p_align"] else 0)
+                        end = seg["p_offset"] + max(seg["p_filesz"], 1)
+                        loads.append((start, end, seg["p_flags"]))
+            except (OSError, ELFError, ValueError, KeyError):
+                pass
+            self._loads[local] = loads
+        return self._loads[local]
 
     def is_executable(self, address: int) -> bool:
         region = self.region_for(address)

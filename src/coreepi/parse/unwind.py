@@ -154,7 +154,7 @@ def unwind_core(
         for thread in prog.threads():
             if tids and thread.tid not in tids:
                 continue
-            threads[thread.tid] = _unwind_thread(thread, by_base, cfi, symbols)
+            threads[thread.tid] = _unwind_thread(thread, by_base, cfi, symbols, prog)
     except Exception as exc:
         if not is_drgn_error(exc):
             raise
@@ -268,7 +268,11 @@ _SymbolCache = dict[tuple[int, bool], "drgn.Symbol | None"]
 
 
 def _unwind_thread(
-    thread: drgn.Thread, modules: _ModuleLookup, cfi: _CfiCache, symbols: _SymbolCache
+    thread: drgn.Thread,
+    modules: _ModuleLookup,
+    cfi: _CfiCache,
+    symbols: _SymbolCache,
+    prog: drgn.Program | None = None,
 ) -> UnwoundThread:
     out = UnwoundThread(tid=thread.tid)
     try:
@@ -319,8 +323,34 @@ def _unwind_thread(
                 raise
             out.error = f"frame #{i} could not be read: {exc}"
             break
+        if (
+            frame.interrupted
+            and i > 0
+            and out.frames
+            and out.frames[-1].function is None
+            and not out.frames[-1].inlined
+            and prog is not None
+        ):
+            _name_signal_trampoline(prog, out.frames[-1], symbols)
         out.frames.append(symbolized)
     return out
+
+
+def _name_signal_trampoline(prog: drgn.Program, tramp: UnwoundFrame, symbols: _SymbolCache) -> None:
+    """The frame above an interrupted one is the signal trampoline (glibc's
+    ``__restore_rt``). drgn looks a caller frame's symbol up at pc - 1, which
+    for a trampoline is the padding before it (its CFI starts one byte early
+    for that reason), so it comes back unnamed: look it up at pc itself."""
+    key = (tramp.pc, True)
+    if key not in symbols:
+        try:
+            symbols[key] = prog.symbol(tramp.pc)
+        except (LookupError, ValueError):
+            symbols[key] = None
+    symbol = symbols[key]
+    if symbol is not None:
+        tramp.function = symbol.name
+        tramp.function_offset = tramp.pc - symbol.address
 
 
 def _symbolize(

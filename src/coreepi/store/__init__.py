@@ -9,17 +9,27 @@ from __future__ import annotations
 
 import os
 
-from coreepi.store.base import CoreStatus, CrashRecord, ExposureResult, LedgerEntry, Store
+from coreepi.store.base import (
+    ApiToken,
+    CoreStatus,
+    CrashRecord,
+    ExposureResult,
+    LedgerEntry,
+    Receipt,
+    Store,
+)
 from coreepi.store.blobs import BlobStore, sha256_file
 from coreepi.store.duckdb_store import DuckDBStore, default_data_dir
 
 __all__ = [
+    "ApiToken",
     "BlobStore",
     "CoreStatus",
     "CrashRecord",
     "DuckDBStore",
     "ExposureResult",
     "LedgerEntry",
+    "Receipt",
     "Store",
     "default_data_dir",
     "open_store",

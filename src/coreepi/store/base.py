@@ -42,12 +42,15 @@ import pandas as pd
 from coreepi.events import TelemetryEvent
 from coreepi.fleet import ExposureInterval, HostRow, Rejection
 from coreepi.report import CrashReport
+from coreepi.store.node_time import NodeTimeFrames
 
 __all__ = [
+    "ApiToken",
     "CoreStatus",
     "CrashRecord",
     "ExposureResult",
     "LedgerEntry",
+    "Receipt",
     "Store",
 ]
 
@@ -90,6 +93,30 @@ class LedgerEntry:
     outcome: str
 
 
+@dataclass(frozen=True, slots=True)
+class ApiToken:
+    """A bearer token of the HTTP API, as stored: never the token itself,
+    only its SHA-256 (lower-case hex). ``scopes``: ingest, read, admin."""
+
+    token_id: str
+    name: str
+    scopes: tuple[str, ...]
+    token_sha256: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A crash report received over the HTTP API: ``content_sha256`` of the
+    report as received, ``core_key`` the blob key of its uploaded core."""
+
+    crash_id: str
+    content_sha256: str
+    core_key: str | None
+    received_at: datetime
+
+
 @dataclass(slots=True)
 class ExposureResult:
     """What :meth:`Store.add_exposure` did: ``added`` new intervals,
@@ -99,6 +126,8 @@ class ExposureResult:
     added: int = 0
     duplicates: int = 0
     conflicts: list[tuple[ExposureInterval, datetime, datetime]] = field(default_factory=list)
+    duplicated: list[ExposureInterval] = field(default_factory=list)
+    """the intervals already stored identically (``duplicates`` of them)"""
 
 
 class Store(abc.ABC):
@@ -173,6 +202,16 @@ class Store(abc.ABC):
     ) -> pd.DataFrame:
         """Telemetry events with ``since <= ts < until``."""
 
+    def node_time_frames(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> NodeTimeFrames | None:
+        """Crashes of [since, until) with the exposure summed in the database
+        (:class:`~coreepi.store.node_time.NodeTimeFrames`): the fast path for big
+        fleets. ``None`` when this backend has none; then use
+        :meth:`crash_frame` and :meth:`exposure_frame`. Without ``since`` /
+        ``until``: the exposure's span widened to cover every crash."""
+        return None
+
     @abc.abstractmethod
     def hosts_frame(self) -> pd.DataFrame:
         """``host_id`` + one column per static attribute."""
@@ -195,6 +234,66 @@ class Store(abc.ABC):
     def crashes_outside_exposure(self) -> Iterator[tuple[str, str | None, datetime, str | None]]:
         """(crash_id, host_id, captured_at, artifact) of crashes no exposure
         interval of their host covers (only meaningful once exposure is loaded)."""
+
+    def crash_records(
+        self, host_id: str, since: datetime, until: datetime
+    ) -> list[CrashRecord]:
+        """Stored crashes of ``host_id`` with ``since <= captured_at < until``,
+        as records (report, sidecar attributes, core status, artifact); used
+        to pair an hs_err log with its core (:mod:`coreepi.pairing`). This
+        generic version loses the attributes; backends override it."""
+        out = []
+        for row in self.list_crashes(since, until, host_id=host_id, limit=1000):
+            report = self.get_report(row["crash_id"])
+            if report is not None:
+                out.append(CrashRecord(report, {}, CoreStatus(row["core_status"]),
+                                       row.get("core_reason"), None))
+        return out
+
+    # -- the HTTP API's tables (coreepi serve)
+
+    @abc.abstractmethod
+    def update_crash(self, record: CrashRecord) -> bool:
+        """Replace a stored crash's report and derived columns (after central
+        analysis); ``ingested_at`` is kept. Returns False when unknown."""
+
+    @abc.abstractmethod
+    def list_crashes(
+        self, since: datetime | None = None, until: datetime | None = None, *,
+        host_id: str | None = None, signature: str | None = None, limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Crash summaries with ``since <= captured_at < until``, in ingestion
+        order (``ingested_at, crash_id``), starting after the ``after`` key."""
+
+    @abc.abstractmethod
+    def get_reports(self, crash_ids: Iterable[str]) -> dict[str, CrashReport]:
+        """The stored reports of those of ``crash_ids`` that are known."""
+
+    @abc.abstractmethod
+    def receipts(self, crash_ids: Iterable[str]) -> dict[str, Receipt]:
+        """The receipts of those of ``crash_ids`` that have one."""
+
+    def receipt(self, crash_id: str) -> Receipt | None:
+        return self.receipts([crash_id]).get(crash_id)
+
+    @abc.abstractmethod
+    def add_receipts(self, receipts: Iterable[Receipt]) -> None:
+        """Record received reports (insert or replace, by crash_id)."""
+
+    def add_receipt(self, receipt: Receipt) -> None:
+        self.add_receipts([receipt])
+
+    @abc.abstractmethod
+    def add_api_token(self, token: ApiToken) -> None: ...
+
+    @abc.abstractmethod
+    def api_tokens(self, include_revoked: bool = False) -> list[ApiToken]: ...
+
+    @abc.abstractmethod
+    def revoke_api_token(self, token_id_or_name: str) -> int:
+        """Revoke the token with this id, or every token with this name;
+        returns how many were revoked now."""
 
     # -- blobs
 

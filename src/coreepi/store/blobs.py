@@ -34,6 +34,20 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+def _fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (POSIX: fsync the directory)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 class BlobStore:
     """Blobs under ``root``, addressed by the SHA-256 of their content."""
 
@@ -79,6 +93,8 @@ class BlobStore:
                         while chunk := src.read(_CHUNK):
                             h.update(chunk)
                             dst.write(chunk)
+                    dst.flush()
+                    os.fsync(dst.fileno())  # durable before it is renamed into place
                 digest = h.hexdigest()
                 if key is not None and digest != key:
                     raise ValueError(f"{path}: content changed while storing (sha256 {digest})")
@@ -86,6 +102,7 @@ class BlobStore:
                 target = zst if compress else raw
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(tmp, target)
+                _fsync_dir(target.parent)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise

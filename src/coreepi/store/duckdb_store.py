@@ -34,10 +34,19 @@ from coreepi.errors import StoreError
 from coreepi.events import TelemetryEvent
 from coreepi.fleet import ExposureInterval, HostRow, Rejection
 from coreepi.report import CrashReport
-from coreepi.store.base import CrashRecord, ExposureResult, LedgerEntry, Store
+from coreepi.store.base import (
+    ApiToken,
+    CoreStatus,
+    CrashRecord,
+    ExposureResult,
+    LedgerEntry,
+    Receipt,
+    Store,
+)
 from coreepi.store.blobs import BlobStore
 from coreepi.store.frames import crash_frame_from, exposure_frame_from, telemetry_frame_from
 from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
+from coreepi.store.node_time import NodeTimeFrames, duckdb_node_time_frames
 
 __all__ = ["DB_NAME", "DuckDBStore", "default_data_dir"]
 
@@ -75,6 +84,44 @@ def _window(column: str, since: datetime | None, until: datetime | None) -> tupl
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+def _crash_row(rec: CrashRecord) -> dict[str, Any]:
+    """The ``crashes`` row of a record (every column)."""
+    r = rec.report
+    attrs = rec.attributes
+    exe = attrs.get("exe") if attrs.get("exe") is not None else r.process.exe
+    return {
+        "crash_id": r.crash_id,
+        "host_id": r.host_id,
+        "captured_at": r.captured_at,
+        "source": str(r.source),
+        "signature": r.signature.signature if r.signature else None,
+        "phenotypes": [p.name for p in r.phenotypes],
+        "hardware_phenotypes": [p.name for p in r.phenotypes if p.hardware_indicative],
+        "signal": r.signal.name if r.signal else None,
+        "signal_number": r.signal.number if r.signal else None,
+        "si_code_name": r.signal.si_code_name if r.signal else None,
+        "exe": None if exe is None else str(exe),
+        "app_version": None if attrs.get("app_version") is None
+        else str(attrs["app_version"]),
+        "attributes": _json(attrs),
+        "core_status": str(rec.core_status),
+        "core_reason": rec.core_reason,
+        "core_sha256": r.core.sha256,
+        "blob_key": r.core.blob_key,
+        "artifact": rec.artifact,
+        "report": r.model_dump_json(),
+        "ingested_at": _now(),
+    }
+
+
+_CRASH_CASTS = {c: "VARCHAR" for c in (
+    "host_id", "signature", "signal", "si_code_name", "exe", "app_version",
+    "core_reason", "core_sha256", "blob_key", "artifact")}
+_CRASH_CASTS |= {"captured_at": "TIMESTAMPTZ", "ingested_at": "TIMESTAMPTZ",
+                 "signal_number": "INTEGER", "phenotypes": "VARCHAR[]",
+                 "hardware_phenotypes": "VARCHAR[]"}
+
+
 class DuckDBStore(Store):
     """The store in ``data_dir`` (created if needed, migrated on open)."""
 
@@ -101,6 +148,7 @@ class DuckDBStore(Store):
         self._con.execute("SET TimeZone = 'UTC'")
         self._lock = threading.RLock()
         self._depth = 0
+        self._owner: int | None = None  # thread inside transaction(), if any
         self._closed = False
         self._migrate()
 
@@ -150,6 +198,7 @@ class DuckDBStore(Store):
             outer = self._depth == 0
             if outer:
                 self._con.begin()
+                self._owner = threading.get_ident()
             self._depth += 1
             try:
                 yield
@@ -247,47 +296,18 @@ class DuckDBStore(Store):
                 self._con.unregister("_stage")
         result.added += int(row[0]) if row else 0
         result.duplicates += len(same)
+        result.duplicated.extend(batch[r[0]] for r in same)
         result.conflicts.extend((batch[i], s, e) for i, s, e in clash)
 
     def add_crashes(self, records: Iterable[CrashRecord]) -> int:
         rows: dict[str, dict[str, Any]] = {}
         for rec in records:
-            r = rec.report
-            attrs = rec.attributes
-            exe = attrs.get("exe") if attrs.get("exe") is not None else r.process.exe
-            rows.setdefault(r.crash_id, {
-                "crash_id": r.crash_id,
-                "host_id": r.host_id,
-                "captured_at": r.captured_at,
-                "source": str(r.source),
-                "signature": r.signature.signature if r.signature else None,
-                "phenotypes": [p.name for p in r.phenotypes],
-                "hardware_phenotypes": [p.name for p in r.phenotypes if p.hardware_indicative],
-                "signal": r.signal.name if r.signal else None,
-                "signal_number": r.signal.number if r.signal else None,
-                "si_code_name": r.signal.si_code_name if r.signal else None,
-                "exe": None if exe is None else str(exe),
-                "app_version": None if attrs.get("app_version") is None
-                else str(attrs["app_version"]),
-                "attributes": _json(attrs),
-                "core_status": str(rec.core_status),
-                "core_reason": rec.core_reason,
-                "core_sha256": r.core.sha256,
-                "blob_key": r.core.blob_key,
-                "artifact": rec.artifact,
-                "report": r.model_dump_json(),
-                "ingested_at": _now(),
-            })
+            if rec.report.crash_id not in rows:
+                rows[rec.report.crash_id] = _crash_row(rec)
         if not rows:
             return 0
         frame = pd.DataFrame(list(rows.values()))
-        casts = {c: "VARCHAR" for c in (
-            "host_id", "signature", "signal", "si_code_name", "exe", "app_version",
-            "core_reason", "core_sha256", "blob_key", "artifact")}
-        casts |= {"captured_at": "TIMESTAMPTZ", "ingested_at": "TIMESTAMPTZ",
-                  "signal_number": "INTEGER", "phenotypes": "VARCHAR[]",
-                  "hardware_phenotypes": "VARCHAR[]"}
-        return self._insert_frame("crashes", list(frame.columns), frame, casts=casts)
+        return self._insert_frame("crashes", list(frame.columns), frame, casts=_CRASH_CASTS)
 
     def add_events(self, events: Iterable[TelemetryEvent]) -> int:
         rows: dict[str, dict[str, Any]] = {}
@@ -356,6 +376,10 @@ class DuckDBStore(Store):
     # reads
 
     def _query(self, sql: str, params: list[Any] | None = None) -> duckdb.DuckDBPyConnection:
+        if self._depth and self._owner == threading.get_ident():
+            # inside this thread's transaction: read through the writer, which
+            # sees the transaction's own uncommitted rows (check-then-insert)
+            return self._con.execute(sql, params or [])
         cur = self._con.cursor()
         cur.execute("SET TimeZone = 'UTC'")
         return cur.execute(sql, params or [])
@@ -421,6 +445,13 @@ class DuckDBStore(Store):
         ).df()
         return telemetry_frame_from(rows)
 
+    def node_time_frames(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> NodeTimeFrames:
+        cur = self._con.cursor()
+        cur.execute("SET TimeZone = 'UTC'")
+        return duckdb_node_time_frames(cur, since, until)
+
     def hosts_frame(self) -> pd.DataFrame:
         rows = self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id").fetchall()
         records = [{"host_id": h, **json.loads(a)} for h, a in rows]
@@ -460,6 +491,137 @@ class DuckDBStore(Store):
         ).fetchall()
         for crash_id, host_id, captured_at, artifact in rows:
             yield crash_id, host_id, captured_at.astimezone(UTC), artifact
+
+    # ------------------------------------------------------------------
+    def crash_records(
+        self, host_id: str, since: datetime, until: datetime
+    ) -> list[CrashRecord]:
+        rows = self._query(
+            "SELECT report, attributes, core_status, core_reason, artifact FROM crashes "
+            "WHERE host_id = ? AND captured_at >= ? AND captured_at < ? "
+            "ORDER BY captured_at, crash_id LIMIT 1000",
+            [host_id, since, until],
+        ).fetchall()
+        return [
+            CrashRecord(CrashReport.model_validate_json(rep), json.loads(attrs or "{}"),
+                        CoreStatus(status), reason, artifact)
+            for rep, attrs, status, reason, artifact in rows
+        ]
+
+    # the HTTP API's tables
+
+    def update_crash(self, record: CrashRecord) -> bool:
+        row = _crash_row(record)
+        del row["ingested_at"]
+        crash_id = row.pop("crash_id")
+        sets = ", ".join(
+            f"{c} = CAST(? AS {_CRASH_CASTS[c]})" if c in _CRASH_CASTS else f"{c} = ?"
+            for c in row
+        )
+        with self.transaction():
+            result = self._con.execute(
+                f"UPDATE crashes SET {sets} WHERE crash_id = ?", [*row.values(), crash_id]
+            ).fetchone()
+        return bool(result and result[0])
+
+    def list_crashes(
+        self, since: datetime | None = None, until: datetime | None = None, *,
+        host_id: str | None = None, signature: str | None = None, limit: int = 100,
+        after: tuple[datetime, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        where, params = _window("captured_at", since, until)
+        clauses = [where[len(" WHERE "):]] if where else []
+        if host_id is not None:
+            clauses.append("host_id = ?")
+            params.append(host_id)
+        if signature is not None:
+            clauses.append("signature = ?")
+            params.append(signature)
+        if after is not None:
+            clauses.append("(ingested_at, crash_id) > (?, ?)")
+            params.extend(after)
+        where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+        cur = self._query(
+            "SELECT crash_id, host_id, captured_at, source, signature, phenotypes, "
+            "hardware_phenotypes, signal, si_code_name, exe, app_version, core_status, "
+            f"core_reason, blob_key, ingested_at FROM crashes{where} "
+            "ORDER BY ingested_at, crash_id LIMIT ?",
+            [*params, limit],
+        )
+        names = [d[0] for d in cur.description]
+        out = []
+        for values in cur.fetchall():
+            row = dict(zip(names, values, strict=True))
+            for key in ("captured_at", "ingested_at"):
+                if row[key] is not None:
+                    row[key] = row[key].astimezone(UTC)
+            out.append(row)
+        return out
+
+    def get_reports(self, crash_ids: Iterable[str]) -> dict[str, CrashReport]:
+        ids = sorted(set(crash_ids))
+        if not ids:
+            return {}
+        rows = self._query(
+            "SELECT crash_id, report FROM crashes WHERE crash_id IN (SELECT unnest(?::VARCHAR[]))",
+            [ids],
+        ).fetchall()
+        return {c: CrashReport.model_validate_json(r) for c, r in rows}
+
+    def receipts(self, crash_ids: Iterable[str]) -> dict[str, Receipt]:
+        ids = sorted(set(crash_ids))
+        if not ids:
+            return {}
+        rows = self._query(
+            "SELECT crash_id, content_sha256, core_key, received_at FROM crash_receipts "
+            "WHERE crash_id IN (SELECT unnest(?::VARCHAR[]))", [ids],
+        ).fetchall()
+        return {r[0]: Receipt(r[0], r[1], r[2], r[3].astimezone(UTC)) for r in rows}
+
+    def add_receipts(self, receipts: Iterable[Receipt]) -> None:
+        rows = {r.crash_id: r for r in receipts}  # the last one of a crash wins
+        if not rows:
+            return
+        values = ", ".join(["(?, ?, ?, CAST(? AS TIMESTAMPTZ))"] * len(rows))
+        params = [x for r in rows.values()
+                  for x in (r.crash_id, r.content_sha256, r.core_key, r.received_at)]
+        with self.transaction():
+            self._con.execute(
+                "INSERT INTO crash_receipts (crash_id, content_sha256, core_key, received_at) "
+                f"VALUES {values} ON CONFLICT (crash_id) DO UPDATE SET "
+                "content_sha256 = excluded.content_sha256, core_key = excluded.core_key",
+                params,
+            )
+
+    def add_api_token(self, token: ApiToken) -> None:
+        with self.transaction():
+            self._con.execute(
+                "INSERT INTO api_tokens (token_id, name, scopes, token_sha256, created_at, "
+                "revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [token.token_id, token.name, json.dumps(list(token.scopes)), token.token_sha256,
+                 token.created_at, token.revoked_at],
+            )
+
+    def api_tokens(self, include_revoked: bool = False) -> list[ApiToken]:
+        where = "" if include_revoked else " WHERE revoked_at IS NULL"
+        rows = self._query(
+            "SELECT token_id, name, scopes, token_sha256, created_at, revoked_at "
+            f"FROM api_tokens{where} ORDER BY created_at, token_id"
+        ).fetchall()
+        return [
+            ApiToken(t, n, tuple(json.loads(sc)), h, c.astimezone(UTC),
+                     r.astimezone(UTC) if r is not None else None)
+            for t, n, sc, h, c, r in rows
+        ]
+
+    def revoke_api_token(self, token_id_or_name: str) -> int:
+        with self.transaction():
+            row = self._con.execute(
+                "UPDATE api_tokens SET revoked_at = ? WHERE revoked_at IS NULL "
+                "AND (token_id = ? OR name = ?)",
+                [_now(), token_id_or_name, token_id_or_name],
+            ).fetchone()
+        return int(row[0]) if row else 0
 
     # ------------------------------------------------------------------
     # blobs

@@ -128,8 +128,36 @@ _V1 = (
     """,
 )
 
+_V2 = (
+    # bearer tokens of the HTTP API (coreepi serve): only the SHA-256 of a
+    # token is kept; scopes: JSON array of ingest | read | admin
+    """
+    CREATE TABLE api_tokens (
+        token_id     VARCHAR PRIMARY KEY,
+        name         VARCHAR NOT NULL,
+        scopes       TEXT NOT NULL,
+        token_sha256 VARCHAR NOT NULL UNIQUE,
+        created_at   TIMESTAMPTZ NOT NULL,
+        revoked_at   TIMESTAMPTZ
+    )
+    """,
+    # crash reports received over the API: content_sha256 is the SHA-256 of
+    # the report as received (canonical JSON), so a retried POST is told from
+    # a different report reusing a crash_id even after central analysis has
+    # rewritten the stored report; core_key: blob key of the core uploaded
+    """
+    CREATE TABLE crash_receipts (
+        crash_id       VARCHAR PRIMARY KEY,
+        content_sha256 VARCHAR NOT NULL,
+        core_key       VARCHAR,
+        received_at    TIMESTAMPTZ NOT NULL
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "hosts, exposure, crashes, telemetry, ingest_rejections, ingest_ledger", _V1),
+    Migration(2, "api_tokens, crash_receipts (coreepi serve)", _V2),
 )
 
 

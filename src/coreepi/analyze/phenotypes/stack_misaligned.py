@@ -40,6 +40,8 @@ hand-made trampolines) in the process.
 
 from __future__ import annotations
 
+from capstone import x86 as cs_x86
+
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._stack import call_before, reached_by_ret
 from coreepi.analyze.phenotypes._x86 import instruction_evidence, memory_operands
@@ -148,6 +150,8 @@ class StackMisaligned(PhenotypeRule):
                 value = ctx.memory.read_word(slot)
                 call = call_before(ctx, value) if value is not None else None
                 assert value is not None and call is not None
+                if _ordinary_explanation(ctx, delta, value, call[0]):
+                    continue
                 return {
                     "off_by": direction,
                     "genuine_return_slot": f"0x{slot:x}",
@@ -168,6 +172,78 @@ class StackMisaligned(PhenotypeRule):
             if anonymous_code and ctx.report.module_for(m.start) is None:  # the vDSO is a module
                 return False
         return ctx.report.runtime.kind == "native"
+
+
+#: how many instructions :func:`_rsp_walk` decodes before giving up
+WALK_LIMIT = 256
+
+
+def _ordinary_explanation(ctx: AnalysisContext, delta: int, value: int, call: int) -> bool:
+    """Whether ordinary code explains a return address 8 bytes from the
+    popped slot with rsp right, so the word proves no off-by-8.
+
+    GCC calls a local function that needs no 16-byte alignment straight from
+    its entry, with no push or ``sub`` (``g: call f; ...; ret``). Then:
+
+    * 8 above the popped slot (the "too low" reading) lies g's own return
+      address, when f's return address was overwritten (return-to-null in
+      -O2 code) -- the call before that word targets such a g;
+    * 8 below it (the "too high" reading) lies the stale return address of
+      a call that f made from its entry -- the code after that word returns
+      (or tail-jumps) without having moved rsp.
+    """
+    if delta > 0:
+        insn = ctx.raw_instruction(call)
+        if insn is None or not insn.operands or insn.operands[0].type != cs_x86.X86_OP_IMM:
+            return False  # an indirect call: today's registers do not say where it went
+        return _rsp_walk(ctx, int(insn.operands[0].imm), stop_at_call=True)
+    return _rsp_walk(ctx, value, stop_at_call=False)
+
+
+def _rsp_walk(ctx: AnalysisContext, address: int, *, stop_at_call: bool) -> bool:
+    """Decode from ``address`` (straight on past conditional jumps, through
+    direct ``jmp``s) tracking rsp. True when, with rsp unchanged, a ``call``
+    is reached (``stop_at_call``) or else a ``ret``; False at an rsp change
+    it cannot follow, an indirect jump, a loop, or unknown code."""
+    depth, seen = 0, set()
+    for _ in range(WALK_LIMIT):
+        if address in seen:
+            return False  # a loop that never gets there
+        seen.add(address)
+        insn = ctx.raw_instruction(address)
+        if insn is None:
+            return False
+        m = insn.mnemonic
+        if m == "call":
+            if stop_at_call and depth == 0:
+                return True
+        elif m == "ret":
+            return not stop_at_call and depth == 0
+        elif m == "jmp":
+            # follow a direct jump (inside the function, or a tail call)
+            if not insn.operands or insn.operands[0].type != cs_x86.X86_OP_IMM:
+                return False
+            address = int(insn.operands[0].imm)
+            continue
+        elif m in ("hlt", "ud2", "int3"):
+            return False
+        elif m == "push":
+            depth -= 8
+        elif m == "pop":
+            if "rsp" in insn.op_str:
+                return False
+            depth += 8
+        elif m in ("sub", "add") and insn.op_str.startswith("rsp, "):
+            try:
+                imm = int(insn.op_str[5:], 0)
+            except ValueError:
+                return False
+            depth += imm if m == "add" else -imm
+        elif "rsp" in insn.op_str.split(",")[0] or m in ("leave", "enter"):
+            if not (m == "cmp" or m == "test" or "[" in insn.op_str.split(",")[0]):
+                return False  # rsp written some other way: a frame we cannot follow
+        address += insn.size
+    return False
 
 
 def _requires_alignment(mnemonic: str, size: int) -> bool:

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Benchmark the log parsers: kernel logs and JVM hs_err logs, MB/s and
+reports/s, against ``grep -c`` over the same bytes as a floor.
+
+Inputs: the real logs of ``../shared/testdata/`` — the syzkaller kernel
+crash logs (``kernel-oops-syzkaller/``, each file's header lines up to the
+first blank line stripped, so only the raw log remains) and the krashpad
+hs_err logs (``jvm-hs_err-krashpad/``) — each set concatenated over and over
+into one file of ``--size-mb`` (default 1024 MiB) in a temporary directory,
+deleted afterwards.
+
+Measured, each in this one process: wall clock (``time.perf_counter``) and
+CPU time (``time.process_time``; grep's from ``RUSAGE_CHILDREN``); rates are
+per CPU second, which a shared, loaded machine disturbs far less than wall
+time:
+
+    kernel     iter_kernel_log(path): every crash report of the 1 GB console log
+    telemetry  parse_telemetry(path): every hardware event of the same file
+    hs_err     parse_hs_err(bytes) on each log of the hs_err file in turn
+               (one report per log; the file is read once into memory
+               beforehand, per log, so only parsing is timed)
+    grep       grep -c PATTERN FILE (LC_ALL=C): the cost of reading and
+               scanning the bytes once, a floor no parser can beat
+
+Not a test; run it by hand::
+
+    .venv/bin/python benchmarks/bench_logs.py [--size-mb 1024] [--json-out out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+TESTDATA = REPO.parent / "shared" / "testdata"
+
+from coreepi.parse.hs_err import parse_hs_err
+from coreepi.parse.kernel_oops import iter_kernel_log
+from coreepi.parse.kernel_oops_scan import ScanLimits
+from coreepi.parse.telemetry import parse_telemetry
+
+MB = 1 << 20
+KERNEL_GREP = r"BUG:\|Oops\|WARNING:\|general protection\|KASAN:\|Kernel panic"
+HS_ERR_GREP = "A fatal error has been detected"
+
+
+def _syzkaller_logs(folder: Path) -> list[bytes]:
+    out = []
+    for f in sorted(folder.iterdir()):
+        raw = f.read_bytes()
+        head, sep, body = raw.partition(b"\n\n")
+        if sep and b"TITLE:" in head:
+            out.append(body if body.endswith(b"\n") else body + b"\n")
+    return out
+
+
+def _hs_err_logs(folder: Path) -> list[bytes]:
+    out = []
+    for f in sorted(folder.iterdir()):
+        raw = f.read_bytes()
+        out.append(raw if raw.endswith(b"\n") else raw + b"\n")
+    return out
+
+
+def _fill(path: Path, pieces: list[bytes], size: int) -> tuple[int, int]:
+    """Write ``pieces`` over and over until ``size`` bytes; (bytes, pieces written)."""
+    written = count = 0
+    with open(path, "wb") as fh:
+        while written < size:
+            for p in pieces:
+                fh.write(p)
+                written += len(p)
+                count += 1
+                if written >= size:
+                    break
+    return written, count
+
+
+def _grep(pattern: str, path: Path) -> tuple[float, float, int]:
+    """(wall s, CPU s, matching lines) of grep -c."""
+    env = {**os.environ, "LC_ALL": "C"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    out = subprocess.run(["grep", "-c", pattern, str(path)], capture_output=True, text=True,
+                         env=env, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, int(out.stdout.strip() or 0)
+
+
+def _row(name: str, size: int, seconds: float, cpu: float, reports: int | None,
+         unit: str) -> dict:
+    """Rates per CPU second (robust on a shared machine); wall time kept too."""
+    cpu = max(cpu, 1e-6)
+    return {
+        "what": name,
+        "mb": round(size / MB, 1),
+        "wall_seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu, 2),
+        "mb_per_cpu_s": round(size / MB / cpu, 1),
+        "count": reports,
+        "count_per_cpu_s": None if reports is None else round(reports / cpu, 1),
+        "unit": unit,
+    }
+
+
+def _timed() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--workdir", type=Path, help="where the big files go (default: a temp dir)")
+    args = ap.parse_args(argv)
+    syz, hs = TESTDATA / "kernel-oops-syzkaller", TESTDATA / "jvm-hs_err-krashpad"
+    if not syz.is_dir() or not hs.is_dir():
+        print(f"no test data in {TESTDATA}", file=sys.stderr)
+        return 2
+    size = args.size_mb * MB
+    tmp = Path(tempfile.mkdtemp(prefix="coreepi-bench-logs-", dir=args.workdir))
+    results: list[dict] = []
+    try:
+        kernel_logs = _syzkaller_logs(syz)
+        kpath = tmp / "console.log"
+        kbytes, kfiles = _fill(kpath, kernel_logs, size)
+        print(f"kernel log: {kbytes / MB:.0f} MiB ({kfiles} syzkaller logs, "
+              f"{len(kernel_logs)} distinct)", flush=True)
+        limits = ScanLimits()
+        t, c = _timed()
+        n = sum(1 for _ in iter_kernel_log(kpath, name="bench", limits=limits))
+        results.append(_row("kernel-oops parser", kbytes, time.perf_counter() - t,
+                            time.process_time() - c, n, "reports"))
+        print(results[-1], flush=True)
+        t, c = _timed()
+        n = sum(1 for _ in parse_telemetry(kpath, name="bench"))
+        results.append(_row("telemetry parser (same kernel log)", kbytes,
+                            time.perf_counter() - t, time.process_time() - c, n, "events"))
+        print(results[-1], flush=True)
+        secs, cpu, hits = _grep(KERNEL_GREP, kpath)
+        results.append(_row("grep -c (kernel crash markers)", kbytes, secs, cpu, hits, "lines"))
+        print(results[-1], flush=True)
+        kpath.unlink()
+
+        hs_logs = _hs_err_logs(hs)
+        hpath = tmp / "hs_err.log"
+        hbytes, hfiles = _fill(hpath, hs_logs, size)
+        print(f"hs_err logs: {hbytes / MB:.0f} MiB ({hfiles} logs, {len(hs_logs)} distinct)",
+              flush=True)
+        n = parsed = 0
+        elapsed = cpu_s = 0.0
+        with open(hpath, "rb") as fh:  # the logs, one by one, as written
+            while parsed < hfiles:
+                for log in hs_logs:
+                    data = fh.read(len(log))
+                    t, c = _timed()
+                    n += parse_hs_err(data, name="bench") is not None
+                    elapsed += time.perf_counter() - t
+                    cpu_s += time.process_time() - c
+                    parsed += 1
+                    if parsed >= hfiles:
+                        break
+        results.append(_row("hs_err parser", hbytes, elapsed, cpu_s, n, "reports"))
+        print(results[-1], flush=True)
+        secs, cpu, hits = _grep(HS_ERR_GREP, hpath)
+        results.append(_row(f"grep -c '{HS_ERR_GREP}'", hbytes, secs, cpu, hits, "lines"))
+        print(results[-1], flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    meta = {"python": platform.python_version(), "machine": platform.machine(),
+            "cpus": os.cpu_count(), "size_mb": args.size_mb}
+    print("\n| what | MiB | wall s | CPU s | MiB per CPU s | count | per CPU s |\n"
+          "|---|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        per = "" if r["count_per_cpu_s"] is None else f"{r['count_per_cpu_s']:,.0f}"
+        print(f"| {r['what']} | {r['mb']:,.0f} | {r['wall_seconds']} | {r['cpu_seconds']} | "
+              f"{r['mb_per_cpu_s']} | {r['count']:,} {r['unit']} | {per} |")
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

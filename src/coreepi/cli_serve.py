@@ -1,0 +1,135 @@
+"""``coreepi serve`` and ``coreepi token …``: thin commands over :mod:`coreepi.serve`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+__all__ = ["serve", "token_app"]
+
+token_app = typer.Typer(
+    help="Bearer tokens of the HTTP API (scopes: ingest, read, admin). Work on the data dir "
+    "while `coreepi serve` is stopped; while it runs, use the admin API (/api/v1/tokens).",
+    no_args_is_help=True,
+)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="COREEPI_DATA",
+                 help="Store directory (default: the per-user data dir)."),
+]
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stderr.write(f"coreepi: error: {message}\n")
+    raise typer.Exit(2)
+
+
+def serve(
+    data_dir: DataDir = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", min=0.001, help="Largest JSON body, MiB.")
+    ] = 16.0,
+    max_core_mb: Annotated[
+        float, typer.Option("--max-core-mb", min=0.001,
+                            help="Largest core upload (compressed), MiB.")
+    ] = 2048.0,
+    analysis_timeout: Annotated[
+        float, typer.Option("--analysis-timeout", min=1,
+                            help="Wall-time limit of one core's central analysis, seconds.")
+    ] = 300.0,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Cores analysed at once.")
+    ] = None,
+    symbol_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--symbol-dir", help="Symbol directory (.build-id layout); repeatable."),
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the ingest and query server (HTTP API, /docs, /metrics) over the store."""
+    from dataclasses import replace
+
+    from coreepi.errors import StoreError
+    from coreepi.serve import ServeConfig, run
+    from coreepi.serve.config import MiB
+
+    config = ServeConfig(max_body_bytes=int(max_body_mb * MiB),
+                         max_core_bytes=int(max_core_mb * MiB),
+                         analysis_timeout_seconds=analysis_timeout,
+                         symbol_dirs=tuple(symbol_dir or ()))
+    if jobs:
+        config = replace(config, analysis_jobs=jobs)
+    try:
+        run(data_dir, host, port, config, log_level=log_level)
+    except StoreError as exc:
+        _fail(str(exc))
+
+
+@token_app.command("create")
+def token_create(
+    scope: Annotated[
+        list[str], typer.Option("--scope", help="ingest, read or admin; repeatable.")
+    ],
+    name: Annotated[str | None, typer.Option("--name", help="A name to recognize it by.")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Create a token and print it (once: only its hash is kept)."""
+    from coreepi.errors import StoreError
+    from coreepi.serve.auth import create_token
+    from coreepi.store import open_store
+
+    try:
+        with open_store(data_dir) as store:
+            record, token = create_token(store, scope, name)
+    except (StoreError, ValueError) as exc:
+        _fail(str(exc))
+    sys.stderr.write(f"coreepi: token {record.token_id} ({record.name}, scopes "
+                     f"{','.join(record.scopes)}); it is shown only now:\n")
+    sys.stdout.write(token + "\n")
+
+
+@token_app.command("list")
+def token_list(
+    data_dir: DataDir = None,
+    all_tokens: Annotated[bool, typer.Option("--all", help="Include revoked tokens.")] = False,
+) -> None:
+    """List tokens (id, name, scopes, created, revoked); never the tokens themselves."""
+    from coreepi.errors import StoreError
+    from coreepi.serve.auth import list_tokens
+    from coreepi.store import open_store
+
+    try:
+        with open_store(data_dir) as store:
+            tokens = list_tokens(store, include_revoked=all_tokens)
+    except StoreError as exc:
+        _fail(str(exc))
+    for t in tokens:
+        revoked = f"\trevoked {t.revoked_at.isoformat()}" if t.revoked_at else ""
+        sys.stdout.write(f"{t.token_id}\t{t.name}\t{','.join(t.scopes)}\t"
+                         f"{t.created_at.isoformat()}{revoked}\n")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token: Annotated[str, typer.Argument(help="Token id, or a name (revokes all of that name).")],
+    data_dir: DataDir = None,
+) -> None:
+    """Revoke a token (takes effect in a running server within seconds of its restart)."""
+    from coreepi.errors import StoreError
+    from coreepi.serve.auth import revoke_token
+    from coreepi.store import open_store
+
+    try:
+        with open_store(data_dir) as store:
+            n = revoke_token(store, token)
+    except StoreError as exc:
+        _fail(str(exc))
+    if not n:
+        _fail(f"no active token {token!r}")
+    sys.stdout.write(f"revoked {n} token(s)\n")

@@ -1,0 +1,132 @@
+"""What every report format shows, chosen once: the rows of its three tables.
+
+* :func:`top_groups` — crash groups by rate (signature groups and phenotype
+  groups), each with its attribution and top evidence sentence;
+* :func:`suspect_hosts` — hosts with a verdict worth reading (hardware-suspect
+  first, as the findings order them);
+* :func:`strongest_associations` — the significant attribute associations of
+  all groups, smallest p-value first.
+
+Plus the number formats the renderers share (:func:`fmt_rate`,
+:func:`fmt_ci`, …). Pure functions of :class:`~coreepi.epi.FleetFindings`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from coreepi.epi.attribution import fmt_n, fmt_p
+from coreepi.epi.models import Association, FleetFindings, GroupFinding, HostFinding
+
+__all__ = [
+    "AssociationRow",
+    "fmt_ci",
+    "fmt_n",
+    "fmt_p",
+    "fmt_q",
+    "fmt_rate",
+    "fmt_ratio",
+    "headline",
+    "strongest_associations",
+    "suspect_hosts",
+    "top_evidence",
+    "top_groups",
+]
+
+
+def fmt_rate(x: float | None) -> str:
+    """A rate or ratio with three significant digits (``n/a`` when undefined)."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def fmt_ci(lo: float | None, hi: float | None) -> str:
+    """``1.2–3.4``; an undefined upper limit is ``unbounded``."""
+    return f"{fmt_rate(lo)}–{fmt_rate(hi) if hi is not None else 'unbounded'}"
+
+
+def fmt_ratio(x: float | None, lo: float | None, hi: float | None) -> str:
+    """``3.1 (2.0–4.7)``; an unbounded ratio (no crash outside the value) is ``∞``."""
+    return f"{'∞' if x is None else fmt_rate(x)} ({fmt_ci(lo, hi)})"
+
+
+def fmt_q(q: float | None) -> str:
+    return fmt_p(q).replace("p", "q", 1)
+
+
+def headline(f: FleetFindings) -> str:
+    """One line: window, exposure, hosts, crashes, overall rate."""
+    w = f.window
+    per = f.config.get("rate_per", 1000)
+    return (
+        f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC: "
+        f"{w.crashes:,} crashes on {w.hosts_with_crashes:,} of {w.hosts:,} hosts over "
+        f"{w.node_days:,.1f} node-days; {fmt_rate(w.rate)} per {per:,.0f} node-days "
+        f"(95% CI {fmt_ci(w.rate_lower, w.rate_upper)}); "
+        f"{w.signature_groups:,} signatures, {w.phenotype_groups:,} phenotypes"
+    )
+
+
+def top_evidence(attribution_evidence: list, n: int = 1) -> list[str]:  # type: ignore[type-arg]
+    return [e.text for e in attribution_evidence[:n]]
+
+
+def top_groups(f: FleetFindings, limit: int = 25) -> list[GroupFinding]:
+    """Groups by decreasing rate (= crash count over the window's node-days);
+    ties: signature groups first, then key."""
+    return sorted(
+        f.groups, key=lambda g: (-g.crashes, g.kind != "signature", g.key)
+    )[:limit]
+
+
+def suspect_hosts(f: FleetFindings, limit: int = 20) -> list[HostFinding]:
+    """Hosts with a verdict (not ``undetermined``) or significant excess, in findings order
+    (hardware-suspect first, then by SIR p-value)."""
+    p_max = float(f.config.get("host_sir_p", 1e-6))
+    out = [
+        h
+        for h in f.hosts
+        if h.attribution.verdict != "undetermined" or (h.p_value is not None and h.p_value < p_max)
+    ]
+    return out[:limit]
+
+
+@dataclass(frozen=True)
+class AssociationRow:
+    group: GroupFinding
+    association: Association
+
+
+def _significant(a: Association, q_max: float) -> bool:
+    return a.q_value is not None and a.q_value <= q_max
+
+
+def strongest_associations(
+    f: FleetFindings, limit: int = 20, *, elevated_only: bool = True
+) -> list[AssociationRow]:
+    """Significant associations (q ≤ ``fdr_q``) of every group, smallest p first, then
+    largest ratio. ``elevated_only``: rate ratios above 1 (what raises a rate)."""
+    q_max = float(f.config.get("fdr_q", 0.05))
+    rows = [
+        AssociationRow(g, a)
+        for g in f.groups
+        for a in g.associations
+        if _significant(a, q_max)
+        and (not elevated_only or a.irr is None or a.irr > 1.0)
+        and (a.irr_lower is None or a.irr_lower > 1.0 or not elevated_only)
+    ]
+    rows.sort(
+        key=lambda r: (
+            r.association.p_value if r.association.p_value is not None else 2.0,
+            -(r.association.irr if r.association.irr is not None else math.inf),
+            r.group.kind != "signature",
+            r.group.key,
+        )
+    )
+    return rows[:limit]

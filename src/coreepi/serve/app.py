@@ -1,0 +1,169 @@
+"""``create_app(store, config)``: the FastAPI application of ``coreepi serve``.
+
+The app holds, on ``app.state``: the store and its gateway (the only way
+handlers reach the store), the config, the token authenticator, the metrics
+registry and the core intake. Routes live in :mod:`coreepi.serve.routes`;
+every refusal is an :class:`~coreepi.serve.errors.ApiError` (or a request
+validation error), answered as ``{"detail", "reason"}`` and counted in
+``coreepi_requests_rejected_total{reason}``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from coreepi import __version__
+from coreepi.serve.auth import Authenticator
+from coreepi.serve.config import ServeConfig
+from coreepi.serve.errors import ApiError
+from coreepi.serve.gateway import GroupCommit, StoreGateway
+from coreepi.serve.intake import CoreIntake, accept_heartbeats, accept_reports
+from coreepi.serve.limits import BodyLimit
+from coreepi.serve.metrics import Metrics
+from coreepi.serve.routes import admin, ingest, ops, query
+from coreepi.store import Store
+
+__all__ = ["create_app"]
+
+_CORE_PATH = re.compile(r"^/api/v1/crashes/.*/core$")
+_STATUS_REASON = {401: "unauthorized", 403: "forbidden", 404: "not-found",
+                  405: "method-not-allowed", 413: "too-large", 415: "unsupported-media-type"}
+
+
+def _is_core_upload(scope: Scope) -> bool:
+    return scope.get("method") == "PUT" and bool(_CORE_PATH.match(scope.get("path", "")))
+
+
+def _tmp_dir(store: Store, config: ServeConfig) -> Path:
+    if config.tmp_dir is not None:
+        return Path(config.tmp_dir)
+    data_dir = getattr(store, "data_dir", None)
+    if data_dir is None:
+        import tempfile
+
+        return Path(tempfile.gettempdir()) / "coreepi-serve"
+    return Path(data_dir) / "tmp"
+
+
+class Timing:
+    """Observe each request's latency in ``coreepi_request_duration_seconds``,
+    labelled by method and route template (plain ASGI: no per-request task)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            route = scope.get("route")
+            label = f"{scope['method']} {getattr(route, 'path', 'unmatched')}"
+            self.metrics.latency.labels(label).observe(time.perf_counter() - started)
+
+
+def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
+    """The API over ``store`` (which the caller opens and closes)."""
+    config = config or ServeConfig()
+    tmp_dir = _tmp_dir(store, config)
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    metrics = Metrics()
+    intake = CoreIntake(store, config, tmp_dir)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        intake.close()  # kills analysis children still running (by pid)
+
+    app = FastAPI(
+        title="coreepi", version=__version__, lifespan=lifespan,
+        summary="Core dump epidemiology: ingest crash reports, cores and exposure; query groups.",
+        description="Bearer tokens with scopes `ingest`, `read`, `admin` "
+        "(`coreepi token create --scope …`). A 2xx on a write means the data is committed.",
+    )
+    app.state.store = store
+    app.state.config = config
+    app.state.gateway = StoreGateway(store, config.store_threads,
+                                     core_threads=max(2, config.analysis_jobs * 2))
+    app.state.reports = GroupCommit(app.state.gateway, accept_reports)
+    app.state.heartbeats = GroupCommit(app.state.gateway, accept_heartbeats)
+    app.state.auth = Authenticator(store, config.token_cache_seconds)
+    app.state.metrics = metrics
+    app.state.intake = intake
+
+    def rejected(reason: str) -> None:
+        metrics.rejected.labels(reason).inc()
+
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, exempt=_is_core_upload,
+                       on_reject=rejected)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        reason = exc.reason if isinstance(exc, ApiError) else _STATUS_REASON.get(
+            exc.status_code, f"http-{exc.status_code}")
+        rejected(reason)
+        return JSONResponse({"detail": exc.detail, "reason": reason}, exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.method in ("POST", "PUT") and not ctype.endswith("json"):
+            rejected("unsupported-media-type")
+            return JSONResponse({"detail": f"send the body as application/json, not "
+                                 f"{ctype or 'without a Content-Type'}",
+                                 "reason": "unsupported-media-type"}, 415)
+        json_broken = any(e.get("type") == "json_invalid" for e in errors)
+        reason = "invalid-json" if json_broken else "invalid-body"
+        rejected(reason)
+        first = errors[0] if errors else {}
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        message = f"{where}: {first.get('msg', 'invalid')}" if first else "invalid request"
+        return JSONResponse(
+            {"detail": message, "reason": reason,
+             "errors": jsonable_encoder(errors[:20], exclude={"input", "ctx"})}, 422)
+
+    app.add_middleware(Timing, metrics=metrics)
+
+    for module in (ingest, query, admin, ops):
+        app.include_router(module.router)
+    _document_crash_report(app)
+    return app
+
+
+def _document_crash_report(app: FastAPI) -> None:
+    """Put the CrashReport schema (read by hand from the request bytes, so
+    FastAPI does not see it) into the OpenAPI components."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            from coreepi.report import CrashReport
+
+            spec = base()
+            schema = CrashReport.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = spec.setdefault("components", {}).setdefault("schemas", {})
+            components.update(schema.pop("$defs", {}))
+            components["CrashReport"] = schema
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+

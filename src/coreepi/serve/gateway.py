@@ -1,0 +1,116 @@
+"""StoreGateway: the one way handlers reach the store (Datasette's shape).
+
+Store calls block (DuckDB), so they run in worker threads, never on the
+event loop. Writes are serialized by the store itself (one writer
+connection behind a lock, see :mod:`coreepi.store.duckdb_store`); the
+gateway bounds how many threads wait on it. Core uploads (hash, decompress,
+blob, sandboxed analysis) take seconds to minutes, so they have their own
+thread limit and never starve the short store calls.
+
+:class:`GroupCommit` batches concurrent writes of one kind (reports,
+heartbeats) into one transaction: DuckDB pays a few milliseconds per
+statement and a disk sync per commit, so 50 agents posting at once cost one
+commit, not 50. A request arriving while a batch is being written waits for
+the next one; nothing waits on a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Generic, ParamSpec, TypeVar
+
+import anyio
+from anyio import to_thread
+
+from coreepi.store import Store
+
+__all__ = ["GroupCommit", "StoreGateway"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+I = TypeVar("I")
+R = TypeVar("R")
+
+
+class StoreGateway:
+    """Runs blocking store work in threads: :meth:`read`/:meth:`write` for
+    short calls, :meth:`core` for core processing."""
+
+    def __init__(self, store: Store, threads: int = 16, core_threads: int = 4) -> None:
+        self.store = store
+        self._limiter = anyio.CapacityLimiter(threads)
+        self._core_limiter = anyio.CapacityLimiter(core_threads)
+
+    async def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
+
+    # writes take the store's writer lock inside the thread; same pool
+    write = read
+
+    async def core(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._core_limiter)
+
+
+class GroupCommit(Generic[I, R]):
+    """Runs ``fn(store, items) -> results`` (one result per item, in order, in
+    one transaction) over every item submitted while the previous batch was
+    being written, at most ``max_batch`` at a time. If a batch fails, its
+    items are retried one by one, so one bad item fails only its request."""
+
+    def __init__(self, gateway: StoreGateway, fn: Callable[[Store, list[I]], Sequence[R]],
+                 max_batch: int = 256) -> None:
+        self.gateway = gateway
+        self.fn = fn
+        self.max_batch = max_batch
+        self._pending: list[tuple[I, asyncio.Future[R]]] = []
+        self._running = False
+
+    async def submit(self, item: I) -> R:
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if not self._running:
+            self._running = True
+            asyncio.get_running_loop().create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        batch: list[tuple[I, asyncio.Future[R]]] = []
+        try:
+            while self._pending:
+                batch = self._pending[:self.max_batch]
+                del self._pending[:self.max_batch]
+                try:
+                    results = await self.gateway.write(self.fn, self.gateway.store,
+                                                       [item for item, _ in batch])
+                except Exception:
+                    if len(batch) == 1:
+                        raise
+                    for item, future in batch:
+                        try:
+                            one = await self.gateway.write(self.fn, self.gateway.store, [item])
+                        except Exception as exc:  # noqa: BLE001 - handed to its request
+                            _settle(future, exc=exc)
+                        else:
+                            _settle(future, one[0])
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    _settle(future, result)
+        except Exception as exc:  # noqa: BLE001
+            for _, future in batch:
+                _settle(future, exc=exc)
+        finally:
+            self._running = False
+            if self._pending:  # arrived while the last batch failed
+                self._running = True
+                asyncio.get_running_loop().create_task(self._drain())
+
+
+def _settle(future: asyncio.Future[R], result: R | None = None,
+            exc: BaseException | None = None) -> None:
+    if future.done():  # the request was cancelled (client gone); the write stands
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]

@@ -1,0 +1,170 @@
+"""Ingest endpoints (scope ``ingest``): crash reports, cores, heartbeats."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import ValidationError
+
+from coreepi.report import CrashReport
+from coreepi.serve.auth import require
+from coreepi.serve.errors import ApiError
+from coreepi.serve.intake import (
+    CoreIntake,
+    InvalidCore,
+    Outcome,
+    spool_file,
+)
+from coreepi.serve.limits import check_declared_length
+from coreepi.serve.models import (
+    CoreAccepted,
+    CrashAccepted,
+    Heartbeat,
+    HeartbeatAccepted,
+    is_crash_id,
+)
+from coreepi.store import ApiToken
+
+router = APIRouter(prefix="/api/v1", tags=["ingest"])
+Ingest = Annotated[ApiToken, Depends(require("ingest"))]
+
+CORE_TYPES = ("application/zstd", "application/octet-stream")
+_WRITE_CHUNK = 1 << 20
+
+
+def checked_crash_id(crash_id: str) -> str:
+    if not is_crash_id(crash_id):
+        raise ApiError(400, f"invalid crash_id {crash_id[:80]!r}: expected 16 to 64 "
+                       "lower-case hex digits", "invalid-crash-id")
+    return crash_id
+
+
+REPORT_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/CrashReport"}}}}}
+
+
+async def read_report(request: Request) -> CrashReport:
+    """The request's CrashReport, parsed and validated straight from the JSON
+    bytes (pydantic's fast path), after the token was checked."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not ctype.endswith("json"):
+        raise ApiError(415, f"send the report as application/json, not {ctype or 'nothing'!r}",
+                       "unsupported-media-type")
+    body = await request.body()
+    try:
+        return CrashReport.model_validate_json(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        broken = any(e["type"] == "json_invalid" for e in errors)
+        first = errors[0]
+        where = ".".join(str(x) for x in first["loc"]) or "body"
+        raise ApiError(422, f"{where}: {first['msg']}"
+                       + (f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""),
+                       "invalid-json" if broken else "invalid-body") from None
+
+
+@router.post("/crashes", status_code=201, response_model=CrashAccepted, openapi_extra=REPORT_BODY,
+             responses={200: {"description": "duplicate: this crash was already received "
+                              "with the same content"},
+                        409: {"description": "the crash_id exists with other content"}})
+async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAccepted:
+    """Store one crash report (idempotent by crash_id). A 2xx means it is committed."""
+    report = await read_report(request)
+    checked_crash_id(report.crash_id)
+    if not report.host_id:
+        raise ApiError(422, "host_id is required", "invalid-body")
+    state = request.app.state
+    outcome = await state.reports.submit(report)
+    if outcome is Outcome.CONFLICT:
+        raise ApiError(409, f"crash {report.crash_id} was received before with other content",
+                       "conflict")
+    if outcome is Outcome.DUPLICATE:
+        state.metrics.crashes_duplicate.inc()
+        response.status_code = 200
+    else:
+        state.metrics.crashes_ingested.labels(str(report.source)).inc()
+    return CrashAccepted(crash_id=report.crash_id, status=str(outcome))
+
+
+@router.put("/crashes/{crash_id:path}/core", status_code=201, response_model=CoreAccepted,
+            openapi_extra={"requestBody": {"required": True, "content": {
+                "application/zstd": {"schema": {"type": "string", "format": "binary"}}}}},
+            responses={200: {"description": "duplicate: this core was already stored"},
+                       404: {"description": "unknown crash: POST its report first"},
+                       413: {"description": "the core is over the size limit"}})
+async def put_core(crash_id: str, request: Request, response: Response,
+                   _: Ingest) -> CoreAccepted:
+    """Upload a crash's core as one zstd stream; kept as a blob and analysed
+    here when the report lacks analysis. Idempotent."""
+    checked_crash_id(crash_id)
+    state = request.app.state
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype not in CORE_TYPES:
+        raise ApiError(415, f"a core is sent as application/zstd, not {ctype or 'nothing'!r}",
+                       "unsupported-media-type")
+    limit = state.config.max_core_bytes
+    check_declared_length(request.headers, limit, "a core upload")
+    if await state.gateway.read(state.store.get_report, crash_id) is None:
+        raise ApiError(404, f"unknown crash {crash_id}: POST its report first", "unknown-crash")
+    intake: CoreIntake = state.intake
+    fh, path = await anyio.to_thread.run_sync(spool_file, intake.tmp_dir)
+    digest, size, buffer = hashlib.sha256(), 0, bytearray()
+    try:
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, f"a core upload over the limit of {limit} bytes",
+                                   "too-large")
+                digest.update(chunk)
+                buffer += chunk
+                if len(buffer) >= _WRITE_CHUNK:
+                    data, buffer = bytes(buffer), bytearray()
+                    await anyio.to_thread.run_sync(fh.write, data)
+            await anyio.to_thread.run_sync(fh.write, bytes(buffer))
+        finally:
+            fh.close()
+        result = await state.gateway.core(intake.accept, crash_id, path, digest.hexdigest(), size)
+    except InvalidCore as exc:
+        raise ApiError(413 if exc.reason == "too-large" else 400, str(exc), exc.reason) from None
+    finally:
+        path.unlink(missing_ok=True)
+    if result.outcome is Outcome.UNKNOWN:
+        raise ApiError(404, f"unknown crash {crash_id}: POST its report first", "unknown-crash")
+    if result.outcome is Outcome.CONFLICT:
+        raise ApiError(409, f"crash {crash_id} already has another core ({result.blob_key})",
+                       "conflict")
+    m = state.metrics
+    if result.outcome is Outcome.DUPLICATE:
+        response.status_code = 200
+        m.cores_received.labels("duplicate").inc()
+    else:
+        m.cores_received.labels("stored").inc()
+        m.core_bytes.inc(size)
+        if result.analysed or result.core_status == "unreadable":
+            m.analyses.labels("ok" if result.analysed else "unreadable").inc()
+    return CoreAccepted(crash_id=crash_id, status="stored" if result.outcome is Outcome.CREATED
+                        else "duplicate", blob_key=result.blob_key,
+                        core_status=result.core_status, analysed=result.analysed,
+                        signature=result.signature, warning=result.warning)
+
+
+@router.post("/heartbeats", status_code=201, response_model=HeartbeatAccepted,
+             responses={200: {"description": "duplicate: this interval was already stored"},
+                        409: {"description": "the interval overlaps another one of the host"}})
+async def post_heartbeat(hb: Heartbeat, request: Request, response: Response,
+                         _: Ingest) -> HeartbeatAccepted:
+    """Record that a host was up over [start, end) (exposure), with its load
+    figures and, when they changed, its host facts."""
+    state = request.app.state
+    outcome = await state.heartbeats.submit(hb)
+    if outcome is Outcome.CONFLICT:
+        raise ApiError(409, f"[{hb.start.isoformat()}, {hb.end.isoformat()}) overlaps another "
+                       f"interval of host {hb.host_id!r}", "conflict")
+    state.metrics.heartbeats.labels(str(outcome)).inc()
+    if outcome is Outcome.DUPLICATE:
+        response.status_code = 200
+    return HeartbeatAccepted(host_id=hb.host_id, status=str(outcome))

@@ -1,0 +1,203 @@
+"""The analytics' input summed in SQL: what a 10M-interval fleet needs in seconds.
+
+:meth:`Store.crash_frame` and :meth:`Store.exposure_frame` hand over every
+row; for 1M crashes and 10M exposure intervals that is minutes of pandas and
+gigabytes of Python objects. The analytics need far less of the exposure:
+node-days per *attribute set* (distinct hosts.csv attributes × interval
+attributes), node-days per host, and, for each crash, which attribute set was
+in effect when it happened. DuckDB computes all three in one scan of the
+exposure plus one ASOF join, and the crashes come back with their repeated
+strings (host, signature, phenotype lists, attribute JSON) as integer codes
+into small dictionaries, so pandas never decodes a million copies of the same
+text. The result (:class:`NodeTimeFrames`) is exactly the input of
+``coreepi.epi.NodeTime`` (see ``coreepi/epi/tables.py``).
+
+The SQL is DuckDB's (``ASOF JOIN``, ``GROUPING SETS``); the PostgreSQL store
+will express the crash-to-interval lookup as a ``LATERAL`` subquery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from coreepi.store.frames import CRASH_COLUMNS, EXPOSURE_COLUMNS, _attribute_columns, _loads
+
+__all__ = ["NodeTimeFrames", "duckdb_node_time_frames"]
+
+Query = Callable[[str, list[Any]], duckdb.DuckDBPyConnection]
+SEP = "\x1f"  # joins a phenotype list into one string (unit separator: never in a name)
+
+
+@dataclass
+class NodeTimeFrames:
+    """Crashes and exposure of ``[since, until)``, exposure summed.
+
+    ``crashes``: ``crash_id, host_id, captured_at`` (UTC), ``signature,
+    phenotypes, hardware_phenotypes`` (lists), ``exe, app_version``, one column
+    per sidecar attribute, and ``exposure_set`` (row of ``sets`` of the
+    interval holding the crash, -1: none). ``sets``: one row per attribute
+    set with exposure in the window: one column per attribute (hosts.csv's,
+    the interval's overriding) and ``node_days``. ``by_host``: node-days per
+    ``host_id`` in the window.
+    """
+
+    since: datetime
+    until: datetime
+    crashes: pd.DataFrame
+    sets: pd.DataFrame
+    by_host: pd.Series
+
+
+def _window(query: Query, since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
+    """The analytics' default window: the exposure's span, widened to every crash."""
+    if since is not None and until is not None:
+        return since, until
+    row = query(
+        "SELECT (SELECT min(start_ts) FROM exposure), (SELECT max(end_ts) FROM exposure), "
+        "(SELECT min(captured_at) FROM crashes), (SELECT max(captured_at) FROM crashes)", []
+    ).fetchone()
+    e_lo, e_hi, c_lo, c_hi = row if row else (None, None, None, None)
+    if c_hi is not None:
+        c_hi = c_hi + timedelta(seconds=1)
+    los = [t for t in (e_lo, c_lo) if t is not None]
+    his = [t for t in (e_hi, c_hi) if t is not None]
+    lo = since if since is not None else (min(los) if los else None)
+    hi = until if until is not None else (max(his) if his else None)
+    if lo is None or hi is None:
+        lo = hi = datetime.now(UTC)
+    return lo.astimezone(UTC), hi.astimezone(UTC)
+
+
+def _dictionary(con: duckdb.DuckDBPyConnection, name: str, sql: str, params: list[Any]) -> list[Any]:
+    """Distinct values of one column (``sql`` selects them as ``v``), registered as
+    table ``name`` (v, k) for joins; returns the values, index = code."""
+    values = [r[0] for r in con.execute(sql, params).fetchall()]
+    frame = pd.DataFrame({"v": pd.Series(values, dtype=object), "k": np.arange(len(values))})
+    con.register(name, frame)
+    return values
+
+
+def _take(values: list[Any], codes: np.ndarray) -> np.ndarray:
+    """``values[code]`` for every code; a missing code (NaN, -1) gives None."""
+    table = np.empty(len(values) + 1, dtype=object)
+    table[: len(values)] = values
+    table[len(values)] = None
+    idx = np.where(np.isnan(codes), -1, codes).astype(np.int64) if codes.dtype.kind == "f" \
+        else codes.astype(np.int64)
+    return table[idx]
+
+
+def duckdb_node_time_frames(
+    con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
+) -> NodeTimeFrames:
+    """Build :class:`NodeTimeFrames` on ``con`` (a cursor of the store, UTC session)."""
+
+    def query(sql: str, params: list[Any]) -> duckdb.DuckDBPyConnection:
+        return con.execute(sql, params)
+
+    lo, hi = _window(query, since, until)
+    win = [lo, hi]
+    # 1. exposure: node-days per (host attributes, interval attributes) and per host,
+    #    one scan of the intervals overlapping the window, clipped to it.
+    summed = con.execute(
+        "SELECT e.host_id, coalesce(h.attributes, '') AS ha, e.attributes AS ia, "
+        "sum(epoch(least(e.end_ts, ?) - greatest(e.start_ts, ?))) / 86400.0 AS node_days "
+        "FROM exposure e LEFT JOIN hosts h ON h.host_id = e.host_id "
+        "WHERE e.end_ts > ? AND e.start_ts < ? "
+        "GROUP BY GROUPING SETS ((e.host_id), (coalesce(h.attributes, ''), e.attributes))",
+        [hi, lo, lo, hi],
+    ).df()
+    per_host = summed["host_id"].notna().to_numpy()
+    by_host = pd.Series(
+        summed.loc[per_host, "node_days"].to_numpy(np.float64),
+        index=pd.Index(summed.loc[per_host, "host_id"].astype(object), name="host_id"),
+        name="node_days",
+    )
+    set_rows = summed.loc[~per_host, ["ha", "ia", "node_days"]].reset_index(drop=True)
+    dicts = []
+    for host_text, interval_text in zip(set_rows["ha"], set_rows["ia"], strict=True):
+        merged = _loads(host_text)
+        merged.update({k: v for k, v in _loads(interval_text).items() if v is not None})
+        dicts.append(merged)
+    sets = pd.DataFrame(index=range(len(set_rows)))
+    for name, col in _attribute_columns(
+        np.arange(len(set_rows)), dicts, (*EXPOSURE_COLUMNS, "node_days")
+    ).items():
+        sets[name] = col.values
+    sets["node_days"] = set_rows["node_days"].to_numpy(np.float64)
+
+    # 2. crashes: repeated strings as codes into dictionaries, the interval's set by ASOF join
+    con.register("_sets", pd.DataFrame({"ha": set_rows["ha"], "ia": set_rows["ia"],
+                                        "k": np.arange(len(set_rows))}))
+    where = "captured_at >= ? AND captured_at < ?"
+    names = ["_d_host", "_d_sig", "_d_phen", "_d_hw", "_d_attr"]
+    try:
+        hosts = _dictionary(con, "_d_host", f"SELECT DISTINCT host_id AS v FROM crashes "
+                            f"WHERE {where} AND host_id IS NOT NULL", win)
+        sigs = _dictionary(con, "_d_sig", f"SELECT DISTINCT signature AS v FROM crashes "
+                           f"WHERE {where} AND signature IS NOT NULL", win)
+        phens = _dictionary(con, "_d_phen", "SELECT DISTINCT array_to_string(phenotypes, ?) "
+                            f"AS v FROM crashes WHERE {where}", [SEP, *win])
+        hws = _dictionary(con, "_d_hw", "SELECT DISTINCT array_to_string(hardware_phenotypes, "
+                          f"?) AS v FROM crashes WHERE {where}", [SEP, *win])
+        attrs = _dictionary(con, "_d_attr", "SELECT DISTINCT attributes AS v FROM crashes "
+                            f"WHERE {where}", win)
+        rows = con.execute(
+            "SELECT c.crash_id, dh.k AS host_k, c.captured_at, ds.k AS sig_k, dp.k AS phen_k, "
+            "dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version, "
+            "coalesce(CASE WHEN e.end_ts > c.captured_at THEN st.k END, -1) AS exposure_set "
+            f"FROM (SELECT * FROM crashes WHERE {where}) c "
+            "ASOF LEFT JOIN (SELECT host_id, start_ts, end_ts, attributes FROM exposure "
+            "WHERE end_ts > ? AND start_ts < ?) e "
+            "ON c.host_id = e.host_id AND c.captured_at >= e.start_ts "
+            "LEFT JOIN hosts h ON h.host_id = c.host_id "
+            "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.ia = e.attributes "
+            "LEFT JOIN _d_host dh ON dh.v = c.host_id "
+            "LEFT JOIN _d_sig ds ON ds.v = c.signature "
+            "LEFT JOIN _d_phen dp ON dp.v = array_to_string(c.phenotypes, ?) "
+            "LEFT JOIN _d_hw dw ON dw.v = array_to_string(c.hardware_phenotypes, ?) "
+            "LEFT JOIN _d_attr da ON da.v = c.attributes "
+            "ORDER BY c.captured_at, c.crash_id",
+            [*win, *win, SEP, SEP],
+        ).df()
+    finally:
+        for name in ["_sets", *names]:
+            try:
+                con.unregister(name)
+            except duckdb.Error:
+                pass
+    crashes = pd.DataFrame({
+        "crash_id": rows["crash_id"].astype(object),
+        "host_id": _take(hosts, rows["host_k"].to_numpy()),
+        "captured_at": pd.to_datetime(rows["captured_at"], utc=True),
+        "signature": _take(sigs, rows["sig_k"].to_numpy()),
+        "phenotypes": _take([v.split(SEP) if v else [] for v in phens],
+                            rows["phen_k"].to_numpy()),
+        "hardware_phenotypes": _take([v.split(SEP) if v else [] for v in hws],
+                                     rows["hw_k"].to_numpy()),
+        "exe": rows["exe"].astype(object),
+        "app_version": rows["app_version"].astype(object),
+    })
+    # shared list objects: a missing code (no phenotypes at all) is the empty list
+    for c in ("phenotypes", "hardware_phenotypes"):
+        missing = crashes[c].isna().to_numpy()
+        if missing.any():
+            crashes.loc[missing, c] = pd.Series([[] for _ in range(int(missing.sum()))],
+                                                index=crashes.index[missing], dtype=object)
+    attr_dicts = [
+        {k: v for k, v in _loads(a).items() if k not in ("exe", "app_version")} for a in attrs
+    ]
+    codes = rows["attr_k"].to_numpy()
+    codes = np.where(np.isnan(codes), -1, codes).astype(np.int64) if codes.dtype.kind == "f" \
+        else codes.astype(np.int64)
+    for name, col in _attribute_columns(codes, attr_dicts, CRASH_COLUMNS).items():
+        crashes[name] = col.values
+    crashes["exposure_set"] = rows["exposure_set"].to_numpy(np.int64)
+    return NodeTimeFrames(lo, hi, crashes, sets, by_host)

@@ -1,0 +1,60 @@
+"""Helpers for the server tests: reports from real cores, zstd bodies, and a
+snapshot of everything the server can write (rows and blob files)."""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from coreepi.report import CrashReport
+from coreepi.store import DuckDBStore
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def edge_report(full: CrashReport, host_id: str = "node-1", minutes: int = 1,
+                analysed: bool = False) -> CrashReport:
+    """What a node agent sends: identity, signal, process, host, attributes;
+    with ``analysed=False`` no threads/frames/phenotypes/signature (left to
+    the server)."""
+    update: dict[str, Any] = {
+        "host_id": host_id, "captured_at": T0 + timedelta(minutes=minutes),
+        "boot_id": "boot-1", "attributes": {"app_version": "1.2.3", "deployment": "canary"},
+    }
+    if not analysed:
+        update |= {"threads": [], "phenotypes": [], "signature": None, "modules": [],
+                   "memory_map": []}
+    return CrashReport.model_validate({**full.model_dump(), **update})
+
+
+def zstd_bytes(path: Path) -> bytes:
+    return zstandard.ZstdCompressor(level=3).compress(path.read_bytes())
+
+
+def snapshot(store_or_dir: DuckDBStore | Path) -> dict[str, Any]:
+    """Rows per table (API tables included) and the blob files on disk."""
+    own = not isinstance(store_or_dir, DuckDBStore)
+    store = DuckDBStore(store_or_dir, read_only=True) if own else store_or_dir
+    try:
+        counts = dict(store.counts())
+        for table in ("api_tokens", "crash_receipts"):
+            row = store._query(f"SELECT count(*) FROM {table}").fetchone()
+            counts[table] = int(row[0]) if row else 0
+        reports = {r[0]: r[1] for r in store._query(
+            "SELECT crash_id, report FROM crashes").fetchall()}
+        blobs = sorted(p.name for p in store.blobs.root.rglob("*")
+                       if p.is_file() and not p.name.startswith("."))
+    finally:
+        if own:
+            store.close()
+    return {"counts": counts, "reports": reports, "blobs": blobs}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,332 @@
+"""`coreepi ingest` of logs: ``--telemetry LOG --host H`` (hardware events and
+kernel crashes of H), hs_err logs and kernel logs among a fleet's crashes,
+sigbus_mce events from SIGBUS BUS_MCEERR crashes, and one crash from an
+hs_err log plus the core of the same JVM process (both arrival orders).
+
+Real inputs: ../shared/testdata (gpud kernel logs, syzkaller kernel logs,
+krashpad hs_err logs, elfutils cores) and, where java, javac and kernel
+cores are available, a real JVM crash made here (hs_err + core).
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import os
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coreepi.artifacts import inspect_file
+from coreepi.cli import app
+from coreepi.ingest import ingest
+from coreepi.pairing import PAIR_WINDOW, pair_crash_id
+from coreepi.report import CrashReport, SignalInfo, Source
+from coreepi.store import DuckDBStore
+
+TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"
+GPUD = TESTDATA / "host-telemetry-gpud"
+SYZ = TESTDATA / "kernel-oops-syzkaller"
+HS_ERR = TESTDATA / "jvm-hs_err-krashpad"
+ELFCORES = TESTDATA / "elf-cores-elfutils"
+
+
+def need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} not found (shared test data is not in this checkout)")
+    return path
+
+
+def rows(store: DuckDBStore, sql: str) -> list[tuple]:
+    return store._query(sql).fetchall()
+
+
+def sidecar(path: Path, host: str, when: datetime | str, **extra: object) -> None:
+    at = when.isoformat() if isinstance(when, datetime) else when
+    path.write_text(json.dumps({"host_id": host, "captured_at": at, **extra}))
+
+
+# --------------------------------------------------------------------------
+# --telemetry LOG --host H
+
+
+def test_telemetry_logs_become_events_and_kernel_crashes_of_the_host(tmp_path: Path) -> None:
+    xid = need(GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log")
+    mem = need(GPUD / "components_memory_testdata_dmesg.decode.iso.log")
+    pstore = need(GPUD / "pkg_pstore_testdata_7530486857247_dmesg.txt")
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([], store, telemetry_logs=[(xid, "gpu-7"), (mem, "h-2"), (pstore, "h-3")])
+        by_host = dict(rows(store, "SELECT host_id, count(*) FROM telemetry GROUP BY host_id"))
+        xids = rows(store, "SELECT detail FROM telemetry WHERE kind = 'xid' AND host_id = 'gpu-7'")
+        crashes = rows(store, "SELECT host_id, source, captured_at, signature FROM crashes")
+        n_events = sum(by_host.values())
+        assert summary.events_added == n_events > 0
+        assert by_host["gpu-7"] >= 1 and by_host["h-2"] >= 1
+        assert {json.loads(d)["code"] for (d,) in xids} == {119}
+        # the pstore dmesg holds a kernel panic: a crash of h-3, counted
+        assert any(h == "h-3" and s == "kernel-oops" for h, s, _, _ in crashes)
+        assert all(at is not None for _, _, at, _ in crashes)
+        # idempotent: same files again (ledger) and the same file touched (event ids)
+        again = ingest([], store, telemetry_logs=[(xid, "gpu-7"), (mem, "h-2"), (pstore, "h-3")])
+        assert again.files_skipped == 3 and again.events_added == 0
+        copy = tmp_path / "xid.log"
+        shutil.copy(xid, copy)
+        first = ingest([], store, telemetry_logs=[(copy, "gpu-7")])
+        counts = store.counts()
+        os.utime(copy, (1, 1))  # changed in the ledger's eyes: read again
+        second = ingest([], store, telemetry_logs=[(copy, "gpu-7")])
+        assert first.events_added > 0 and first.crashes_added == 1
+        assert second.files_skipped == 0 and second.events_added == 0
+        assert second.crashes_added == 0 and second.crashes_existing == 1
+        assert store.counts() == counts
+
+
+def test_telemetry_log_kernel_crash_gets_the_log_time_and_host(tmp_path: Path) -> None:
+    """A kernel oops in a journal-style log: crash of --host at the oops line's time."""
+    log = tmp_path / "kern.log"
+    body = _syz_body(need(SYZ / "323"))
+    stamp = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+    edac = (
+        "2024-03-01T11:59:58+00:00 node-9 kernel: EDAC MC0: 1 UE memory read error on "
+        "CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 slot:0 page:0x1 offset:0x0 grain:32 "
+        "syndrome:0x0 - area:DRAM err_code:0000:009f socket:0 ha:0 channel_mask:2 rank:0)"
+    )
+    lines = [edac]
+    lines += [f"{stamp.isoformat()} node-9 kernel: {line}" for line in body.splitlines()]
+    log.write_text("\n".join(lines) + "\n")
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([], store, telemetry_logs=[(log, "node-9")])
+        assert summary.events_added == 1
+        got = rows(store, "SELECT host_id, captured_at, source FROM crashes")
+        assert len(got) == 3 and {h for h, _, _ in got} == {"node-9"}
+        assert {at.astimezone(UTC) for _, at, _ in got} == {stamp}
+        ev = rows(store, "SELECT kind, severity, host_id, ts FROM telemetry")
+        assert ev[0][:3] == ("edac_ue", "uncorrected", "node-9")
+
+
+def test_cli_ingest_telemetry(tmp_path: Path) -> None:
+    xid = need(GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log")
+    runner = CliRunner()
+    result = runner.invoke(app, ["ingest", "--data-dir", str(tmp_path / "d"),
+                                 "--telemetry", str(xid), "--host", "gpu-1"])
+    assert result.exit_code == 0, result.output
+    assert "telemetry events:" in result.output
+    bad = runner.invoke(app, ["ingest", "--data-dir", str(tmp_path / "d"), "--telemetry",
+                              str(xid), "--telemetry", str(xid), "--host", "a", "--host", "b",
+                              "--host", "c"])
+    assert bad.exit_code == 2
+    nothing = runner.invoke(app, ["ingest", "--data-dir", str(tmp_path / "d")])
+    assert nothing.exit_code == 2
+
+
+# --------------------------------------------------------------------------
+# hs_err and kernel logs as artifacts of a fleet's crashes/
+
+
+def _syz_body(path: Path) -> str:
+    """A syzkaller test file without its header lines."""
+    return path.read_text(errors="replace").split("\n\n", 1)[1]
+
+
+def test_fleet_crashes_take_hs_err_and_kernel_logs(tmp_path: Path) -> None:
+    need(SYZ)
+    hs = need(HS_ERR / "dataset23.txt")
+    crashes = tmp_path / "fleet" / "crashes"
+    crashes.mkdir(parents=True)
+    (tmp_path / "fleet" / "hosts.csv").write_text("host_id\nh1\nh2\n")
+    shutil.copy(hs, crashes / "hs_err_pid25779.log")
+    sidecar(crashes / "hs_err_pid25779.log.json", "h1", "2024-01-02T00:00:00Z")
+    (crashes / "console.log").write_text(_syz_body(SYZ / "323"))
+    sidecar(crashes / "console.log.json", "h2", "2024-01-03T00:00:00Z", rack="r7")
+    (crashes / "quiet.log").write_text(_syz_body(SYZ / "647"))  # a kernel log, no crash
+    sidecar(crashes / "quiet.log.json", "h2", "2024-01-03T00:00:00Z")
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([tmp_path / "fleet"], store, jobs=2, store_cores=False)
+        got = rows(store, "SELECT host_id, source, captured_at, signature, attributes, artifact "
+                   "FROM crashes ORDER BY source, signature")
+        by_source = {}
+        for host, source, at, sig, attrs, artifact in got:
+            by_source.setdefault(source, []).append((host, at, sig, json.loads(attrs), artifact))
+        assert [h for h, *_ in by_source["hs_err"]] == ["h1"]
+        # hs_err knows its own crash time (with zone): it wins over the sidecar's
+        assert by_source["hs_err"][0][1].astimezone(UTC) == datetime(2020, 12, 1, 5, 30, 22,
+                                                                     tzinfo=UTC)
+        kernel = by_source["kernel-oops"]
+        assert len(kernel) == 3 and {h for h, *_ in kernel} == {"h2"}
+        assert all(a.get("rack") == "r7" for *_, a, _ in kernel)
+        assert {at.astimezone(UTC) for _, at, *_ in kernel} == {datetime(2024, 1, 3, tzinfo=UTC)}
+        assert summary.crashes_added == 4
+        assert any(r.category == "no-crash-found" for r in summary.rejections)
+        expected = {r.signature.signature for r in inspect_file(crashes / "console.log")}
+        assert {s for _, _, s, *_ in kernel} == expected
+
+
+def test_sigbus_mceerr_crash_becomes_a_telemetry_event(tmp_path: Path) -> None:
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    report = CrashReport(
+        crash_id="c0ffee", captured_at=datetime(2024, 5, 1, 3, 0, tzinfo=UTC), host_id="h-mce",
+        source=Source.ELF_CORE,
+        signal=SignalInfo(number=7, name="SIGBUS", si_code=4, si_code_name="BUS_MCEERR_AR",
+                          fault_address=0x7F0000001000),
+        analysis={"analyzer_version": "test"},
+    )
+    report.process.pid, report.process.comm = 4242, "svc"
+    (crashes / "r.json").write_text(report.model_dump_json())
+    plain = report.model_copy(update={"crash_id": "plain"})
+    plain.signal = SignalInfo(number=11, name="SIGSEGV", si_code=1, si_code_name="SEGV_MAPERR")
+    (crashes / "p.json").write_text(plain.model_dump_json())
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([crashes], store)
+        ev = rows(store, "SELECT kind, host_id, ts, severity, hardware_indicative FROM telemetry")
+        assert summary.events_added == 1
+        assert ev == [("sigbus_mce", "h-mce", ev[0][2], "uncorrected", True)]
+        assert ev[0][2].astimezone(UTC) == report.captured_at
+        assert ingest([crashes], store).events_added == 0
+
+
+# --------------------------------------------------------------------------
+# an hs_err log and a core of the same pid: one crash
+
+
+def _elfutils_core(tmp: Path) -> Path:
+    core = tmp / "backtrace.core"
+    with bz2.open(need(ELFCORES / "backtrace.x86_64.core.bz2")) as src, open(core, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return core
+
+
+def test_core_and_hs_err_of_the_same_pid_are_one_crash(tmp_path: Path) -> None:
+    """A real core (elfutils) + a real hs_err log (krashpad) given the core's pid."""
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    core = _elfutils_core(crashes)
+    (pid,) = {r.process.pid for r in inspect_file(core)}
+    text = need(HS_ERR / "dataset26.txt").read_text(errors="replace")
+    hs = crashes / f"hs_err_pid{pid}.log"
+    hs.write_text(re.sub(r"\b92333\b", str(pid), text))
+    (hs_report,) = inspect_file(hs)
+    assert hs_report.process.pid == pid and hs_report.captured_at is not None
+    core_time = hs_report.captured_at + timedelta(minutes=3)
+    sidecar(crashes / "backtrace.core.json", "h1", core_time, app_version="9.1")
+    sidecar(crashes / f"{hs.name}.json", "h1", core_time)
+    # another process of the same host: not paired
+    other = crashes / "other_hs_err.log"
+    other.write_text(text)
+    sidecar(crashes / "other_hs_err.log.json", "h1", core_time)
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([crashes], store, jobs=3, store_cores=False)
+        assert store.counts()["crashes"] == 2
+        assert summary.crashes_paired == 1
+        (merged,) = [store.get_report(c) for (c,) in rows(
+            store, "SELECT crash_id FROM crashes WHERE source = 'elf-core'")]
+        assert merged is not None
+        assert merged.runtime.kind == "jvm" and merged.runtime.version == hs_report.runtime.version
+        assert merged.runtime.frames
+        assert merged.attributes["artifacts"] == "elf-core+hs_err"
+        names = {p.name for p in merged.phenotypes}
+        assert {p.name for p in hs_report.phenotypes} <= names
+        assert "jvm-crash-in-native-library" in names
+        assert merged.threads and merged.modules  # the core's native analysis is kept
+        assert any("two artifacts" in w for w in merged.analysis.warnings)
+        (attrs,) = rows(store, "SELECT attributes FROM crashes WHERE source = 'elf-core'")[0]
+        assert json.loads(attrs)["app_version"] == "9.1"
+        # re-ingest: nothing new, nothing duplicated
+        again = ingest([crashes], store, jobs=3, store_cores=False)
+        assert again.crashes_added == 0 and store.counts()["crashes"] == 2
+    # outside the window: two crashes
+    sidecar(crashes / "backtrace.core.json", "h1", core_time + PAIR_WINDOW + timedelta(minutes=5))
+    other.unlink()
+    (crashes / "other_hs_err.log.json").unlink()
+    with DuckDBStore(tmp_path / "store2") as store:
+        ingest([crashes], store, jobs=3, store_cores=False)
+        assert store.counts()["crashes"] == 2
+
+
+# --- a real JVM crash: hs_err_pid<PID>.log and core.<PID> of the same process
+
+CRASH_JAVA = """
+public class Crash {
+  public static void main(String[] a) throws Exception {
+    java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+    f.setAccessible(true);
+    ((sun.misc.Unsafe) f.get(null)).putAddress(0L, 42L);
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def jvm_crash(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from corefactory import (
+        CrasherUnavailable,
+        core_pattern_override,
+        kernel_cores_unavailable_reason,
+    )
+
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if not java or not javac:
+        pytest.skip("java/javac not installed: no real JVM crash to make")
+    reason = kernel_cores_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    d = tmp_path_factory.mktemp("jvm")
+    (d / "Crash.java").write_text(CRASH_JAVA)
+    subprocess.run([javac, "-XDignore.symbol.file", "-nowarn", "Crash.java"], cwd=d, check=True,
+                   capture_output=True, timeout=120)
+    try:
+        with core_pattern_override(f"{d}/core.%p"):
+            subprocess.run(
+                ["sh", "-c", (f"ulimit -c unlimited; exec {java} -Xmx16m -Xms16m -Xint "
+                              "-XX:+UseSerialGC -XX:-UsePerfData -Xshare:off "
+                              f"-XX:+CreateCoredumpOnCrash -XX:ErrorFile={d}/hs_err_pid%p.log "
+                              "Crash")],
+                cwd=d, capture_output=True, timeout=120, check=False)  # the JVM dies: rc != 0
+    except CrasherUnavailable as exc:
+        pytest.skip(str(exc))
+    cores, logs = sorted(d.glob("core.*")), sorted(d.glob("hs_err_pid*.log"))
+    if not cores or not logs:
+        pytest.skip(f"the JVM left no core or no hs_err log in {d}")
+    return cores[0], logs[0]
+
+
+@pytest.mark.parametrize("core_first", [True, False])
+def test_real_jvm_crash_hs_err_and_core_one_crash_either_order(
+    tmp_path: Path, jvm_crash: tuple[Path, Path], core_first: bool
+) -> None:
+    core, log = jvm_crash
+    pid = int(core.name.split(".")[1])
+    (hs_report,) = inspect_file(log)
+    when = hs_report.captured_at or datetime(2024, 6, 1, 8, 0, 1, tzinfo=UTC)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    first, second = (a, b) if core_first else (b, a)
+    os.symlink(core, first / core.name)
+    sidecar(first / f"{core.name}.json", "jvm-host", when + timedelta(seconds=2))
+    shutil.copy(log, second / log.name)
+    sidecar(second / f"{log.name}.json", "jvm-host", when)
+    with DuckDBStore(tmp_path / "store") as store:
+        ingest([a], store, jobs=1, store_cores=False)  # one run per artifact
+        ingest([b], store, jobs=1, store_cores=False)
+        (crash_id,) = {c for (c,) in rows(store, "SELECT crash_id FROM crashes")}
+        report = store.get_report(crash_id)
+    assert report is not None
+    assert report.process.pid == pid
+    # the same id whichever artifact came first: host + pid + 10-minute bucket
+    probe = report.model_copy(update={"source": Source.HS_ERR})
+    assert crash_id == pair_crash_id(probe)
+    assert report.source is Source.ELF_CORE and report.modules and report.threads
+    assert report.runtime.kind == "jvm" and report.runtime.vendor
+    assert report.runtime.frames and report.runtime.version and "17" in report.runtime.version
+    # the JVM aborts after writing hs_err: the pair has the fatal signal and the
+    # problematic frame, not the abort
+    assert report.signal is not None and report.signal.name == "SIGSEGV"
+    assert report.signature is not None and report.signature.signature.startswith("Unsafe_PutLong")
+    assert "null-deref" in {p.name for p in report.phenotypes}
+    assert report.attributes["artifacts"] == "elf-core+hs_err"

@@ -1,0 +1,189 @@
+"""`coreepi report`: a store filled through the Store API from the synthetic fleet of
+test_epi_fleets (known answers), rendered in every format; the store's summed
+(node-time) path agrees with the interval path; HTML is self-contained and
+escapes what crash data puts in it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_epi_fleets import T0, make_fleet
+from typer.testing import CliRunner
+
+from coreepi.cli import app
+from coreepi.epi import FleetFindings, analyze_fleet
+from coreepi.events import EventKind, TelemetryEvent
+from coreepi.fleet import ExposureInterval, HostRow
+from coreepi.report import AnalysisInfo, CrashReport, Phenotype, Signature, Source
+from coreepi.reporting import build_findings, render
+from coreepi.store import CrashRecord, DuckDBStore, open_store
+
+EVIL = "<script>alert(1)</script>"
+HW = {"stack-misaligned"}
+
+
+def fill_store(store: DuckDBStore) -> pd.DataFrame:
+    """The synthetic fleet (plus a group whose signature is an XSS attempt) via the Store API."""
+    crashes, exposure, telemetry = make_fleet()
+    evil = pd.DataFrame({
+        "crash_id": [f"evil{i}" for i in range(40)],
+        "host_id": [f"h-{i * 5:03d}" for i in range(40)],
+        "captured_at": [T0 + pd.Timedelta(days=i, hours=5) for i in range(40)],
+        "signature": EVIL, "phenotypes": [["null-deref"]] * 40,
+        "hardware_phenotypes": [[]] * 40, "app_version": "2.3.1",
+    })
+    crashes = pd.concat([crashes, evil], ignore_index=True)
+    static = ["cpu_model", "kernel", "zone"]
+    hosts = exposure.drop_duplicates("host_id")
+    store.add_hosts(HostRow(r["host_id"], {a: r[a] for a in static}, i + 2)
+                    for i, r in enumerate(hosts.to_dict("records")))
+    store.add_exposure(
+        ExposureInterval(r["host_id"], r["start"].to_pydatetime(), r["end"].to_pydatetime(),
+                         {"load1": float(r["load1"])}, i + 2)  # type: ignore[dict-item]
+        for i, r in enumerate(exposure.to_dict("records"))
+    )
+    records = []
+    for r in crashes.to_dict("records"):
+        report = CrashReport(
+            crash_id=r["crash_id"], host_id=r["host_id"], captured_at=r["captured_at"],
+            source=Source.ELF_CORE,
+            phenotypes=[Phenotype(name=p, hardware_indicative=p in HW) for p in r["phenotypes"]],
+            signature=Signature(signature=r["signature"]),
+            analysis=AnalysisInfo(analyzer_version="test"),
+        )
+        records.append(CrashRecord(report, {"app_version": r["app_version"]}))
+    store.add_crashes(records)
+    store.add_events(
+        TelemetryEvent(event_id=f"t{i}", host_id=r["host_id"], ts=r["ts"],
+                       kind=EventKind(r["kind"]), summary=r["summary"],
+                       hardware_indicative=r["hardware_indicative"])
+        for i, r in enumerate(telemetry.to_dict("records"))
+    )
+    return crashes
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("report") / "data"
+    with open_store(d) as store:
+        fill_store(store)
+    return d
+
+
+@pytest.fixture(scope="module")
+def findings(data_dir: Path) -> FleetFindings:
+    with open_store(data_dir, read_only=True) as store:
+        return build_findings(store)
+
+
+def test_known_verdicts(findings: FleetFindings) -> None:
+    h = findings.hosts[0]
+    assert (h.host_id, h.attribution.verdict) == ("h-017", "hardware-suspect")
+    groups = {(g.kind, g.key): g for g in findings.groups}
+    assert groups["signature", "io_uring_submit | Ring::flush"].attribution.verdict == (
+        "environment-triggered")
+    assert groups["signature", "_Unwind_RaiseException | __cxa_throw"].attribution.verdict == (
+        "software")
+    assert groups["signature", "__memmove_avx_unaligned_erms"].attribution.verdict == (
+        "hardware-suspect")
+    assert findings.window.node_days == pytest.approx(200 * 60)
+
+
+def test_summed_path_agrees_with_the_interval_path(data_dir: Path,
+                                                   findings: FleetFindings) -> None:
+    with open_store(data_dir, read_only=True) as store:
+        assert store.node_time_frames() is not None
+        w = findings.window
+        slow = analyze_fleet(store.crash_frame(), store.exposure_frame(), store.telemetry_frame(),
+                             since=w.since, until=w.until)
+    fast = json.loads(findings.model_dump_json())
+    ref = json.loads(slow.model_dump_json())
+    for key in ("window", "attributes", "groups", "hosts"):
+        assert fast[key] == ref[key], key
+
+
+def test_epidemic_curve(findings: FleetFindings) -> None:
+    g = next(g for g in findings.groups if g.key == "__memmove_avx_unaligned_erms")
+    assert [(p.day.isoformat(), p.crashes) for p in g.epidemic_curve] == [
+        (f"2024-01-{22 + 3 * j:02d}" if 22 + 3 * j <= 31 else f"2024-02-{22 + 3 * j - 31:02d}", 1)
+        for j in range(6)
+    ]
+    for g in findings.groups:
+        assert sum(p.crashes for p in g.epidemic_curve) == g.crashes
+
+
+def test_text(findings: FleetFindings) -> None:
+    text = render(findings, "text", width=250)
+    for title in ("Crash groups by rate", "Suspect hosts", "Strongest attribute associations"):
+        assert title in text
+    assert re.search(r"host h-017: \d+ crashes where [\d.]+ expected \(SIR", text)
+    assert "hardware-suspect" in text and "environment-triggered" in text
+    assert "kernel=6.1.0" in text and "software" in text
+    assert EVIL in text  # a terminal shows it as text; Rich markup is not interpreted
+
+
+def test_json_round_trips(findings: FleetFindings) -> None:
+    text = render(findings, "json")
+    assert FleetFindings.model_validate_json(text) == findings
+    data = json.loads(text)
+    assert list(data) == ["schema_version", "window", "attributes", "groups", "hosts",
+                          "config", "notes"]
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "report-json.md").read_text()
+    for key in data:
+        assert f"`{key}`" in doc
+    assert "`epidemic_curve`" in doc
+
+
+def test_markdown(findings: FleetFindings) -> None:
+    md = render(findings, "markdown")
+    assert "| kind | group | crashes | hosts | rate (95% CI) | attribution | top evidence |" in md
+    assert "| host | crashes | expected | SIR (95% CI) |" in md
+    assert "| group | attribute | crashes | rate ratio (95% CI) |" in md
+    assert r"io\_uring\_submit \| Ring::flush" in md  # a pipe cannot split a cell
+    assert "**hardware-suspect**" in md and "kernel=6.1.0" in md
+    assert EVIL not in md and "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+
+
+def test_html_is_self_contained_and_escaped(findings: FleetFindings) -> None:
+    html = render(findings, "html")
+    assert html.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.IGNORECASE)
+    assert "<script" not in html.lower() and "<link" not in html.lower()
+    assert "@import" not in html and "url(" not in html
+    assert html.count("<svg") >= 3  # epidemic curves, hosts, forest plot
+    assert "Epidemic curves" in html and "observed (bar) vs expected" in html
+    assert "Rate ratios" in html
+    assert EVIL not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert re.search(r"host h-017: \d+ crashes where", html)
+
+
+def test_cli_formats_and_window(data_dir: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["report", "--data-dir", str(data_dir), "--format", "json",
+                              "--since", "2024-01-01", "--until", "2024-01-16", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    f = FleetFindings.model_validate_json(out.read_text())
+    assert f.window.node_days == pytest.approx(200 * 15)
+    assert all(g.key != "__memmove_avx_unaligned_erms" for g in f.groups)
+    for fmt in ("text", "markdown", "html"):
+        res = runner.invoke(app, ["report", "--data-dir", str(data_dir), "-f", fmt])
+        assert res.exit_code == 0, res.output
+        assert "h-017" in res.output
+    bad = runner.invoke(app, ["report", "--data-dir", str(data_dir), "-f", "pdf"])
+    assert bad.exit_code == 2
+
+
+def test_cli_empty_store(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["report", "--data-dir", str(tmp_path / "none")])
+    assert res.exit_code == 0 and "nothing to report" in res.output
+    open_store(tmp_path / "empty").close()
+    res = runner.invoke(app, ["report", "--data-dir", str(tmp_path / "empty"), "-f", "json"])
+    assert res.exit_code == 0 and "nothing to report" in res.output
