@@ -13,7 +13,6 @@ import bz2
 import gzip
 import lzma
 import os
-import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Sequence
@@ -43,21 +42,52 @@ _COMPRESSED: dict[bytes, tuple[str, Callable[[IO[bytes]], IO[bytes]]]] = {
 }
 
 
-def _copy_zstd(src: IO[bytes], dst: IO[bytes]) -> None:
+# A compressed core is decompressed to disk before reading; cap what a
+# decompression bomb can cost. Real cores beyond 64 GiB are not analysed.
+MAX_DECOMPRESSED_BYTES = int(os.environ.get("COREEPI_MAX_CORE_BYTES", 64 << 30))
+# zstd's RLE blocks turn 4 input bytes into 128 KiB: feeding 1 KiB at a time
+# keeps one decompress() call under ~32 MiB of output.
+_ZSTD_INPUT_STEP = 1 << 10
+
+
+class _Capped:
+    """Counts bytes written to ``dst`` and refuses to go past the cap."""
+
+    def __init__(self, dst: IO[bytes], limit: int) -> None:
+        self.dst, self.limit, self.written = dst, limit, 0
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+        if self.written > self.limit:
+            raise EOFError(
+                f"decompresses to more than {self.limit} bytes (COREEPI_MAX_CORE_BYTES); "
+                "refusing a possible decompression bomb"
+            )
+        self.dst.write(data)
+
+
+def _copy_zstd(src: IO[bytes], dst: _Capped) -> None:
     """Decompress every zstd frame of ``src`` into ``dst``. Unlike
     ``stream_reader``, a stream cut inside a frame is an error, not a
     silently shorter core."""
     dctx = zstandard.ZstdDecompressor()
     obj, in_frame = dctx.decompressobj(), False
-    while chunk := src.read(1 << 20):
-        while chunk:
-            in_frame = True
-            dst.write(obj.decompress(chunk))
-            chunk = b""
-            if obj.eof:  # a frame ended: the rest is the next frame
-                chunk, obj, in_frame = obj.unused_data, dctx.decompressobj(), False
+    while block := src.read(1 << 20):
+        for i in range(0, len(block), _ZSTD_INPUT_STEP):
+            chunk = block[i : i + _ZSTD_INPUT_STEP]
+            while chunk:
+                in_frame = True
+                dst.write(obj.decompress(chunk))
+                chunk = b""
+                if obj.eof:  # a frame ended: the rest is the next frame
+                    chunk, obj, in_frame = obj.unused_data, dctx.decompressobj(), False
     if in_frame:
         raise EOFError("compressed data ended before the end of the zstd frame")
+
+
+def _copy_stream(src: IO[bytes], dst: _Capped) -> None:
+    while data := src.read(1 << 20):
+        dst.write(data)
 
 
 class ArtifactKind(StrEnum):
@@ -181,14 +211,15 @@ def inspect_file(
     with tempfile.TemporaryDirectory(prefix="coreepi-") as tmp:
         plain = Path(tmp) / "core"
         try:
-            with open(name, "rb") as src, open(plain, "wb") as dst:
+            with open(name, "rb") as src, open(plain, "wb") as out:
                 opener = _opener(src.read(8))
                 assert opener is not None
                 src.seek(0)
+                dst = _Capped(out, MAX_DECOMPRESSED_BYTES)
                 if compression == "zstd":
                     _copy_zstd(src, dst)
                 else:
-                    shutil.copyfileobj(opener[1](src), dst, 1 << 20)
+                    _copy_stream(opener[1](src), dst)
         except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
             raise InputError(name, f"cannot decompress ({compression}): {exc}") from None
         try:
