@@ -36,6 +36,7 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 stamp=.venv/.coreepi-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  echo "coreepi setup: installing coreepi and its dependencies into .venv (first run: about a minute)" >&2
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"

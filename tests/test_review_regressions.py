@@ -10,6 +10,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,30 @@ def test_truncated_zstd_core_is_a_decompression_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         inspect_file(cut)
     assert err.value.source == str(cut) and "zstd" in err.value.reason
+
+
+def test_exe_that_does_not_exist_is_an_input_error(get_crash) -> None:  # type: ignore[no-untyped-def]
+    crash = get_crash("null_deref")
+    result = subprocess.run(
+        [sys.executable, "-m", "coreepi", "inspect", str(crash.core), "--exe", "/nonexistent/x"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == "coreepi: error: /nonexistent/x: --exe: no such executable file\n"
+
+
+def test_exe_with_another_build_id_is_not_used_and_says_so(get_crash) -> None:  # type: ignore[no-untyped-def]
+    from coreepi.parse import parse_core
+
+    crash, other = get_crash("null_deref"), get_crash("ud2")
+    report = parse_core(crash.core, exe=other.binary)
+    main = report.modules[0]
+    assert main.build_id is not None
+    assert any(
+        w.startswith(f"--exe {other.binary}: its build-id ") and w.endswith(
+            f" is not the core's {main.build_id}; not used")
+        for w in report.analysis.warnings
+    ), report.analysis.warnings
+    # and the right frames still come from the core's own executable
+    assert report.crashed_thread is not None
+    assert report.crashed_thread.frames[0].function == parse_core(crash.core).crashed_thread.frames[0].function  # type: ignore[union-attr]

@@ -22,11 +22,11 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from coreepi import __version__
-from coreepi.errors import CorruptCoreError
+from coreepi.errors import CorruptCoreError, InputError
 from coreepi.parse import signals
 from coreepi.parse.core_notes import AT_NAMES, CoreNotes, FileMapping, read_notes
 from coreepi.parse.elf_core_file import CoreFile
-from coreepi.parse.memory import ProcessMemory
+from coreepi.parse.memory import ProcessMemory, file_build_id
 from coreepi.parse.unwind import UnwoundFrame, Unwinding, is_drgn_error, unwind_core
 from coreepi.report import (
     AnalysisInfo,
@@ -96,6 +96,8 @@ def open_core(
     :class:`ParsedCore` whose ``memory`` the analyzers read (stack words,
     instruction bytes). Same arguments and errors as :func:`parse_core`."""
     started = time.monotonic()
+    if exe is not None and not os.path.isfile(exe):
+        raise InputError(os.fspath(exe), "--exe: no such executable file")
     with CoreFile(path) as core:
         notes = read_notes(core)
         if not notes.threads:
@@ -153,6 +155,12 @@ def open_core(
         main_exe = None
         if exe is not None and report.modules:
             main_exe = (report.modules[0].path, Path(exe))
+            expected, given = report.modules[0].build_id, file_build_id(os.fspath(exe))
+            if expected is not None and given != expected:
+                report.analysis.warnings.append(
+                    f"--exe {os.fspath(exe)}: its build-id {given or '(none)'} is not the "
+                    f"core's {expected}; not used"
+                )
         memory = ProcessMemory(
             core,
             notes.files,

@@ -22,7 +22,7 @@ from elftools.elf.elffile import ELFFile
 from coreepi.parse.core_notes import FileMapping
 from coreepi.parse.elf_core_file import CoreFile
 
-__all__ = ["ProcessMemory"]
+__all__ = ["ProcessMemory", "file_build_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +170,7 @@ class ProcessMemory:
         expected = self._build_ids.get(path)
         for candidate in candidates:
             if os.path.isfile(candidate) and (
-                expected is None or _build_id(candidate) == expected
+                expected is None or file_build_id(candidate) == expected
             ):
                 found = candidate
                 break
@@ -178,7 +178,7 @@ class ProcessMemory:
         return found
 
 
-def _build_id(path: str) -> str | None:
+def file_build_id(path: str) -> str | None:
     """The NT_GNU_BUILD_ID of the ELF file at ``path``, lower-case hex."""
     try:
         with open(path, "rb") as fh:

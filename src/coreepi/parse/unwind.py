@@ -139,7 +139,10 @@ def unwind_core(
         if not is_drgn_error(exc):
             raise
         warnings.append(f"could not list every loaded module: {exc}")
-    no_debug = [m.path for m in modules if m.debug_file is None]
+    # The vDSO never has a debug file on disk: saying so on every core is noise.
+    no_debug = [
+        m.path for m in modules if m.debug_file is None and not m.path.startswith("linux-vdso")
+    ]
     if no_debug:
         warnings.append(
             "no debug info (names from symbol tables only, no file:line) for: " + ", ".join(no_debug)
