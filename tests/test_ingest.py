@@ -257,3 +257,41 @@ def test_cli_ingest_reports_bad_rows(tmp_path: Path) -> None:
          str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2
     assert missing.stderr == f"coreepi: error: {tmp_path}/nope: no such file or directory\n"
+
+
+def test_ready_made_reports_in_batches(tmp_path: Path, monkeypatch: object) -> None:
+    """CrashReport JSON files go in by batches (one transaction each): counts
+    per file stay right (a crash id in two files is added once), bad files
+    are rejected, a re-run skips everything, a changed file is re-read."""
+    import coreepi.ingest as ingest_mod
+    from coreepi.report import AnalysisInfo, CrashReport, Source
+
+    monkeypatch.setattr(ingest_mod, "REPORT_BATCH", 4)  # type: ignore[attr-defined]
+    crashes = tmp_path / "reports"
+    crashes.mkdir()
+
+    def write(name: str, crash_id: str, host: str = "h1") -> None:
+        rep = CrashReport(crash_id=crash_id, host_id=host,
+                          captured_at=datetime(2024, 1, 2, tzinfo=UTC), source=Source.ELF_CORE,
+                          analysis=AnalysisInfo(analyzer_version="t"))
+        (crashes / name).write_text(rep.model_dump_json())
+
+    for i in range(9):
+        write(f"r{i}.json", f"c{i}")
+    write("r9.json", "c1")  # same crash as r1.json, same batch
+    write("ra.json", "c7")  # same crash as r7.json, next batch
+    (crashes / "rb.json").write_text('{"crash_id": "x", "analysis": 3}')
+    with open_store(tmp_path / "d") as store:
+        s = ingest([crashes], store, store_cores=False)
+        assert (s.crashes_added, s.crashes_existing) == (9, 2)
+        assert s.crashes_by_status == {"not-stored": 9}
+        assert s.rejections.summary() == "1 rejected (bad-report 1)"
+        assert sorted(store.crash_ids()) == [f"c{i}" for i in range(9)]
+        assert len(store.ledger_entries(str(p) for p in crashes.iterdir())) == 11
+        again = ingest([crashes], store, store_cores=False)
+        assert (again.files_skipped, again.crashes_added) == (11, 0)  # rb.json is re-read
+        write("r3.json", "c3-new")
+        os.utime(crashes / "r3.json", ns=(1, 1))
+        third = ingest([crashes], store, store_cores=False)
+        assert (third.files_skipped, third.crashes_added) == (10, 1)
+        assert "c3-new" in store.crash_ids()

@@ -216,3 +216,27 @@ def test_blobs_content_addressed(store: DuckDBStore, tmp_path: Path) -> None:
         store.get_blob("0" * 64)
     with pytest.raises(ValueError, match="content changed"):
         store.blobs.put_file(plain, "1" * 64)
+
+
+def test_batch_writes_and_ledger_lookup(store: DuckDBStore) -> None:
+    """The batched forms ingest uses: one statement per batch, same results."""
+    recs = [CrashRecord(report("a")), CrashRecord(report("b")), CrashRecord(report("a"))]
+    assert store.add_crashes_new_ids(recs) == {"a", "b"}
+    assert store.add_crashes_new_ids([CrashRecord(report("b")), CrashRecord(report("c"))]) == {"c"}
+    assert store.add_crashes_new_ids([]) == set()
+    assert store.count_crashes() == 3
+    e1 = LedgerEntry("/x", 1, 2, "ab" * 32, "crash-json", "done")
+    e2 = LedgerEntry("/y", 3, 4, "cd" * 32, "crash-json", "done")
+    store.record_files([e1, e2])
+    e1b = LedgerEntry("/x", 5, 6, "ef" * 32, "crash-json", "done")
+    store.record_files([e1b])
+    assert store.ledger_entries(["/x", "/y", "/z", "/x"]) == {"/x": e1b, "/y": e2}
+    assert store.ledger_entries([]) == {}
+    with store.transaction():  # reads inside a transaction see its rows
+        store.record_files([LedgerEntry("/z", 7, 8, "00" * 32, "crash-json", "done")])
+        assert set(store.ledger_entries(["/z"])) == {"/z"}
+    store.add_rejections([Rejection("/p", 1, "c", "x"), Rejection("/q", 2, "c", "y"),
+                          Rejection("/r", 3, "c", "z")])
+    store.add_rejections([Rejection("/p", 9, "c", "new")], replace_files=["/p", "/q"])
+    assert sorted(store.rejections_frame()["file"] + ":" + store.rejections_frame()["reason"]) \
+        == ["/p:new", "/r:z"]

@@ -6,7 +6,21 @@ Data flow (one direction): capture -> parse -> analyze -> store -> epi -> serve.
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any
+
 from coreepi.errors import CoreepiError, InputError
-from coreepi.report import SCHEMA_VERSION, CrashReport
+
+if TYPE_CHECKING:
+    from coreepi.report import SCHEMA_VERSION, CrashReport
 
 __all__ = ["SCHEMA_VERSION", "CoreepiError", "CrashReport", "InputError", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: building the pydantic models costs ~0.1 s, which `coreepi --version`
+    # and every command that does not touch a report need not pay
+    if name in ("SCHEMA_VERSION", "CrashReport"):
+        from coreepi import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,24 +18,24 @@ import tempfile
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import IO
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, TypeAlias
 
-import zstandard
-
-from coreepi.analyze import analyze
-from coreepi.analyze.casedefs import CaseDefinition, evaluate_case_definitions, load_case_definitions
 from coreepi.errors import InputError, NotACoreError
-from coreepi.parse import open_core
-from coreepi.parse.hs_err import looks_like_hs_err, parse_hs_err
-from coreepi.parse.kernel_oops import looks_like_kernel_log, parse_kernel_log
 from coreepi.report import CrashReport
+
+# The parsers, the analyzers and the decompressors are imported where they
+# are needed: `coreepi inspect` on a core never loads the log parsers or the
+# case-definition language (start-up time is most of a small core's cost).
+if TYPE_CHECKING:
+    from coreepi.analyze.casedefs import CaseDefinition
 
 __all__ = ["ArtifactKind", "inspect_core", "inspect_file", "sniff"]
 
 SNIFF_BYTES = 64 << 10
 
 _COMPRESSED: dict[bytes, tuple[str, Callable[[IO[bytes]], IO[bytes]]]] = {
-    b"\x28\xb5\x2f\xfd": ("zstd", lambda f: zstandard.ZstdDecompressor().stream_reader(f)),
+    b"\x28\xb5\x2f\xfd": ("zstd", lambda f: _zstandard().ZstdDecompressor().stream_reader(f)),
     b"\x1f\x8b": ("gzip", lambda f: gzip.GzipFile(fileobj=f)),
     b"BZh": ("bzip2", lambda f: bz2.BZ2File(f)),
     b"\xfd7zXZ\x00": ("xz", lambda f: lzma.LZMAFile(f)),
@@ -48,6 +48,16 @@ MAX_DECOMPRESSED_BYTES = int(os.environ.get("COREEPI_MAX_CORE_BYTES", 64 << 30))
 # zstd's RLE blocks turn 4 input bytes into 128 KiB: feeding 1 KiB at a time
 # keeps one decompress() call under ~32 MiB of output.
 _ZSTD_INPUT_STEP = 1 << 10
+
+
+def _zstandard() -> ModuleType:
+    import zstandard
+
+    return zstandard
+
+
+def _decompress_errors() -> tuple[type[BaseException], ...]:
+    return (OSError, EOFError, lzma.LZMAError, _zstandard().ZstdError)
 
 
 class _Capped:
@@ -70,7 +80,7 @@ def _copy_zstd(src: IO[bytes], dst: _Capped) -> None:
     """Decompress every zstd frame of ``src`` into ``dst``. Unlike
     ``stream_reader``, a stream cut inside a frame is an error, not a
     silently shorter core."""
-    dctx = zstandard.ZstdDecompressor()
+    dctx = _zstandard().ZstdDecompressor()
     obj, in_frame = dctx.decompressobj(), False
     while block := src.read(1 << 20):
         for i in range(0, len(block), _ZSTD_INPUT_STEP):
@@ -124,7 +134,7 @@ def sniff(path: str | os.PathLike[str]) -> tuple[ArtifactKind, str | None]:
                 fh.seek(0)
                 try:
                     head = opener[1](fh).read(SNIFF_BYTES)
-                except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+                except _decompress_errors() as exc:
                     raise NotACoreError(name, f"corrupt {compression} data: {exc}") from None
     except FileNotFoundError:
         raise NotACoreError(name, "no such file") from None
@@ -132,6 +142,9 @@ def sniff(path: str | os.PathLike[str]) -> tuple[ArtifactKind, str | None]:
         raise NotACoreError(name, f"cannot read: {exc.strerror}") from None
     if head.startswith(b"\x7fELF"):
         return ArtifactKind.ELF, compression
+    from coreepi.parse.hs_err import looks_like_hs_err
+    from coreepi.parse.kernel_oops import looks_like_kernel_log
+
     # hs_err logs quote kernel-looking lines (dmesg excerpts): test them first.
     if looks_like_hs_err(head):
         return ArtifactKind.HS_ERR, compression
@@ -154,14 +167,18 @@ def inspect_core(
     definitions, a TOML file or already loaded (see
     :mod:`coreepi.analyze.casedefs`). Arguments and errors as
     :func:`coreepi.parse.parse_core`."""
+    from coreepi.parse import open_core
+
     definitions = _case_definitions(case_defs)
     with open_core(path, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs) as parsed:
         if run_analysis:
+            from coreepi.analyze import analyze
+
             analyze(parsed.report, parsed.memory, case_definitions=definitions)
         return parsed.report
 
 
-CaseDefs = str | os.PathLike[str] | Sequence[CaseDefinition] | None
+CaseDefs: TypeAlias = "str | os.PathLike[str] | Sequence[CaseDefinition] | None"
 
 
 def _case_definitions(case_defs: CaseDefs) -> list[CaseDefinition]:
@@ -169,6 +186,8 @@ def _case_definitions(case_defs: CaseDefs) -> list[CaseDefinition]:
     if case_defs is None:
         return []
     if isinstance(case_defs, (str, os.PathLike)):
+        from coreepi.analyze.casedefs import load_case_definitions
+
         return load_case_definitions(case_defs)
     return list(case_defs)
 
@@ -196,12 +215,19 @@ def inspect_file(
         # Their parsers set phenotypes and signature from the log itself;
         # only the user's case definitions are added.
         if kind is ArtifactKind.KERNEL_LOG:
+            from coreepi.parse.kernel_oops import parse_kernel_log
+
             reports = parse_kernel_log(Path(name), name=name)
         else:
+            from coreepi.parse.hs_err import parse_hs_err
+
             hs_err = parse_hs_err(Path(name), name=name)
             reports = [hs_err] if hs_err is not None else []
-        for report in reports if run_analysis else []:
-            report.phenotypes.extend(evaluate_case_definitions(report, definitions))
+        if run_analysis and definitions:
+            from coreepi.analyze.casedefs import evaluate_case_definitions
+
+            for report in reports:
+                report.phenotypes.extend(evaluate_case_definitions(report, definitions))
         return reports
     if kind is ArtifactKind.UNKNOWN:
         raise NotACoreError(name, "not an ELF core dump, a JVM hs_err log or a kernel log")
@@ -220,7 +246,7 @@ def inspect_file(
                     _copy_zstd(src, dst)
                 else:
                     _copy_stream(opener[1](src), dst)
-        except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+        except _decompress_errors() as exc:
             raise InputError(name, f"cannot decompress ({compression}): {exc}") from None
         try:
             report = inspect_core(plain, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,

@@ -14,7 +14,26 @@ Modules: :mod:`~coreepi.capture.config` (the TOML config),
 :mod:`~coreepi.capture.install`.
 """
 
-from coreepi.capture.config import CaptureConfig, load_config
-from coreepi.capture.spool import Spool
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coreepi.capture.config import CaptureConfig, load_config
+    from coreepi.capture.spool import Spool
 
 __all__ = ["CaptureConfig", "Spool", "load_config"]
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: the CLI registers `collect`/`agent` (coreepi.capture.commands) at
+    # start-up, and must not pay for the config models and the spool then
+    if name in ("CaptureConfig", "load_config"):
+        from coreepi.capture import config
+
+        return getattr(config, name)
+    if name == "Spool":
+        from coreepi.capture.spool import Spool
+
+        return Spool
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ analytics' job. Missing values are None/NaN.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -151,6 +151,15 @@ class Store(abc.ABC):
     def add_crashes(self, records: Iterable[CrashRecord]) -> int:
         """Insert crashes, idempotent by crash_id; returns how many were new."""
 
+    def add_crashes_new_ids(self, records: Sequence[CrashRecord]) -> set[str]:
+        """Like :meth:`add_crashes`, but returns the crash ids that were new
+        (one statement per batch in backends that override it)."""
+        new: set[str] = set()
+        for rec in records:
+            if self.add_crashes([rec]):
+                new.add(rec.report.crash_id)
+        return new
+
     @abc.abstractmethod
     def add_events(self, events: Iterable[TelemetryEvent]) -> int:
         """Insert telemetry events, idempotent by event_id; returns how many were new."""
@@ -167,10 +176,20 @@ class Store(abc.ABC):
     def record_file(self, entry: LedgerEntry) -> None:
         """Remember that an input file was ingested."""
 
+    def record_files(self, entries: Iterable[LedgerEntry]) -> None:
+        """:meth:`record_file` of many files (one statement in backends that override it)."""
+        for entry in entries:
+            self.record_file(entry)
+
     # -- ledger reads
 
     @abc.abstractmethod
     def ledger_entry(self, path: str) -> LedgerEntry | None: ...
+
+    def ledger_entries(self, paths: Iterable[str]) -> dict[str, LedgerEntry]:
+        """{path: entry} of those ``paths`` that were ingested (one query in
+        backends that override it)."""
+        return {p: e for p in paths if (e := self.ledger_entry(p)) is not None}
 
     @abc.abstractmethod
     def ledger_has_sha256(self, sha256: str) -> bool: ...

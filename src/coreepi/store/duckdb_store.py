@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -309,6 +309,28 @@ class DuckDBStore(Store):
         frame = pd.DataFrame(list(rows.values()))
         return self._insert_frame("crashes", list(frame.columns), frame, casts=_CRASH_CASTS)
 
+    def add_crashes_new_ids(self, records: Sequence[CrashRecord]) -> set[str]:
+        rows: dict[str, dict[str, Any]] = {}
+        for rec in records:
+            if rec.report.crash_id not in rows:
+                rows[rec.report.crash_id] = _crash_row(rec)
+        if not rows:
+            return set()
+        frame = pd.DataFrame(list(rows.values()))
+        columns = list(frame.columns)
+        select = ", ".join(f"CAST({c} AS {_CRASH_CASTS[c]})" if c in _CRASH_CASTS else c
+                           for c in columns)
+        with self.transaction():
+            self._con.register("_stage", frame)
+            try:
+                new = self._con.execute(
+                    f"INSERT INTO crashes ({', '.join(columns)}) SELECT {select} FROM _stage "
+                    "ON CONFLICT DO NOTHING RETURNING crash_id"
+                ).fetchall()
+            finally:
+                self._con.unregister("_stage")
+        return {r[0] for r in new}
+
     def add_events(self, events: Iterable[TelemetryEvent]) -> int:
         rows: dict[str, dict[str, Any]] = {}
         for ev in events:
@@ -328,9 +350,13 @@ class DuckDBStore(Store):
 
     def add_rejections(self, rejections: Iterable[Rejection], replace_files: Iterable[str] = ()) -> int:
         items = list(rejections)
+        files = sorted(set(replace_files))
         with self.transaction():
-            for f in set(replace_files):
-                self._con.execute("DELETE FROM ingest_rejections WHERE file = ?", [f])
+            if len(files) == 1:
+                self._con.execute("DELETE FROM ingest_rejections WHERE file = ?", files)
+            elif files:
+                self._con.execute("DELETE FROM ingest_rejections "
+                                  "WHERE file IN (SELECT unnest(?::VARCHAR[]))", [files])
             return self._insert_rejections(items)
 
     def replace_rejections(self, category: str, rejections: Iterable[Rejection]) -> int:
@@ -372,6 +398,28 @@ class DuckDBStore(Store):
                  _now()],
             )
 
+    def record_files(self, entries: Iterable[LedgerEntry]) -> None:
+        rows = {e.path: e for e in entries}  # the last one of a path wins
+        if not rows:
+            return
+        frame = pd.DataFrame({
+            "path": list(rows),
+            "size": [e.size for e in rows.values()],
+            "mtime_ns": [e.mtime_ns for e in rows.values()],
+            "sha256": [e.sha256 for e in rows.values()],
+            "kind": [e.kind for e in rows.values()],
+            "outcome": [e.outcome for e in rows.values()],
+            "ingested_at": _now(),
+        })
+        self._insert_frame(
+            "ingest_ledger", list(frame.columns), frame,
+            conflict="(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+            "sha256 = excluded.sha256, kind = excluded.kind, outcome = excluded.outcome, "
+            "ingested_at = excluded.ingested_at",
+            casts={"ingested_at": "TIMESTAMPTZ", "size": "BIGINT", "mtime_ns": "BIGINT",
+                   "sha256": "VARCHAR"},
+        )
+
     # ------------------------------------------------------------------
     # reads
 
@@ -390,6 +438,25 @@ class DuckDBStore(Store):
             [path],
         ).fetchone()
         return LedgerEntry(*row) if row else None
+
+    def ledger_entries(self, paths: Iterable[str]) -> dict[str, LedgerEntry]:
+        out: dict[str, LedgerEntry] = {}
+        todo = list(dict.fromkeys(paths))
+        for i in range(0, len(todo), 100_000):
+            frame = pd.DataFrame({"path": todo[i:i + 100_000]})
+            if self._depth and self._owner == threading.get_ident():
+                con = self._con
+            else:
+                con = self._con.cursor()
+            con.register("_paths", frame)
+            try:
+                rows = con.execute(
+                    "SELECT l.path, l.size, l.mtime_ns, l.sha256, l.kind, l.outcome "
+                    "FROM ingest_ledger l JOIN _paths p ON p.path = l.path").fetchall()
+            finally:
+                con.unregister("_paths")
+            out.update((r[0], LedgerEntry(*r)) for r in rows)
+        return out
 
     def ledger_has_sha256(self, sha256: str) -> bool:
         row = self._query("SELECT count(*) FROM ingest_ledger WHERE sha256 = ?", [sha256]).fetchone()
