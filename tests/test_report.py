@@ -187,3 +187,20 @@ def test_cli_empty_store(tmp_path: Path) -> None:
     open_store(tmp_path / "empty").close()
     res = runner.invoke(app, ["report", "--data-dir", str(tmp_path / "empty"), "-f", "json"])
     assert res.exit_code == 0 and "nothing to report" in res.output
+
+
+def test_suspect_hosts_are_accused_or_unexplained_never_software(findings: FleetFindings) -> None:
+    from coreepi.reporting.summary import WATCH_P, suspect_hosts
+
+    shown = suspect_hosts(findings)
+    assert "h-017" in [h.host_id for h in shown]
+    for h in shown:
+        assert h.attribution.verdict != "software"
+        if h.attribution.verdict == "undetermined":
+            assert h.p_value is not None and h.p_value < WATCH_P
+    hidden = [h for h in findings.hosts if h not in shown]
+    assert all(
+        h.attribution.verdict == "software"
+        or (h.attribution.verdict == "undetermined" and (h.p_value is None or h.p_value >= WATCH_P))
+        for h in hidden
+    )

@@ -22,6 +22,7 @@ import bisect
 import csv
 import json
 import os
+import re
 from array import array
 from collections import Counter
 from collections.abc import Container, Iterator
@@ -149,7 +150,10 @@ def parse_utc(text: str) -> datetime:
         raise ValueError(f"not an ISO-8601 timestamp: {text!r}") from None
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: before year 1 in UTC
+        raise ValueError(f"timestamp out of range in UTC: {text!r}") from None
 
 
 def _cell(value: str | None) -> str | None:
@@ -193,18 +197,32 @@ class ExposureInterval:
         return (self.end - self.start).total_seconds()
 
 
+#: what ``errors="surrogateescape"`` makes of bytes that are not UTF-8
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
 def _csv_rows(
     path: Path, required: tuple[str, ...], rejections: Rejections
 ) -> Iterator[tuple[int, dict[str, str | None]]]:
     """(line, row) for each well-formed row of a CSV file with a header.
     A missing file or column is one rejection for the whole file."""
     try:
-        fh = open(path, newline="", encoding="utf-8-sig")
+        # undecodable bytes become lone surrogates, so that one bad byte rejects
+        # its row (below), not the whole file
+        fh = open(path, newline="", encoding="utf-8-sig", errors="surrogateescape")
     except OSError as exc:
         rejections.add(path, None, "unreadable-file", f"cannot read: {exc.strerror}")
         return
     with fh:
-        reader = csv.reader(fh)
+        # strict: a quote left open to the end of the file is an error, not one
+        # last row that silently swallows every line after it
+        reader = csv.reader(fh, strict=True)
+
+        def _span(first: int) -> str:
+            last = reader.line_num
+            return (f" (a quoted field runs over lines {first}-{last}: an unbalanced quote?)"
+                    if last > first else "")
+
         try:
             header = next(reader, None)
         except (csv.Error, UnicodeDecodeError) as exc:
@@ -212,6 +230,9 @@ def _csv_rows(
             return
         if header is None:
             rejections.add(path, None, "missing-column", "empty file (no header line)")
+            return
+        if any(_NOT_UTF8.search(h) for h in header):
+            rejections.add(path, 1, "malformed-row", "header line is not UTF-8 text")
             return
         names = [h.strip() for h in header]
         missing = [c for c in required if c not in names]
@@ -233,14 +254,18 @@ def _csv_rows(
             except StopIteration:
                 return
             except (csv.Error, UnicodeDecodeError) as exc:
-                rejections.add(path, start_line, "malformed-row", f"malformed CSV: {exc}")
+                rejections.add(path, start_line, "malformed-row",
+                               f"malformed CSV: {exc}{_span(start_line)}")
                 continue
             if not fields or all(not f.strip() for f in fields):
                 continue  # blank line
+            if any(_NOT_UTF8.search(f) for f in fields):
+                rejections.add(path, start_line, "malformed-row", "row is not UTF-8 text")
+                continue
             if len(fields) != len(names):
                 rejections.add(
                     path, start_line, "malformed-row",
-                    f"expected {len(names)} fields, found {len(fields)}",
+                    f"expected {len(names)} fields, found {len(fields)}{_span(start_line)}",
                 )
                 continue
             yield start_line, {n: _cell(v) for n, v in zip(names, fields, strict=True)}
@@ -365,6 +390,9 @@ def read_telemetry(
             except json.JSONDecodeError as exc:
                 rejections.add(path, line, "not-json", f"not JSON: {exc.msg} (column {exc.colno})")
                 continue
+            except RecursionError:
+                rejections.add(path, line, "not-json", "not usable JSON: nested too deeply")
+                continue
             if not isinstance(obj, dict):
                 rejections.add(path, line, "not-json", "not a JSON object")
                 continue
@@ -474,6 +502,8 @@ def read_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _json_error(exc, "sidecar") from None
+    except RecursionError:
+        raise SidecarError("not-json", "sidecar is not usable JSON: nested too deeply", 1) from None
     return sidecar_from_object(path, obj)
 
 

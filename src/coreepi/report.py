@@ -23,7 +23,7 @@ The JSON Schema of this model is exported to ``docs/crash-report.schema.json``
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -34,6 +34,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     WithJsonSchema,
+    field_validator,
 )
 
 __all__ = [
@@ -350,6 +351,18 @@ class CrashReport(_Model):
     )
     core: CoreInfo = Field(default_factory=CoreInfo)
     analysis: AnalysisInfo
+
+    @field_validator("captured_at")
+    @classmethod
+    def _captured_at_utc(cls, value: datetime | None) -> datetime | None:
+        # UTC as documented; a time that is not a UTC date (0001-01-01T00:00+01:00) is
+        # refused here, or the store would hold a year-0 timestamp it cannot read back
+        if value is None or value.tzinfo is None:
+            return value if value is None else value.replace(tzinfo=UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("captured_at out of range in UTC") from None
 
     @property
     def crashed_thread(self) -> Thread | None:

@@ -85,14 +85,26 @@ def top_groups(f: FleetFindings, limit: int = 25) -> list[GroupFinding]:
     )[:limit]
 
 
+# A host is worth a look when it is accused, or when it crashes more than its
+# exposure predicts at the ordinary significance level even if the stricter
+# hardware thresholds are not met. A host whose crashes are all explained by
+# fleet-wide software bugs ("software") is not a suspect.
+WATCH_P = 0.01
+
+
 def suspect_hosts(f: FleetFindings, limit: int = 20) -> list[HostFinding]:
-    """Hosts with a verdict (not ``undetermined``) or significant excess, in findings order
-    (hardware-suspect first, then by SIR p-value)."""
-    p_max = float(f.config.get("host_sir_p", 1e-6))
+    """Hardware-suspect and environment-triggered hosts, then hosts whose crash
+    excess has an SIR p-value below 0.01 that no verdict explains yet, in
+    findings order (hardware-suspect first, then by SIR p-value)."""
     out = [
         h
         for h in f.hosts
-        if h.attribution.verdict != "undetermined" or (h.p_value is not None and h.p_value < p_max)
+        if h.attribution.verdict in ("hardware-suspect", "environment-triggered")
+        or (
+            h.attribution.verdict == "undetermined"
+            and h.p_value is not None
+            and h.p_value < WATCH_P
+        )
     ]
     return out[:limit]
 

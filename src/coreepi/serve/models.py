@@ -54,7 +54,10 @@ class Heartbeat(BaseModel):
     @field_validator("start", "end")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        try:
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00; a ValueError is a 422, not a 500
+            raise ValueError("time out of range in UTC") from None
 
     @model_validator(mode="after")
     def _interval(self) -> Heartbeat:
