@@ -123,6 +123,7 @@ def test_bundled_scenarios_load() -> None:
         ),
         ({"rollout__0__version": "3"}, "rollout[0].version: not a version of 'kvstore'"),
         ({"rollout__0__end_day": 11}, "rollout[0].end_day: after the end of the window"),
+        ({"rollout__0__when": {"colour": "red"}}, "rollout[0].when.colour: not a host attribute"),
         ({"workload__0__source": "nope.c"}, "workload[0].source: no workload source 'nope.c'"),
         ({"scenario__days": -1}, "scenario.days: Input should be greater than 0"),
         ({"scenario__hosts": None}, "scenario.hosts: Field required"),
@@ -226,6 +227,22 @@ def test_rollout_times_and_versions() -> None:
         assert start + 2 * 86_400 <= t <= start + 6 * 86_400
         assert version_at("1", host_changes, t - 1) == "1"
         assert version_at("1", host_changes, t) == "2"
+
+
+def test_rollout_when_limits_it_to_matching_hosts() -> None:
+    """A rollout with ``when`` moves only hosts whose attributes match (one hardware
+    generation first); without ``when`` the draws are the same as before."""
+    s = scenario_from_dict(minimal(scenario__hosts=100, rollout__0__when={"cpu_model": "A"}))
+    hosts = make_hosts(s, stream(1, "hosts"))
+    start = int(s.scenario.start.timestamp())
+    changes = upgrade_times(s, hosts, start, stream(1, "rollout"))
+    on_a = {h.host_id for h in hosts if h.attributes["cpu_model"] == "A"}
+    assert 0 < len(on_a) < 100
+    assert set(changes) == on_a
+    plain = scenario_from_dict(minimal(scenario__hosts=100))
+    assert upgrade_times(plain, hosts, start, stream(1, "rollout")) == upgrade_times(
+        s.model_copy(update={"rollout": [r.model_copy(update={"when": {}}) for r in s.rollout]}),
+        hosts, start, stream(1, "rollout"))
 
 
 def test_plan_exposure_splits_at_upgrades_and_keeps_node_hours() -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from coreepi import __version__
 from coreepi.errors import InputError
@@ -82,7 +81,6 @@ def inspect(
 ) -> None:
     """Read one crash artifact and print its crash report(s)."""
     from coreepi.artifacts import inspect_file
-    from coreepi.render import render_report
 
     try:
         reports = inspect_file(
@@ -104,6 +102,10 @@ def inspect(
         return
     if not reports:
         sys.stderr.write(f"coreepi: {core}: no crash found\n")
+    from rich.console import Console  # rich only when drawing (not for --json)
+
+    from coreepi.render import render_report
+
     console = Console()
     for i, report in enumerate(reports):
         if i:
@@ -174,6 +176,8 @@ def telemetry(
     if not count:
         sys.stderr.write(f"coreepi: {log}: no hardware events found\n")
         return
+    from rich.console import Console
+
     Console().print(table)
 
 
@@ -280,6 +284,8 @@ def simulate(
     """Simulate a fleet with planted diseases and real cores: writes a fleet
     directory (hosts.csv, exposure.csv, telemetry.jsonl, crashes/, symbols/)
     plus truth.json and run.json."""
+    from rich.console import Console
+
     from coreepi.simulate import simulate as run_simulation
     from coreepi.simulate.workloads import BuildError
 
@@ -299,16 +305,51 @@ def simulate(
     sys.stdout.write(result.summary() + "\n")
 
 
+@app.command()
+def demo(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Demo store directory (default: a per-user demo data "
+                     "dir; never the default store)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Simulation seed.")] = 1,
+    scenario: Annotated[
+        str | None,
+        typer.Option("--scenario", help="Scenario TOML or bundled name (default: reference)."),
+    ] = None,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Simulate again and rebuild the demo store.")
+    ] = False,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Processes at once (default: CPUs).")
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="HTML report path (default: DATA_DIR/report.html).")
+    ] = None,
+) -> None:
+    """The whole job end to end: simulate a fleet with planted diseases and real
+    cores (cached after the first run), ingest it into a demo store, print the
+    report, write the HTML report, and compare the findings with the truth."""
+    from coreepi.demo import run_demo
+    from coreepi.errors import StoreError
+    from coreepi.simulate.workloads import BuildError
+
+    try:
+        run_demo(data_dir, seed=seed, scenario=scenario, fresh=fresh, jobs=jobs, html=html)
+    except (InputError, StoreError, BuildError) as exc:
+        _fail(str(exc))
+
+
 def _when(value: str | None, option: str) -> datetime | None:
     """An ISO-8601 date or date-time (``Z`` or an offset; naive means UTC)."""
     if value is None:
         return None
     try:
         t = datetime.fromisoformat(value)
-    except ValueError:
-        _fail(f"{option} {value!r}: not an ISO-8601 date or date-time (e.g. 2024-05-01 or "
-              "2024-05-01T12:00:00Z)")
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    except (ValueError, OverflowError):
+        _fail(f"{option} {value!r}: not an ISO-8601 date or date-time in range (e.g. "
+              "2024-05-01 or 2024-05-01T12:00:00Z)")
 
 
 @app.command()
@@ -358,6 +399,8 @@ def report(
     except InputError as exc:
         _fail(str(exc))
     if out is None and fmt == "text":
+        from rich.console import Console
+
         render_text(findings, Console())
         return
     text = render(findings, fmt)

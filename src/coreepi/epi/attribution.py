@@ -14,10 +14,11 @@ association, because one bad host makes every attribute it has look
 1. ``too-few-crashes`` → undetermined
 2. ``one-host-with-hardware-signs`` → hardware-suspect
 3. ``one-host-without-hardware-signs`` → undetermined
-4. ``environment-association`` → environment-triggered
-5. ``hardware-attribute-association`` → hardware-suspect
-6. ``fleet-spread`` → software
-7. ``no-rule`` → undetermined
+4. ``hardware-phenotypes-on-hardware-attribute`` → hardware-suspect
+5. ``environment-association`` → environment-triggered
+6. ``hardware-attribute-association`` → hardware-suspect
+7. ``fleet-spread`` → software
+8. ``no-rule`` → undetermined
 
 Host rules:
 
@@ -286,15 +287,20 @@ class GroupFacts:
 # --- group rules -----------------------------------------------------------------------
 
 
-def explaining_association(g: GroupFacts, config: EpiConfig) -> AssociationFacts | None:
+def explaining_association(
+    g: GroupFacts, config: EpiConfig, attribute_class: str | None = None
+) -> AssociationFacts | None:
     """The attribute value that best explains the group, if any.
 
     Significant crude association, surviving adjustment, holding at least
     ``environment_min_share`` of the group's crashes; the largest share wins,
-    then the smallest p-value.
+    then the smallest p-value. With ``attribute_class``, only associations of
+    that class are considered.
     """
     best: AssociationFacts | None = None
     for a in g.associations:
+        if attribute_class is not None and a.attribute_class != attribute_class:
+            continue
         if not (a.crude_significant(config) and a.survives_adjustment(config)):
             continue
         if a.share_of_group is None or a.share_of_group < config.environment_min_share:
@@ -396,6 +402,18 @@ GROUP_RULES: list[GroupRule] = [
         ),
     ),
     ("one-host-without-hardware-signs", "undetermined", lambda g, c: g.concentrated(c)),
+    # Before environment associations: crashes that look like hardware faults, confined to
+    # one hardware population (a CPU model), are that hardware's, even when an environment
+    # attribute of the same population (its microcode, its usual kernel) explains them as well.
+    (
+        "hardware-phenotypes-on-hardware-attribute",
+        "hardware-suspect",
+        lambda g, c: (
+            g.hosts >= c.min_spread_hosts
+            and g.hardware_share() >= c.hardware_phenotype_share
+            and explaining_association(g, c, "hardware") is not None
+        ),
+    ),
     (
         "environment-association",
         "environment-triggered",
@@ -454,8 +472,12 @@ def attribute_group(g: GroupFacts, config: EpiConfig) -> Attribution:
     if g.top_host_signs is not None and g.concentrated(config):
         evidence.extend(g.top_host_signs.signs(config))
     assoc = _association_evidence(g, config)
-    if rule in ("environment-association", "hardware-attribute-association"):
-        best = explaining_association(g, config)
+    if rule in ("environment-association", "hardware-attribute-association",
+                "hardware-phenotypes-on-hardware-attribute"):
+        best = explaining_association(
+            g, config,
+            "hardware" if rule == "hardware-phenotypes-on-hardware-attribute" else None,
+        )
         assert best is not None
         lead = next(e for e in assoc if e.text == best.sentence())
         assoc.remove(lead)
@@ -467,6 +489,9 @@ def attribute_group(g: GroupFacts, config: EpiConfig) -> Attribution:
                 }
             )
         )
+        if rule == "hardware-phenotypes-on-hardware-attribute":
+            deciding.append(_group_hw_evidence(g))
+            evidence = [e for e in evidence if e.kind != "hardware-phenotypes"]
         deciding.append(_spread_evidence(g, config))
     elif rule == "fleet-spread":
         deciding.append(_spread_evidence(g, config))

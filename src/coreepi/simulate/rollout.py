@@ -33,7 +33,8 @@ def upgrade_times(
     part in (epoch seconds; ``start`` is the window start)."""
     changes: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     for r in scenario.rollout:
-        members = [h for h in hosts if h.workload == r.workload]
+        members = [h for h in hosts if h.workload == r.workload
+                   and all(h.attributes.get(k) == v for k, v in r.when.items())]
         take = rng.random(len(members)) < r.fraction
         lo = start + round(r.start_day * DAY)
         hi = start + round(r.end_day * DAY)

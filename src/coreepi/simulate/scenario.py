@@ -168,13 +168,16 @@ class Workload(_Model):
 class Rollout(_Model):
     """Hosts of ``workload`` move to ``version`` at times spread uniformly over
     [start_day, end_day] (days from the window start); ``fraction`` of them
-    (chosen at random) take part."""
+    (chosen at random) take part; with ``when = {attribute = value}`` only
+    hosts whose static attributes match every entry do (a rollout that goes
+    to one hardware generation first is two rollouts)."""
 
     workload: str
     version: str
     start_day: float = Field(ge=0)
     end_day: float = Field(ge=0)
     fraction: float = Field(default=1.0, gt=0, le=1)
+    when: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _ordered(self) -> Rollout:
@@ -286,6 +289,9 @@ class Scenario(_Model):
                 raise _KeyError(f"rollout[{i}].version", f"not a version of {r.workload!r}")
             if r.end_day > self.scenario.days:
                 raise _KeyError(f"rollout[{i}].end_day", "after the end of the window")
+            for key in r.when:
+                if key not in attrs:
+                    raise _KeyError(f"rollout[{i}].when.{key}", "not a host attribute")
         known = set(attrs) | {"app_version"}
         for i, d in enumerate(self.disease):
             if d.workload not in names:
