@@ -191,7 +191,11 @@ def test_worker_limits(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
 
 
 def _ingest_cli(fleet: Path, data: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ, COREEPI_DEBUG="1")
+    # A SIGKILLed ingest cannot remove its temporary directories: keep them
+    # under the test's own directory so nothing is left in /tmp.
+    tmp = data.parent / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, COREEPI_DEBUG="1", TMPDIR=str(tmp))
     return subprocess.Popen(
         [sys.executable, "-m", "coreepi", "ingest", str(fleet), "--data-dir", str(data),
          "--jobs", "1", "--timeout", "120"],
