@@ -336,21 +336,26 @@ class _Runner:
             argv += ["--memory-limit-mb", str(self.memory_limit_mb)]
         for d in self.debug_dirs:
             argv += ["--debug-dir", str(d)]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        with self._lock:
-            self._procs.add(proc)
-        try:
-            try:
-                out, err = proc.communicate(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-                return _WorkerResult(False, category="worker-timeout",
-                                     error=f"analysis took longer than {self.timeout:g} s; stopped")
-        finally:
+        # The worker decompresses cores into its TMPDIR; a worker killed for
+        # its time or memory limit cannot clean up, so the parent owns the dir.
+        with tempfile.TemporaryDirectory(prefix="coreepi-ingest-") as tmp:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    env={**os.environ, "TMPDIR": tmp})
             with self._lock:
-                self._procs.discard(proc)
+                self._procs.add(proc)
+            try:
+                try:
+                    out, err = proc.communicate(timeout=self.timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.communicate()
+                    return _WorkerResult(
+                        False, category="worker-timeout",
+                        error=f"analysis took longer than {self.timeout:g} s; stopped")
+            finally:
+                with self._lock:
+                    self._procs.discard(proc)
         return self._decode(proc.returncode, out, err)
 
     def _decode(self, rc: int, out: bytes, err: bytes) -> _WorkerResult:
