@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -127,7 +127,8 @@ def test_unreadable_core_is_counted(server: Server, full_reports: list[CrashRepo
 
     sent = edge_report(full_reports[2])
     assert server.post(sent).status_code == 201
-    r = server.put_core(sent.crash_id, zstandard.ZstdCompressor().compress(b"not a core" * 100))
+    r = server.put_core(sent.crash_id,
+                        zstandard.ZstdCompressor().compress(b"\x7fELF" + b"not a core" * 100))
     assert r.status_code == 201, r.text
     assert r.json()["core_status"] == "unreadable" and r.json()["warning"]
     assert server.store.count_crashes(core_status="unreadable") == 1
@@ -300,4 +301,107 @@ def test_metrics_can_require_a_token(tmp_path: Path) -> None:
     with s.client:
         assert s.client.get("/metrics").status_code == 401
         assert s.client.get("/metrics", headers=s.h("read")).status_code == 200
+    s.store.close()
+
+
+def _bomb(zeros: int) -> bytes:
+    """ELF magic then ``zeros`` zero bytes, zstd-compressed (a few KiB), streamed
+    so the test never holds the plain bytes."""
+    import zstandard
+
+    cctx = zstandard.ZstdCompressor(level=3).compressobj()
+    out = [cctx.compress(b"\x7fELF")]
+    block = b"\0" * (1 << 20)
+    for _ in range(zeros >> 20):
+        out.append(cctx.compress(block))
+    out.append(cctx.flush())
+    return b"".join(out)
+
+
+def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path,
+                                                 full_reports: list[CrashReport]) -> None:
+    import zstandard
+
+    config = ServeConfig(max_body_bytes=256 * KiB, max_core_bytes=8 << 20, analysis_jobs=1,
+                         max_core_uncompressed_bytes=1 << 30, core_ratio_min_bytes=16 << 20,
+                         token_cache_seconds=0)
+    s = Server(tmp_path, config)
+    with s.client:
+        needs = edge_report(full_reports[0])  # to be analysed here
+        done = edge_report(full_reports[1], analysed=True)  # only stored
+        for r in (needs, done):
+            assert s.post(r).status_code == 201
+        before = snapshot(s.store)
+        bomb = _bomb(256 << 20)
+        assert len(bomb) < 64 * KiB
+        png = zstandard.ZstdCompressor().compress(b"\x89PNG\r\n\x1a\n" + b"\0" * 4096)
+        for report in (needs, done):
+            r = s.put_core(report.crash_id, bomb)
+            assert r.status_code == 413, r.text
+            assert "1000:1" in r.json()["detail"]
+            r = s.put_core(report.crash_id, png)
+            assert r.status_code == 422, r.text
+            assert "not an ELF core" in r.json()["detail"]
+        assert snapshot(s.store) == before  # no blob, no row changed
+        assert not list((s.store.data_dir / "tmp").rglob("*"))  # no temp file left
+        assert s.metric("coreepi_core_analyses_total") == 0
+        assert s.store.get_report(done.crash_id).core.stored is False
+    s.store.close()
+
+
+def test_decompress_to_counter_writes_nothing_and_caps(tmp_path: Path) -> None:
+    from coreepi.serve.intake import InvalidCore, decompress_checked
+
+    src = tmp_path / "bomb.zst"
+    src.write_bytes(_bomb(64 << 20))
+    assert decompress_checked(src, None, 1 << 30) == 4 + (64 << 20)  # counter: no ratio rule
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.zst"]
+    dst = tmp_path / "plain"
+    with pytest.raises(InvalidCore) as err:  # hard cap, written to disk: removed on refusal
+        decompress_checked(src, dst, 32 << 20)
+    assert err.value.status == 413 and not dst.exists()
+    with pytest.raises(InvalidCore) as err:  # ratio rule: > 1000:1 and > 16 MiB
+        decompress_checked(src, None, 1 << 30, max_ratio=1000, ratio_min_bytes=16 << 20)
+    assert err.value.status == 413 and "zstd bomb" in str(err.value)
+    # a large ratio is fine below the minimum size
+    assert decompress_checked(src, None, 1 << 30, max_ratio=1000, ratio_min_bytes=1 << 30)
+
+
+def test_future_heartbeats_and_reports_are_refused(server: Server,
+                                                   full_reports: list[CrashReport]) -> None:
+    now = datetime.now(UTC)
+    hb = {"host_id": "node-9", "start": "2099-01-01T00:00:00Z", "end": "2099-01-01T00:05:00Z"}
+    before = snapshot(server.store)
+    r = server.client.post("/api/v1/heartbeats", json=hb, headers=server.h())
+    assert r.status_code == 422 and "in the future" in r.json()["detail"], r.text
+    soon = {"host_id": "node-9", "start": (now + timedelta(days=2)).isoformat(),
+            "end": (now + timedelta(days=2, minutes=5)).isoformat()}
+    assert server.client.post("/api/v1/heartbeats", json=soon,
+                              headers=server.h()).status_code == 422
+    future = edge_report(full_reports[0]).model_copy(
+        update={"captured_at": datetime(2099, 1, 1, tzinfo=UTC)})
+    r = server.post(future)
+    assert r.status_code == 422 and "captured_at" in r.json()["detail"], r.text
+    late = edge_report(full_reports[1]).model_copy(
+        update={"captured_at": now + timedelta(days=1, hours=1)})
+    assert server.post(late).status_code == 422
+    assert snapshot(server.store) == before
+    assert server.store.exposure_frame().empty
+
+    # within the skew (a node clock a little ahead) is accepted
+    ok = {"host_id": "node-9", "start": now.isoformat(),
+          "end": (now + timedelta(hours=1)).isoformat()}
+    assert server.client.post("/api/v1/heartbeats", json=ok, headers=server.h()).status_code == 201
+    ahead = edge_report(full_reports[2]).model_copy(
+        update={"captured_at": now + timedelta(hours=1)})
+    assert server.post(ahead).status_code == 201
+
+
+def test_clock_skew_is_configurable(tmp_path: Path) -> None:
+    s = Server(tmp_path, replace(ServeConfig(), max_clock_skew_seconds=60, token_cache_seconds=0))
+    now = datetime.now(UTC)
+    with s.client:
+        hb = {"host_id": "h", "start": now.isoformat(),
+              "end": (now + timedelta(minutes=5)).isoformat()}
+        assert s.client.post("/api/v1/heartbeats", json=hb, headers=s.h()).status_code == 422
     s.store.close()

@@ -17,12 +17,24 @@ class ServeConfig:
 
     ``max_body_bytes``: largest JSON request body (reports, heartbeats), bytes.
     ``max_core_bytes``: largest core upload as sent (zstd-compressed), bytes.
-    ``max_core_uncompressed_bytes``: largest core after decompression, bytes
-    (a small zstd stream can expand to terabytes; this bounds the disk a core
-    takes while it is analysed).
+    ``max_core_uncompressed_bytes``: hard cap on a core after decompression,
+    bytes (a small zstd stream can expand to terabytes; this bounds the disk a
+    core takes while it is analysed).
+    ``max_core_ratio`` / ``core_ratio_min_bytes``: the zstd-bomb rule. An
+    upload is refused (413) once its decompressed size exceeds *both*
+    ``core_ratio_min_bytes`` (default 1 GiB) and ``max_core_ratio`` times its
+    compressed size (default 1000:1). Real cores compress well, but rarely
+    beyond 1000:1 at gigabyte sizes; a stream of zeros compresses ~30000:1.
+    Every upload is checked by decompressing it into a byte counter (nothing
+    written); it must start with the ELF magic ``\\x7fELF`` (else 422). It is
+    decompressed to disk (under ``tmp_dir``) only when it must be analysed
+    here, and then only within the ``analysis_jobs`` limit.
     ``analysis_timeout_seconds`` / ``analysis_memory_limit_mb``: limits of the
     sandboxed analysis process of one uploaded core (wall time, address space).
     ``analysis_jobs``: cores analysed at once; more uploads wait.
+    ``max_clock_skew_seconds``: how far in the future (past the server's
+    clock) a heartbeat's ``end`` or a crash report's ``captured_at`` may lie;
+    further is refused (422). Default one day.
     ``tmp_dir``: where uploads are spooled while received (default: the data
     dir's ``tmp/``, on the same file system as the blobs).
     ``token_cache_seconds``: how long the token table is cached in memory
@@ -33,6 +45,9 @@ class ServeConfig:
     max_body_bytes: int = 16 * MiB
     max_core_bytes: int = 2048 * MiB
     max_core_uncompressed_bytes: int = 16384 * MiB
+    max_core_ratio: int = 1000
+    core_ratio_min_bytes: int = 1024 * MiB
+    max_clock_skew_seconds: float = 86400.0
     analysis_timeout_seconds: float = 300.0
     analysis_memory_limit_mb: int | None = 4096
     analysis_jobs: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))

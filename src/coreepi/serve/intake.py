@@ -9,8 +9,9 @@ test or another front end can call them without HTTP.
   other content). Check and insert happen under the store's writer lock.
 * :func:`accept_heartbeat` — an exposure interval (+ host attributes from the
   facts, when sent).
-* :class:`CoreIntake` — a received core: checked (zstd, size after
-  decompression), kept as a blob (fsynced), analysed in a sandboxed child
+* :class:`CoreIntake` — a received core: checked (zstd, ELF magic, size and
+  compression ratio after decompression — into a counter, nothing written,
+  unless it is to be analysed), kept as a blob (fsynced), analysed in a sandboxed child
   (:mod:`coreepi.ingest_worker`, via ingest's runner) when the stored report
   lacks analysis, and the crash row updated.
 """
@@ -47,6 +48,7 @@ __all__ = [
     "accept_report",
     "accept_reports",
     "content_sha256",
+    "decompress_checked",
     "host_attributes",
     "needs_analysis",
 ]
@@ -187,11 +189,13 @@ def accept_heartbeat(store: Store, hb: Heartbeat) -> Outcome:
 
 class InvalidCore(ValueError):
     """The upload is not a usable core: ``reason`` is a metrics key
-    (``invalid-core`` or ``too-large``)."""
+    (``invalid-core`` or ``too-large``); ``status`` the HTTP status to answer
+    (413 for ``too-large``, else 400 unless given, e.g. 422 for not-ELF)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.status = status if status is not None else (413 if reason == "too-large" else 400)
 
 
 @dataclass
@@ -259,26 +263,57 @@ def check_zstd_frames(path: Path) -> int:
     return frames
 
 
-def decompress_checked(src: Path, dst: Path, limit: int) -> int:
-    """Decompress the zstd stream at ``src`` (one or more frames) into
-    ``dst`` in bounded memory; returns its size in bytes. Raises InvalidCore
-    when it is not a complete zstd stream (:func:`check_zstd_frames`), does
-    not decompress, or grows beyond ``limit`` bytes (a zstd bomb)."""
+ELF_MAGIC = b"\x7fELF"
+
+
+def decompress_checked(src: Path, dst: Path | None, limit: int, *, max_ratio: int | None = None,
+                       ratio_min_bytes: int = 0) -> int:
+    """Decompress the zstd stream at ``src`` (one or more frames) in bounded
+    memory, into ``dst`` — or, when ``dst`` is None, into a byte counter
+    (nothing written) — and return its size in bytes. Raises InvalidCore when
+    it is not a complete zstd stream (:func:`check_zstd_frames`), does not
+    decompress, does not start with the ELF magic (status 422), grows beyond
+    ``limit`` bytes, or — a zstd bomb — grows beyond both ``ratio_min_bytes``
+    and ``max_ratio`` times the compressed size. On error ``dst`` is removed."""
     check_zstd_frames(src)
-    total = 0
+    compressed = src.stat().st_size
+    ratio_cap = None if max_ratio is None else max(ratio_min_bytes, max_ratio * compressed)
+    total, head = 0, b""
+    out = open(dst, "wb") if dst is not None else None  # noqa: SIM115
     try:
-        with open(src, "rb") as fh, open(dst, "wb") as out:
-            reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
-            while chunk := reader.read(1 << 20):
-                total += len(chunk)
-                if total > limit:
-                    raise InvalidCore("too-large", f"the core is larger than {limit} bytes "
-                                      "once decompressed")
-                out.write(chunk)
-    except zstandard.ZstdError as exc:
-        raise InvalidCore("invalid-core", f"broken zstd stream: {exc}") from None
-    if total == 0:
-        raise InvalidCore("invalid-core", "the zstd stream holds no data")
+        try:
+            with open(src, "rb") as fh:
+                reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+                while chunk := reader.read(1 << 20):
+                    if len(head) < len(ELF_MAGIC):
+                        head += chunk[:len(ELF_MAGIC) - len(head)]
+                        if len(head) == len(ELF_MAGIC) and head != ELF_MAGIC:
+                            raise InvalidCore("invalid-core", "not an ELF core: the "
+                                              f"decompressed data starts with {head!r}, not "
+                                              f"{ELF_MAGIC!r}", status=422)
+                    total += len(chunk)
+                    if total > limit:
+                        raise InvalidCore("too-large", f"the core is larger than {limit} bytes "
+                                          "once decompressed")
+                    if ratio_cap is not None and total > ratio_cap:
+                        raise InvalidCore("too-large", "the core expands more than "
+                                          f"{max_ratio}:1 beyond {ratio_min_bytes} bytes once "
+                                          f"decompressed ({compressed} bytes sent): a zstd bomb?")
+                    if out is not None:
+                        out.write(chunk)
+        except zstandard.ZstdError as exc:
+            raise InvalidCore("invalid-core", f"broken zstd stream: {exc}") from None
+        if total == 0:
+            raise InvalidCore("invalid-core", "the zstd stream holds no data")
+        if head != ELF_MAGIC:
+            raise InvalidCore("invalid-core", f"not an ELF core: only {total} bytes", status=422)
+    except BaseException:
+        if out is not None and dst is not None:
+            out.close()
+            dst.unlink(missing_ok=True)
+        raise
+    if out is not None:
+        out.close()
     return total
 
 
@@ -346,21 +381,31 @@ class CoreIntake:
             return CoreResult(crash_id, Outcome.DUPLICATE if same else Outcome.CONFLICT,
                               receipt.core_key, "stored",
                               signature=report.signature.signature if report.signature else None)
-        with tempfile.TemporaryDirectory(prefix="core-", dir=self.tmp_dir) as tmp:
-            plain = Path(tmp) / "core"
-            plain_size = decompress_checked(upload, plain, self.config.max_core_uncompressed_bytes)
+        config = self.config
+        limits = {"max_ratio": config.max_core_ratio,
+                  "ratio_min_bytes": config.core_ratio_min_bytes}
+        status, reason, analysed, warning = CoreStatus.STORED, None, False, None
+        if not needs_analysis(report):
+            # validate (zstd, ELF, size, ratio) into a counter: no disk written
+            plain_size = decompress_checked(upload, None, config.max_core_uncompressed_bytes,
+                                            **limits)
             key = self.store.put_blob(upload, sha256)
-            status, reason, analysed, warning = CoreStatus.STORED, None, False, None
-            if needs_analysis(report):
-                with self._analyses:
-                    result = self.runner.run(plain)
-                if result.ok and result.reports:
-                    report = merge_analysis(report, result.reports[0])
-                    analysed = True
-                else:
-                    why = (f"{result.category}: {result.error}" if not result.ok
-                           else "no crash found in the core")
-                    status, reason, warning = CoreStatus.UNREADABLE, why, why
+        else:
+            # decompressed to disk only for analysis, within the analysis limit
+            with self._analyses, tempfile.TemporaryDirectory(prefix="core-",
+                                                             dir=self.tmp_dir) as tmp:
+                plain = Path(tmp) / "core"
+                plain_size = decompress_checked(upload, plain,
+                                                config.max_core_uncompressed_bytes, **limits)
+                key = self.store.put_blob(upload, sha256)
+                result = self.runner.run(plain)
+            if result.ok and result.reports:
+                report = merge_analysis(report, result.reports[0])
+                analysed = True
+            else:
+                why = (f"{result.category}: {result.error}" if not result.ok
+                       else "no crash found in the core")
+                status, reason, warning = CoreStatus.UNREADABLE, why, why
         report.core.stored = True
         report.core.blob_key = key
         report.core.compressed_size_bytes = size

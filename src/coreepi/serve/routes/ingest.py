@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import anyio
@@ -42,6 +43,19 @@ def checked_crash_id(crash_id: str) -> str:
     return crash_id
 
 
+def check_not_future(when: datetime | None, skew_seconds: float, what: str) -> None:
+    """ApiError 422 when ``when`` lies more than ``skew_seconds`` past the
+    server's clock (a node clock gone wrong, or a forged time that would
+    become a host's last_seen and stretch the report window)."""
+    if when is None:
+        return
+    now = datetime.now(UTC)
+    if when > now + timedelta(seconds=skew_seconds):
+        raise ApiError(422, f"{what} {when.isoformat()} is in the future (the server's clock is "
+                       f"{now.isoformat(timespec='seconds')}; at most {skew_seconds:g} s ahead "
+                       "is accepted)", "invalid-body")
+
+
 REPORT_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"$ref": "#/components/schemas/CrashReport"}}}}}
 
@@ -77,6 +91,7 @@ async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAc
     if not report.host_id:
         raise ApiError(422, "host_id is required", "invalid-body")
     state = request.app.state
+    check_not_future(report.captured_at, state.config.max_clock_skew_seconds, "captured_at")
     outcome = await state.reports.submit(report)
     if outcome is Outcome.CONFLICT:
         raise ApiError(409, f"crash {report.crash_id} was received before with other content",
@@ -94,7 +109,9 @@ async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAc
                 "application/zstd": {"schema": {"type": "string", "format": "binary"}}}}},
             responses={200: {"description": "duplicate: this core was already stored"},
                        404: {"description": "unknown crash: POST its report first"},
-                       413: {"description": "the core is over the size limit"}})
+                       413: {"description": "the core is over the size limit, or expands "
+                             "beyond the compression-ratio limit (a zstd bomb)"},
+                       422: {"description": "the decompressed core is not ELF"}})
 async def put_core(crash_id: str, request: Request, response: Response,
                    _: Ingest) -> CoreAccepted:
     """Upload a crash's core as one zstd stream; kept as a blob and analysed
@@ -129,7 +146,7 @@ async def put_core(crash_id: str, request: Request, response: Response,
             fh.close()
         result = await state.gateway.core(intake.accept, crash_id, path, digest.hexdigest(), size)
     except InvalidCore as exc:
-        raise ApiError(413 if exc.reason == "too-large" else 400, str(exc), exc.reason) from None
+        raise ApiError(exc.status, str(exc), exc.reason) from None
     finally:
         path.unlink(missing_ok=True)
     if result.outcome is Outcome.UNKNOWN:
@@ -160,6 +177,7 @@ async def post_heartbeat(hb: Heartbeat, request: Request, response: Response,
     """Record that a host was up over [start, end) (exposure), with its load
     figures and, when they changed, its host facts."""
     state = request.app.state
+    check_not_future(hb.end, state.config.max_clock_skew_seconds, "end")
     outcome = await state.heartbeats.submit(hb)
     if outcome is Outcome.CONFLICT:
         raise ApiError(409, f"[{hb.start.isoformat()}, {hb.end.isoformat()}) overlaps another "
