@@ -33,13 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from scipy import stats
-from statsmodels.tools.sm_exceptions import (
-    ConvergenceWarning,
-    PerfectSeparationError,
-    PerfectSeparationWarning,
-)
+
+# statsmodels is imported where a GLM is fitted (:func:`adjusted_rate_ratio`), and
+# only its GLM module, not ``statsmodels.api``: the report pays the import only when
+# it adjusts a ratio.
 
 __all__ = ["AdjustedRatio", "adjusted_rate_ratio", "exposure_cube"]
 
@@ -156,10 +154,18 @@ def adjusted_rate_ratio(
         )
     if lost > 0:
         notes.append(f"{lost} crash(es) in attribute combinations without exposure left out")
+    from statsmodels.genmod.families import Poisson
+    from statsmodels.genmod.generalized_linear_model import GLM
+    from statsmodels.tools.sm_exceptions import (
+        ConvergenceWarning,
+        PerfectSeparationError,
+        PerfectSeparationWarning,
+    )
+
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            fit = sm.GLM(y, base, family=sm.families.Poisson(), offset=np.log(weights)).fit()
+            fit = GLM(y, base, family=Poisson(), offset=np.log(weights)).fit()
     except (PerfectSeparationError, np.linalg.LinAlgError, ValueError) as err:
         return no_estimate(
             f"Poisson GLM failed ({type(err).__name__}): the crude ratio stands", kept

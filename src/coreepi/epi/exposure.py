@@ -297,7 +297,12 @@ def prepare_attributes(
             clab = _as_labels(ccol)
         # Cap the levels: the most exposed ones stay, the rest pool into "(other)".
         by_level = pd.Series(weights).groupby(elab.to_numpy(), sort=False).sum()
-        by_level = by_level.sort_values(ascending=False)
+        # Most exposed first; equal exposure in level order, so the plan does not depend on
+        # the row order of the exposure (the store's summed sets come in no fixed order).
+        order = pd.DataFrame(
+            {"w": by_level.to_numpy(), "k": [str(v) for v in by_level.index]}
+        ).sort_values(["w", "k"], ascending=[False, True]).index.to_numpy()
+        by_level = by_level.iloc[order]
         keep = [str(v) for v in by_level.index[: config.max_levels]]
         pooled = max(0, len(by_level) - len(keep))
         levels = keep + ([OTHER_LEVEL] if pooled else [])

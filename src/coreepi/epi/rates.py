@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 __all__ = [
     "RateRatio",
@@ -274,5 +273,7 @@ def bh_qvalues(p_values: ArrayLike) -> FloatArray:
     out = np.full(p.shape, np.nan)
     finite = np.isfinite(p)
     if finite.any():
+        from statsmodels.stats.multitest import multipletests
+
         out[finite] = multipletests(p[finite], method="fdr_bh")[1]
     return out

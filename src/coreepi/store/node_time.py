@@ -106,12 +106,15 @@ def duckdb_node_time_frames(
     win = [lo, hi]
     # 1. exposure: node-days per (host attributes, interval attributes) and per host,
     #    one scan of the intervals overlapping the window, clipped to it.
+    #    Summed per (host, interval attributes) first, so the join to hosts and the
+    #    grouping sets see thousands of rows, not millions.
     summed = con.execute(
-        "SELECT e.host_id, coalesce(h.attributes, '') AS ha, e.attributes AS ia, "
-        "sum(epoch(least(e.end_ts, ?) - greatest(e.start_ts, ?))) / 86400.0 AS node_days "
-        "FROM exposure e LEFT JOIN hosts h ON h.host_id = e.host_id "
-        "WHERE e.end_ts > ? AND e.start_ts < ? "
-        "GROUP BY GROUPING SETS ((e.host_id), (coalesce(h.attributes, ''), e.attributes))",
+        "WITH a AS (SELECT host_id, attributes AS ia, "
+        "sum(epoch(least(end_ts, ?) - greatest(start_ts, ?))) AS s "
+        "FROM exposure WHERE end_ts > ? AND start_ts < ? GROUP BY host_id, attributes) "
+        "SELECT a.host_id, coalesce(h.attributes, '') AS ha, a.ia, sum(a.s) / 86400.0 AS node_days "
+        "FROM a LEFT JOIN hosts h ON h.host_id = a.host_id "
+        "GROUP BY GROUPING SETS ((a.host_id), (coalesce(h.attributes, ''), a.ia))",
         [hi, lo, lo, hi],
     ).df()
     per_host = summed["host_id"].notna().to_numpy()
@@ -134,10 +137,20 @@ def duckdb_node_time_frames(
     sets["node_days"] = set_rows["node_days"].to_numpy(np.float64)
 
     # 2. crashes: repeated strings as codes into dictionaries, the interval's set by ASOF join
-    con.register("_sets", pd.DataFrame({"ha": set_rows["ha"], "ia": set_rows["ia"],
-                                        "k": np.arange(len(set_rows))}))
+    #    The ASOF join sorts the exposure side by host and start: it gets integer
+    #    codes for the host (only hosts with crashes in the window: a semi-join) and
+    #    for the interval's attributes instead of their strings.
+    ia_values = pd.unique(set_rows["ia"].dropna().astype(object))
+    ia_code = {v: i for i, v in enumerate(ia_values)}
+    con.register("_d_ia", pd.DataFrame({"v": pd.Series(ia_values, dtype=object),
+                                        "k": np.arange(len(ia_values))}))
+    con.register("_sets", pd.DataFrame({
+        "ha": set_rows["ha"],
+        "iak": pd.Series([ia_code.get(v, -1) for v in set_rows["ia"]], dtype=np.int64),
+        "k": np.arange(len(set_rows)),
+    }))
     where = "captured_at >= ? AND captured_at < ?"
-    names = ["_d_host", "_d_sig", "_d_phen", "_d_hw", "_d_attr"]
+    names = ["_d_ia", "_d_host", "_d_sig", "_d_phen", "_d_hw", "_d_attr"]
     try:
         hosts = _dictionary(con, "_d_host", f"SELECT DISTINCT host_id AS v FROM crashes "
                             f"WHERE {where} AND host_id IS NOT NULL", win)
@@ -150,16 +163,18 @@ def duckdb_node_time_frames(
         attrs = _dictionary(con, "_d_attr", "SELECT DISTINCT attributes AS v FROM crashes "
                             f"WHERE {where}", win)
         rows = con.execute(
-            "SELECT c.crash_id, dh.k AS host_k, c.captured_at, ds.k AS sig_k, dp.k AS phen_k, "
+            "SELECT c.crash_id, c.host_k, c.captured_at, ds.k AS sig_k, dp.k AS phen_k, "
             "dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version, "
             "coalesce(CASE WHEN e.end_ts > c.captured_at THEN st.k END, -1) AS exposure_set "
-            f"FROM (SELECT * FROM crashes WHERE {where}) c "
-            "ASOF LEFT JOIN (SELECT host_id, start_ts, end_ts, attributes FROM exposure "
-            "WHERE end_ts > ? AND start_ts < ?) e "
-            "ON c.host_id = e.host_id AND c.captured_at >= e.start_ts "
+            "FROM (SELECT cr.*, dh.k AS host_k FROM crashes cr "
+            f"LEFT JOIN _d_host dh ON dh.v = cr.host_id WHERE {where}) c "
+            "ASOF LEFT JOIN (SELECT dh.k AS host_k, x.start_ts, x.end_ts, di.k AS iak "
+            "FROM exposure x JOIN _d_host dh ON dh.v = x.host_id "
+            "LEFT JOIN _d_ia di ON di.v = x.attributes "
+            "WHERE x.end_ts > ? AND x.start_ts < ?) e "
+            "ON c.host_k = e.host_k AND c.captured_at >= e.start_ts "
             "LEFT JOIN hosts h ON h.host_id = c.host_id "
-            "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.ia = e.attributes "
-            "LEFT JOIN _d_host dh ON dh.v = c.host_id "
+            "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.iak = e.iak "
             "LEFT JOIN _d_sig ds ON ds.v = c.signature "
             "LEFT JOIN _d_phen dp ON dp.v = array_to_string(c.phenotypes, ?) "
             "LEFT JOIN _d_hw dw ON dw.v = array_to_string(c.hardware_phenotypes, ?) "
