@@ -22,6 +22,7 @@ import platform
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import ClassVar
 
 import corefactory
 import pytest
@@ -80,63 +81,15 @@ ANALYZE_CASES: dict[str, Case] = {
 
 
 class AnalyzeCoreFactory(CoreFactory):
-    """:class:`corefactory.CoreFactory` over both crasher directories."""
+    """:class:`corefactory.CoreFactory` over both crasher directories. Our
+    variants get absolute source paths: corefactory joins sources to its own
+    directory, and a join with an absolute path is that path."""
 
-    def binary(self, variant_name: str) -> tuple[Path, Path, Path | None]:
-        if variant_name not in ANALYZE_VARIANTS:
-            return super().binary(variant_name)
-        with self._lock("build:" + variant_name):
-            if variant_name not in self._binaries:
-                # corefactory builds from its own directory: point it at ours
-                # by giving the variant an absolute source path (Path / abs
-                # path is the abs path).
-                v = ANALYZE_VARIANTS[variant_name]
-                self._binaries[variant_name] = self._build(
-                    replace(v, source=str(ANALYZE_DIR / v.source))
-                )
-            return self._binaries[variant_name]
-
-    def crash(self, case_name: str) -> Crash:
-        if case_name not in ANALYZE_CASES:
-            return super().crash(case_name)
-        with self._lock("crash:" + case_name):
-            if case_name in self._failures:
-                raise self._failures[case_name]
-            if case_name not in self._crashes:
-                try:
-                    self._crashes[case_name] = self._make_analyze(ANALYZE_CASES[case_name])
-                except BaseException as exc:
-                    self._failures[case_name] = exc
-                    raise
-            return self._crashes[case_name]
-
-    def _make_analyze(self, case: Case) -> Crash:
-        # corefactory's _make looks variants up in its own table; temporarily
-        # registering ours there would touch shared state, so build the Crash
-        # here the same way.
-        variant = ANALYZE_VARIANTS[case.variant]
-        binary, unstripped, debug_dir = self.binary(case.variant)
-        workdir = self.root / "cores" / case.name
-        workdir.mkdir(parents=True)
-        args = [a.replace("{tmp}", str(workdir)) for a in case.args]
-        live = None
-        if case.method == "gcore":
-            core, stdout, rc, live = self._gcore(binary, args, workdir, case.stack_kib)
-        else:
-            core, stdout, rc = self._kernel_core(binary, args, workdir, case.stack_kib)
-        return Crash(
-            case=case,
-            variant=variant,
-            binary=binary,
-            unstripped=unstripped,
-            debug_dir=debug_dir,
-            source=ANALYZE_DIR / variant.source,
-            core=core,
-            stdout=stdout,
-            returncode=rc,
-            live_siginfo=live,
-            notes=corefactory.read_core_notes(core),
-        )
+    variants: ClassVar[dict[str, Variant]] = {
+        **corefactory.VARIANTS,
+        **{n: replace(v, source=str(ANALYZE_DIR / v.source)) for n, v in ANALYZE_VARIANTS.items()},
+    }
+    cases: ClassVar[dict[str, Case]] = {**corefactory.CASES, **ANALYZE_CASES}
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 __all__ = [
     "CASES",
@@ -400,7 +401,14 @@ _SIGINFO_PRINTF = (
 
 
 class CoreFactory:
-    """Builds binaries and cores on demand, once each, under ``root``."""
+    """Builds binaries and cores on demand, once each, under ``root``.
+
+    Subclasses for other crasher directories set ``variants`` and ``cases``
+    (with absolute source paths) and, for a new way of making a core, extend
+    :meth:`_make_core`."""
+
+    variants: ClassVar[dict[str, Variant]] = VARIANTS
+    cases: ClassVar[dict[str, Case]] = CASES
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -420,7 +428,7 @@ class CoreFactory:
         """(binary, unstripped binary, debug dir) for a variant, built once."""
         with self._lock("build:" + variant_name):
             if variant_name not in self._binaries:
-                self._binaries[variant_name] = self._build(VARIANTS[variant_name])
+                self._binaries[variant_name] = self._build(self.variants[variant_name])
             return self._binaries[variant_name]
 
     def _build(self, v: Variant) -> tuple[Path, Path, Path | None]:
@@ -454,32 +462,29 @@ class CoreFactory:
 
     # -- crash
 
-    def crash(self, case_name: str) -> Crash:
-        """The crash of a case, made once; failures are remembered and re-raised."""
-        with self._lock("crash:" + case_name):
-            if case_name in self._failures:
-                raise self._failures[case_name]
-            if case_name not in self._crashes:
+    def crash(self, case_name: str, run: int = 0) -> Crash:
+        """The core of one run of a case, made once; failures are remembered
+        and re-raised. Several runs of one case are independent cores."""
+        key = f"{case_name}#{run}"
+        with self._lock("crash:" + key):
+            if key in self._failures:
+                raise self._failures[key]
+            if key not in self._crashes:
                 try:
-                    self._crashes[case_name] = self._make(CASES[case_name])
+                    self._crashes[key] = self._make(self.cases[case_name], run)
                 except BaseException as exc:
-                    self._failures[case_name] = exc
+                    self._failures[key] = exc
                     raise
-            return self._crashes[case_name]
+            return self._crashes[key]
 
-    def _make(self, case: Case) -> Crash:
-        variant = VARIANTS[case.variant]
+    def _make(self, case: Case, run: int) -> Crash:
+        variant = self.variants[case.variant]
         binary, unstripped, debug_dir = self.binary(case.variant)
-        workdir = self.root / "cores" / case.name.replace("@", "-")
+        name = re.sub(r"[^A-Za-z0-9_.-]", "-", case.name) + (f"-{run}" if run else "")
+        workdir = self.root / "cores" / name
         workdir.mkdir(parents=True)
         args = [a.replace("{tmp}", str(workdir)) for a in case.args]
-        if case.method == "gcore":
-            core, stdout, rc, live = self._gcore(binary, args, workdir, case.stack_kib)
-        elif case.method == "kernel":
-            core, stdout, rc = self._kernel_core(binary, args, workdir, case.stack_kib)
-            live = None
-        else:
-            raise ValueError(case.method)
+        core, stdout, rc, live = self._make_core(case, binary, args, workdir)
         return Crash(
             case=case,
             variant=variant,
@@ -493,6 +498,16 @@ class CoreFactory:
             live_siginfo=live,
             notes=read_core_notes(core),
         )
+
+    def _make_core(
+        self, case: Case, binary: Path, args: list[str], workdir: Path
+    ) -> tuple[Path, str, int, dict[str, int] | None]:
+        """(core, program output, exit status, gdb's live siginfo or None)."""
+        if case.method == "gcore":
+            return self._gcore(binary, args, workdir, case.stack_kib)
+        if case.method == "kernel":
+            return (*self._kernel_core(binary, args, workdir, case.stack_kib), None)
+        raise ValueError(case.method)
 
     @staticmethod
     def _limits_wrapper(stack_kib: int | None, core: bool) -> list[str]:

@@ -15,9 +15,9 @@ work to the factory's builders. Two additions that directory needs:
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
+from typing import ClassVar
 
 from corefactory import (
     RUN_TIMEOUT,
@@ -27,7 +27,6 @@ from corefactory import (
     CrasherUnavailable,
     Variant,
     gdb_available,
-    read_core_notes,
 )
 
 __all__ = ["REFERENCE_CASES", "REFERENCE_DIR", "REFERENCE_VARIANTS", "ReferenceCoreFactory"]
@@ -72,57 +71,18 @@ REFERENCE_CASES: dict[str, Case] = {
 
 
 class ReferenceCoreFactory(CoreFactory):
-    """A :class:`corefactory.CoreFactory` for ``tests/crashers_reference/``."""
+    """A :class:`corefactory.CoreFactory` for ``tests/crashers_reference/``,
+    with one more way to make a core (``gcore-pass-sigusr2``)."""
 
-    def binary(self, variant_name: str) -> tuple[Path, Path, Path | None]:
-        with self._lock("build:" + variant_name):
-            if variant_name not in self._binaries:
-                self._binaries[variant_name] = self._build(REFERENCE_VARIANTS[variant_name])
-            return self._binaries[variant_name]
+    variants: ClassVar[dict[str, Variant]] = REFERENCE_VARIANTS
+    cases: ClassVar[dict[str, Case]] = REFERENCE_CASES
 
-    def crash(self, case_name: str, run: int = 0) -> Crash:  # type: ignore[override]
-        """The core of one run of a case, made once; failures are re-raised."""
-        key = f"{case_name}#{run}"
-        with self._lock("crash:" + key):
-            if key in self._failures:
-                raise self._failures[key]
-            if key not in self._crashes:
-                try:
-                    self._crashes[key] = self._make_reference(REFERENCE_CASES[case_name], run)
-                except BaseException as exc:
-                    self._failures[key] = exc
-                    raise
-            return self._crashes[key]
-
-    def _make_reference(self, case: Case, run: int) -> Crash:
-        variant = REFERENCE_VARIANTS[case.variant]
-        binary, unstripped, debug_dir = self.binary(case.variant)
-        name = re.sub(r"[^A-Za-z0-9_.-]", "-", case.name)
-        workdir = self.root / "cores" / f"{name}-{run}"
-        workdir.mkdir(parents=True)
-        args = list(case.args)
-        live = None
-        if case.method == "gcore":
-            core, stdout, rc, live = self._gcore(binary, args, workdir, case.stack_kib)
-        elif case.method == "gcore-pass-sigusr2":
-            core, stdout, rc = self._gcore_passing(binary, args, workdir, "SIGUSR2")
-        elif case.method == "kernel":
-            core, stdout, rc = self._kernel_core(binary, args, workdir, case.stack_kib)
-        else:
-            raise ValueError(case.method)
-        return Crash(
-            case=case,
-            variant=variant,
-            binary=binary,
-            unstripped=unstripped,
-            debug_dir=debug_dir,
-            source=Path(variant.source),
-            core=core,
-            stdout=stdout,
-            returncode=rc,
-            live_siginfo=live,
-            notes=read_core_notes(core),
-        )
+    def _make_core(
+        self, case: Case, binary: Path, args: list[str], workdir: Path
+    ) -> tuple[Path, str, int, dict[str, int] | None]:
+        if case.method == "gcore-pass-sigusr2":
+            return (*self._gcore_passing(binary, args, workdir, "SIGUSR2"), None)
+        return super()._make_core(case, binary, args, workdir)
 
     @staticmethod
     def _gcore_passing(
