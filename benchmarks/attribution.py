@@ -42,7 +42,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from coreepi.ingest import ingest
+from coreepi.ingest.run import ingest
 from coreepi.reporting import build_findings
 from coreepi.simulate import bundled_scenario, simulate
 from coreepi.simulate.score import crashes_needed, link_crashes, load_truth, score

@@ -20,7 +20,7 @@ counts in DuckDB, and under 4 GB of memory.
    and prints medians of wall and CPU (user + sys) time, their ratio, and the
    largest peak RSS (``ru_maxrss`` of the child).
 3. Ingest: writes ``--ingest-reports`` CrashReport JSON files (plus hosts.csv
-   and exposure.csv) into a fleet directory and times ``coreepi.ingest.ingest``
+   and exposure.csv) into a fleet directory and times ``coreepi.ingest.run.ingest``
    on it once, in rows (crashes) per second.
 
 Not a test. Run by hand::
@@ -105,7 +105,14 @@ def make_report_fleet(root: Path, n: int) -> Path:
     """A fleet directory of ``n`` ready-made CrashReport JSON files on 1,000 hosts."""
     import numpy as np
 
-    from coreepi.report import AnalysisInfo, CrashReport, Phenotype, SignalInfo, Signature, Source
+    from coreepi.model.report import (
+        AnalysisInfo,
+        CrashReport,
+        Phenotype,
+        SignalInfo,
+        Signature,
+        Source,
+    )
 
     fleet = root / "reports-fleet"
     crashes = fleet / "crashes"
@@ -135,7 +142,7 @@ def make_report_fleet(root: Path, n: int) -> Path:
 
 
 def bench_ingest(root: Path, n: int) -> dict[str, float]:
-    from coreepi.ingest import ingest
+    from coreepi.ingest.run import ingest
     from coreepi.store import open_store
 
     t = time.perf_counter()

@@ -45,10 +45,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 TESTDATA = REPO.parent / "shared" / "testdata"
 
-from coreepi.parse.hs_err import parse_hs_err
-from coreepi.parse.kernel_oops import iter_kernel_log
-from coreepi.parse.kernel_oops_scan import ScanLimits
-from coreepi.parse.telemetry import parse_telemetry
+from coreepi.parse.jvm.hs_err import parse_hs_err
+from coreepi.parse.kernel.oops import iter_kernel_log
+from coreepi.parse.kernel.scan import ScanLimits
+from coreepi.parse.telemetry.logs import parse_telemetry
 
 MB = 1 << 20
 KERNEL_GREP = r"BUG:\|Oops\|WARNING:\|general protection\|KASAN:\|Kernel panic"

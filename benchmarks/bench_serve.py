@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from fleetfactory import build_crasher, make_core
 from servekit import free_port
 
-from coreepi.artifacts import inspect_file
+from coreepi.ingest.artifacts import inspect_file
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 

@@ -5,7 +5,7 @@ Reads every file of ``../shared/testdata/kernel-oops-syzkaller/`` (747 real
 console logs from ``google/syzkaller`` ``pkg/report/testdata/linux/report/``,
 each with header lines ``TITLE:``, ``CORRUPTED:`` … a blank line, the raw
 log, and optionally an expected ``REPORT:`` section), feeds the raw log only
-to :func:`coreepi.parse.kernel_oops.parse_kernel_log`, and compares the first
+to :func:`coreepi.parse.kernel.oops.parse_kernel_log`, and compares the first
 report's title with ``TITLE:``.
 
 Writes ``docs/parsers/kernel-oops-agreement.md``: the agreement rate and
@@ -124,7 +124,7 @@ def _categorize(case: Case, got_title: str | None, got_corrupted: bool | None) -
 def evaluate(testdata: Path) -> Evaluation:
     """Parse every ground-truth file and compare with its header."""
     sys.path.insert(0, str(ROOT / "src"))
-    from coreepi.parse.kernel_oops import parse_kernel_log
+    from coreepi.parse.kernel.oops import parse_kernel_log
 
     result = Evaluation()
     for path in sorted(testdata.iterdir(), key=lambda p: (len(p.name), p.name)):

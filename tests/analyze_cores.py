@@ -10,7 +10,7 @@ and crashed once per test session, on first use.
 Fixtures (import them into a test module: ``from analyze_cores import ...``):
 
 ``analyzed(case)``
-    the analysed :class:`coreepi.report.CrashReport` of a case's core
+    the analysed :class:`coreepi.model.report.CrashReport` of a case's core
     (``inspect_core(core, exe=binary)``), cached per session.
 ``analyze_crash(case)``
     the :class:`corefactory.Crash` itself (binary, stdout, notes).
@@ -115,7 +115,7 @@ def analyze_crash(analyze_factory: AnalyzeCoreFactory) -> Callable[[str], Crash]
 @pytest.fixture(scope="session")
 def analyzed(analyze_crash: Callable[[str], Crash]) -> Callable[[str], object]:
     """``analyzed("wild_pointer")`` -> the analysed CrashReport, once per session."""
-    from coreepi.artifacts import inspect_core
+    from coreepi.ingest.artifacts import inspect_core
 
     cache: dict[str, object] = {}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coreepi.report import CrashReport
+from coreepi.model.report import CrashReport
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -60,7 +60,7 @@ def get_crash(corefactory_session: CoreFactory) -> Callable[[str], Crash]:
 def parsed_report(get_crash: Callable[[str], Crash]) -> Callable[[str], CrashReport]:
     """``parsed_report("null_deref")`` -> the CrashReport of ``parse_core(core, exe=binary)``,
     parsed once per session."""
-    from coreepi.parse import parse_core
+    from coreepi.parse.elf.core import parse_core
 
     cache: dict[str, CrashReport] = {}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import zstandard
 
-from coreepi.report import CrashReport
+from coreepi.model.report import CrashReport
 from coreepi.store import DuckDBStore
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

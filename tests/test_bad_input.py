@@ -45,8 +45,7 @@ from badcore import (
     with_pn_xnum,
 )
 
-from coreepi.parse import parse_core
-from coreepi.parse.elfcore import MAX_STACK_TOP
+from coreepi.parse.elf.core import MAX_STACK_TOP, parse_core
 
 NT_PRSTATUS, NT_AUXV, NT_FILE = 1, 6, 0x46494C45
 AT_EXECFN = 31

@@ -24,7 +24,7 @@ from capturekit import (
 from corefactory import Crash
 
 from coreepi.capture.spool import Spool
-from coreepi.report import CrashReport
+from coreepi.model.report import CrashReport
 
 
 def _decompressed(path: Path) -> bytes:

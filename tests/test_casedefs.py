@@ -17,8 +17,8 @@ from coreepi.analyze.casedefs import (
     evaluate_case_definitions,
     load_case_definitions,
 )
-from coreepi.artifacts import inspect_core
 from coreepi.errors import InputError
+from coreepi.ingest.artifacts import inspect_core
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "case-defs.toml"
 

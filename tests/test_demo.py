@@ -19,9 +19,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from coreepi.cli import app
-from coreepi.demo import DemoResult, run_demo
+from coreepi.cli.main import app
 from coreepi.reporting import build_findings
+from coreepi.simulate.demo import DemoResult, run_demo
 from coreepi.simulate.score import link_crashes, load_truth, score
 from coreepi.store import open_store
 

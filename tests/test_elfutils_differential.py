@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import elfutils_peer as eu  # noqa: E402
 
 from coreepi.errors import UnsupportedArchError  # noqa: E402
-from coreepi.parse import parse_core  # noqa: E402
-from coreepi.parse.core_notes import read_notes  # noqa: E402
-from coreepi.parse.elf_core_file import CoreFile  # noqa: E402
-from coreepi.report import CrashReport, Frame, FrameTrust, Module  # noqa: E402
+from coreepi.model.report import CrashReport, Frame, FrameTrust, Module  # noqa: E402
+from coreepi.parse.elf.core import parse_core  # noqa: E402
+from coreepi.parse.elf.corefile import CoreFile  # noqa: E402
+from coreepi.parse.elf.notes import read_notes  # noqa: E402
 
 TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"
 CORES_DIR = TESTDATA / "elf-cores-elfutils"

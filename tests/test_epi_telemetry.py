@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from coreepi.epi import EpiConfig, analyze_fleet
-from coreepi.events import EventKind, TelemetryEvent, event_id
-from coreepi.fleet import ExposureInterval, HostRow
-from coreepi.ingest import ingest
-from coreepi.report import AnalysisInfo, CrashReport, Phenotype, SignalInfo, Signature, Source
+from coreepi.ingest.run import ingest
+from coreepi.model.events import EventKind, TelemetryEvent, event_id
+from coreepi.model.fleet import ExposureInterval, HostRow
+from coreepi.model.report import AnalysisInfo, CrashReport, Phenotype, SignalInfo, Signature, Source
 from coreepi.store import CoreStatus, CrashRecord, DuckDBStore
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

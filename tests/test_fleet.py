@@ -9,20 +9,19 @@ from pathlib import Path
 import pytest
 from fleetfactory import build_crasher, coreset, make_core, tools_missing  # noqa: F401
 
-from coreepi.buildid import BuildIdIndex, core_main_build_id, elf_identity
-from coreepi.events import EventKind
-from coreepi.fleet import (
+from coreepi.ingest.buildid import BuildIdIndex, core_main_build_id, elf_identity
+from coreepi.ingest.fleet import (
     Fleet,
-    Rejections,
     SidecarError,
     is_fleet_dir,
-    parse_utc,
     read_exposure,
     read_hosts,
     read_sidecar,
     read_telemetry,
     scan_crashes,
 )
+from coreepi.model.events import EventKind
+from coreepi.model.fleet import Rejections, parse_utc
 
 
 def write(path: Path, text: str) -> Path:

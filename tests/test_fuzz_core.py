@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from coreepi.errors import InputError
-from coreepi.parse import parse_core
-from coreepi.report import CrashReport
+from coreepi.model.report import CrashReport
+from coreepi.parse.elf.core import parse_core
 
 EXTREME32 = (0, 1, 3, 4, 5, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x7FFFFFFF, 0x80000000,
              0xFFFFFFF0, 0xFFFFFFFC, 0xFFFFFFFF)  # fmt: skip

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from corefactory import CASES, Crash, gdb_available
 
-from coreepi.report import CrashReport, Frame
+from coreepi.model.report import CrashReport, Frame
 
 ALL_CASES = sorted(CASES)
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coreepi.parse.hs_err import HsErrLimits, looks_like_hs_err, parse_hs_err
-from coreepi.parse.hs_err_signature import normalize_cpp
-from coreepi.report import CrashReport, Source
+from coreepi.model.report import CrashReport, Source
+from coreepi.parse.jvm.hs_err import HsErrLimits, looks_like_hs_err, parse_hs_err
+from coreepi.parse.jvm.signature import normalize_cpp
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "testdata" / "jvm-hs_err-krashpad"
@@ -620,7 +620,7 @@ def test_normalize_cpp(symbol: str, normalized: str) -> None:
 def test_a_crash_whose_report_cannot_be_built_is_still_counted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from coreepi.parse import hs_err
+    from coreepi.parse.jvm import hs_err
 
     def broken(*args: object, **kwargs: object) -> CrashReport:
         raise ValueError("boom")

@@ -20,8 +20,8 @@ from pathlib import Path
 import zstandard
 from fleetfactory import CoreSet, coreset  # noqa: F401
 
-from coreepi.artifacts import inspect_file
-from coreepi.ingest import ingest
+from coreepi.ingest.artifacts import inspect_file
+from coreepi.ingest.run import ingest
 from coreepi.store import DuckDBStore, open_store
 
 
@@ -267,8 +267,8 @@ def test_ready_made_reports_in_batches(tmp_path: Path, monkeypatch: object) -> N
     """CrashReport JSON files go in by batches (one transaction each): counts
     per file stay right (a crash id in two files is added once), bad files
     are rejected, a re-run skips everything, a changed file is re-read."""
-    import coreepi.ingest as ingest_mod
-    from coreepi.report import AnalysisInfo, CrashReport, Source
+    import coreepi.ingest.run as ingest_mod
+    from coreepi.model.report import AnalysisInfo, CrashReport, Source
 
     monkeypatch.setattr(ingest_mod, "REPORT_BATCH", 4)  # type: ignore[attr-defined]
     crashes = tmp_path / "reports"

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coreepi.artifacts import inspect_file
-from coreepi.cli import app
-from coreepi.ingest import ingest
-from coreepi.pairing import PAIR_WINDOW, pair_crash_id
-from coreepi.report import CrashReport, SignalInfo, Source
+from coreepi.cli.main import app
+from coreepi.ingest.artifacts import inspect_file
+from coreepi.ingest.pairing import PAIR_WINDOW, pair_crash_id
+from coreepi.ingest.run import ingest
+from coreepi.model.report import CrashReport, SignalInfo, Source
 from coreepi.store import DuckDBStore
 
 TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"

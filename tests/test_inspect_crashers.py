@@ -29,7 +29,7 @@ from corefactory import (
     read_pt_loads,
 )
 
-from coreepi.report import CrashReport, Frame, Module
+from coreepi.model.report import CrashReport, Frame, Module
 
 GetCrash = Callable[[str], Crash]
 GetReport = Callable[[str], CrashReport]
@@ -434,7 +434,7 @@ def test_stack_overflow_unwinds_deep(get_crash: GetCrash, parsed_report: GetRepo
 def test_stripped_frames_keep_module_and_offset(get_crash: GetCrash) -> None:
     """No symbols: frames still name their module, and module_offset (pc - load bias)
     is a link-time address that addr2line resolves in the unstripped twin."""
-    from coreepi.parse import parse_core
+    from coreepi.parse.elf.core import parse_core
 
     crash = get_crash("null_deref-stripped")
     report = parse_core(crash.core, exe=crash.binary)
@@ -467,7 +467,7 @@ def test_stripped_frames_keep_module_and_offset(get_crash: GetCrash) -> None:
 
 def test_stripped_binary_symbolized_from_debug_dir(get_crash: GetCrash) -> None:
     """With its debug file in a .build-id tree, the stripped crash reads like the -O0 one."""
-    from coreepi.parse import parse_core
+    from coreepi.parse.elf.core import parse_core
 
     crash = get_crash("null_deref-stripped")
     assert crash.debug_dir is not None
@@ -494,7 +494,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_inspect_json_roundtrips(get_crash: GetCrash, parsed_report: GetReport) -> None:
-    from coreepi.report import CrashReport
+    from coreepi.model.report import CrashReport
 
     crash, in_process = get_crash("threads50@kernel"), parsed_report("threads50@kernel")
     proc = _cli("inspect", "--json", "--exe", str(crash.binary), str(crash.core))

@@ -1,4 +1,4 @@
-"""Kernel oops / panic logs into CrashReports (coreepi.parse.kernel_oops).
+"""Kernel oops / panic logs into CrashReports (coreepi.parse.kernel.oops).
 
 Ground truth: ``../shared/testdata/kernel-oops-syzkaller/`` (syzkaller's
 ``pkg/report/testdata/linux/report``): the first report's title must equal
@@ -23,13 +23,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coreepi.parse.kernel_oops import (
+from coreepi.model.report import CrashReport, FrameTrust, Source
+from coreepi.parse.kernel.oops import (
     ScanLimits,
     iter_kernel_log,
     looks_like_kernel_log,
     parse_kernel_log,
 )
-from coreepi.report import CrashReport, FrameTrust, Source
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "kernel-oops-syzkaller"

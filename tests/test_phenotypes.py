@@ -18,7 +18,7 @@ import pytest
 
 pytest_plugins = ("analyze_cores",)  # fixtures: analyze_crash, analyzed
 from coreepi.analyze.phenotypes import builtin_rules
-from coreepi.report import CrashReport, Phenotype
+from coreepi.model.report import CrashReport, Phenotype
 
 # Which built-ins fire on which core: the positive and negative cases of every
 # rule in one table. Cases without '@' or from tests/crashers/ are gcore cores.
@@ -385,7 +385,7 @@ def test_sigbus_mce_patched_real_sigbus_core(analyze_crash: Any) -> None:
     with its report's si_code PATCHED to BUS_MCEERR_AR / _AO; the unpatched
     report is the negative case."""
     from coreepi.analyze import analyze
-    from coreepi.parse import open_core
+    from coreepi.parse.elf.core import open_core
 
     crash = analyze_crash("sigbus@kernel")
     for code, name, action_required in ((4, "BUS_MCEERR_AR", True), (5, "BUS_MCEERR_AO", False)):

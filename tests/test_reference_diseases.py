@@ -20,8 +20,8 @@ import pytest
 from reference_cores import REFERENCE_CASES, get_reference_crash, shared_factory
 
 from coreepi.analyze import analyze
-from coreepi.parse import open_core
-from coreepi.report import CrashReport, FrameTrust
+from coreepi.model.report import CrashReport, FrameTrust
+from coreepi.parse.elf.core import open_core
 
 DISEASE_A = [name for name in REFERENCE_CASES if name.startswith("misaligned:")]
 # (case, run): the same case run again is an independent crash

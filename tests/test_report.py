@@ -14,11 +14,11 @@ import pytest
 from test_epi_fleets import T0, make_fleet
 from typer.testing import CliRunner
 
-from coreepi.cli import app
+from coreepi.cli.main import app
 from coreepi.epi import FleetFindings, analyze_fleet
-from coreepi.events import EventKind, TelemetryEvent
-from coreepi.fleet import ExposureInterval, HostRow
-from coreepi.report import AnalysisInfo, CrashReport, Phenotype, Signature, Source
+from coreepi.model.events import EventKind, TelemetryEvent
+from coreepi.model.fleet import ExposureInterval, HostRow
+from coreepi.model.report import AnalysisInfo, CrashReport, Phenotype, Signature, Source
 from coreepi.reporting import build_findings, render
 from coreepi.store import CrashRecord, DuckDBStore, open_store
 

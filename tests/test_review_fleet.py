@@ -12,17 +12,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from coreepi.fleet import (
-    Rejections,
+from coreepi.ingest.fleet import (
     SidecarError,
-    parse_utc,
     read_exposure,
     read_hosts,
     read_sidecar,
     read_telemetry,
 )
-from coreepi.ingest import ingest
-from coreepi.report import AnalysisInfo, CrashReport, Source
+from coreepi.ingest.run import ingest
+from coreepi.model.fleet import Rejections, parse_utc
+from coreepi.model.report import AnalysisInfo, CrashReport, Source
 from coreepi.store import open_store
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -14,13 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from rich.console import Console
 
-from coreepi.artifacts import inspect_core, inspect_file
 from coreepi.errors import InputError
-from coreepi.render import render_report
-from coreepi.report import CrashReport, FrameTrust
+from coreepi.ingest.artifacts import inspect_core, inspect_file
+from coreepi.model.report import CrashReport, FrameTrust
+from coreepi.reporting.crash_text import render_report
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64" or not (shutil.which("gcc") and shutil.which("gdb")),
@@ -212,7 +211,7 @@ def test_exe_that_does_not_exist_is_an_input_error(get_crash) -> None:  # type: 
 
 
 def test_exe_with_another_build_id_is_not_used_and_says_so(get_crash) -> None:  # type: ignore[no-untyped-def]
-    from coreepi.parse import parse_core
+    from coreepi.parse.elf.core import parse_core
 
     crash, other = get_crash("null_deref"), get_crash("ud2")
     report = parse_core(crash.core, exe=other.binary)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from coreepi.report import SCHEMA_VERSION, CrashReport, Frame, FrameTrust, stable_crash_id
-from coreepi.schema import crash_report_schema_json
+from coreepi.model.report import SCHEMA_VERSION, CrashReport, Frame, FrameTrust, stable_crash_id
+from coreepi.model.schema import crash_report_schema_json
 
 ROOT = Path(__file__).resolve().parents[1]
 

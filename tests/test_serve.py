@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from fleetfactory import CoreSet, coreset  # noqa: F401
 from servekit import T0, edge_report, snapshot, zstd_bytes
 
-from coreepi.artifacts import inspect_file
-from coreepi.report import CrashReport, HostFacts
+from coreepi.ingest.artifacts import inspect_file
+from coreepi.model.report import CrashReport, HostFacts
 from coreepi.serve import ServeConfig, create_app, create_token
 from coreepi.store import DuckDBStore
 

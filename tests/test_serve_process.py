@@ -18,8 +18,8 @@ import pytest
 from fleetfactory import CoreSet, coreset  # noqa: F401
 from servekit import edge_report, free_port, snapshot, zstd_bytes
 
-from coreepi.artifacts import inspect_file
-from coreepi.report import CrashReport
+from coreepi.ingest.artifacts import inspect_file
+from coreepi.model.report import CrashReport
 
 JSON = {"content-type": "application/json"}
 

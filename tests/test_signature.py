@@ -14,8 +14,8 @@ from coreepi.analyze.signature import (
     normalize_function,
 )
 from coreepi.analyze.signature.rules import SignatureRule, SignatureState
-from coreepi.artifacts import inspect_core
-from coreepi.report import (
+from coreepi.ingest.artifacts import inspect_core
+from coreepi.model.report import (
     AnalysisInfo,
     CrashReport,
     Frame,

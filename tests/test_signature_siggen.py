@@ -31,8 +31,8 @@ from test_signature import LIB, make_report
 
 from coreepi.analyze.signature import SignatureConfig, generate_signature
 from coreepi.analyze.signature.normalize import module_name
-from coreepi.artifacts import inspect_core
-from coreepi.report import CrashReport
+from coreepi.ingest.artifacts import inspect_core
+from coreepi.model.report import CrashReport
 
 siggen_generator = pytest.importorskip("siggen.generator")
 

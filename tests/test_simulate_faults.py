@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coreepi.artifacts import inspect_core
-from coreepi.report import CrashReport
+from coreepi.ingest.artifacts import inspect_core
+from coreepi.model.report import CrashReport
 from coreepi.simulate.faults import GdbRun, run_under_gdb
 from coreepi.simulate.sampling import REGISTERS
 from coreepi.simulate.workloads import build_workload

@@ -1,5 +1,5 @@
 """The small reference scenario end to end: ``simulate`` writes a fleet
-directory that ``coreepi.fleet`` reads with zero rejections, whose
+directory that ``coreepi.ingest.fleet`` reads with zero rejections, whose
 truth.json matches the crash files, whose plan is the seed's, and whose
 cores show the phenotypes truth.json expects. The full reference scenario
 (about 300 cores, under 2 minutes on 2 idle cores) is marked slow."""
@@ -17,17 +17,17 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from coreepi.artifacts import inspect_core
-from coreepi.cli import app
-from coreepi.fleet import (
+from coreepi.cli.main import app
+from coreepi.ingest.artifacts import inspect_core
+from coreepi.ingest.fleet import (
     Fleet,
-    Rejections,
     read_exposure,
     read_hosts,
     read_sidecar,
     read_telemetry,
     scan_crashes,
 )
+from coreepi.model.fleet import Rejections
 from coreepi.simulate import build_plan, bundled_scenario, load_scenario, simulate
 from coreepi.simulate.simulation import SimulationResult
 
@@ -55,7 +55,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SimulationRes
 
 
 def read_fleet(root: Path) -> dict[str, Any]:
-    """Everything coreepi.fleet reads from ``root``, and its rejections."""
+    """Everything coreepi.ingest.fleet reads from ``root``, and its rejections."""
     rej = Rejections()
     fleet = Fleet.open(root)
     assert fleet.hosts and fleet.exposure and fleet.telemetry and fleet.crashes and fleet.symbols

@@ -18,9 +18,8 @@ from reference_cores import get_reference_crash, shared_factory
 
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.stackscan import MAX_SCAN_BYTES, run_stack_scan, scan_thread
-from coreepi.artifacts import inspect_core
-from coreepi.parse import open_core
-from coreepi.report import (
+from coreepi.ingest.artifacts import inspect_core
+from coreepi.model.report import (
     AnalysisInfo,
     CrashReport,
     Frame,
@@ -30,6 +29,7 @@ from coreepi.report import (
     Source,
     Thread,
 )
+from coreepi.parse.elf.core import open_core
 
 
 @pytest.fixture(scope="module")

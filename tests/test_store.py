@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from coreepi.errors import StoreError
-from coreepi.events import EventKind, TelemetryEvent
-from coreepi.fleet import ExposureInterval, HostRow, Rejection
-from coreepi.report import (
+from coreepi.model.events import EventKind, TelemetryEvent
+from coreepi.model.fleet import ExposureInterval, HostRow, Rejection
+from coreepi.model.report import (
     AnalysisInfo,
     CrashReport,
     Phenotype,

@@ -1,4 +1,4 @@
-"""Hardware telemetry parsers (coreepi.parse.telemetry*).
+"""Hardware telemetry parsers (coreepi.parse.telemetry.logs*).
 
 Ground truth: ``../shared/testdata/host-telemetry-gpud/`` (real kernel logs
 from leptonai/gpud's test data): the expected values below are read off the
@@ -24,16 +24,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coreepi.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry import (
+from coreepi.model.events import EventKind, TelemetryEvent
+from coreepi.model.report import AnalysisInfo, CrashReport, ProcessInfo, SignalInfo, Source
+from coreepi.parse.telemetry.base import split_prefix
+from coreepi.parse.telemetry.logs import (
     event_from_crash,
     looks_like_telemetry,
     parse_telemetry,
     xid_info,
     xid_table,
 )
-from coreepi.parse.telemetry_base import split_prefix
-from coreepi.report import AnalysisInfo, CrashReport, ProcessInfo, SignalInfo, Source
 
 TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "host-telemetry-gpud"
 needs_testdata = pytest.mark.skipif(

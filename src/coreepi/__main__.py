@@ -1,3 +1,3 @@
-from coreepi.cli import main
+from coreepi.cli.main import main
 
 main()

@@ -33,7 +33,7 @@ import celpy
 from celpy import celtypes
 
 from coreepi.errors import InputError
-from coreepi.report import CrashReport, Phenotype
+from coreepi.model.report import CrashReport, Phenotype
 
 __all__ = [
     "CaseDefinition",

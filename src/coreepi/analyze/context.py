@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import capstone
 
-from coreepi.report import CrashReport, Thread
+from coreepi.model.report import CrashReport, Thread
 
 if TYPE_CHECKING:
     from coreepi.analyze.casedefs import CaseDefinition
@@ -31,7 +31,7 @@ class RegionLike(Protocol):
 
 
 class Memory(Protocol):
-    """Read-only process memory (``coreepi.parse.memory.ProcessMemory`` is one)."""
+    """Read-only process memory (``coreepi.parse.elf.memory.ProcessMemory`` is one)."""
 
     arch: str
     regions: list[RegionLike]

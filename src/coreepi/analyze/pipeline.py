@@ -15,7 +15,7 @@ from coreepi.analyze.context import AnalysisContext, Memory
 from coreepi.analyze.phenotypes import PhenotypeRule, builtin_rules
 from coreepi.analyze.signature import run_signature
 from coreepi.analyze.stackscan import run_stack_scan
-from coreepi.report import CrashReport
+from coreepi.model.report import CrashReport
 
 if TYPE_CHECKING:
     from coreepi.analyze.casedefs import CaseDefinition

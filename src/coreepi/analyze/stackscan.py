@@ -42,8 +42,8 @@ from functools import lru_cache
 import capstone
 
 from coreepi.analyze.context import AnalysisContext
-from coreepi.parse.symbols import SymbolResolver
-from coreepi.report import Frame, FrameTrust, Thread
+from coreepi.model.report import Frame, FrameTrust, Thread
+from coreepi.parse.elf.symbols import SymbolResolver
 
 __all__ = [
     "MAX_SCANNED_FRAMES",

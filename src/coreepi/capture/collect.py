@@ -52,7 +52,7 @@ from coreepi.capture.procinfo import read_proc
 from coreepi.capture.spool import CORE, PENDING, REPORT, Entry, Spool, atomic_write, fsync_dir
 from coreepi.capture.stream import StreamResult, compress_stream, drain
 from coreepi.errors import InputError
-from coreepi.report import CoreInfo, CrashReport, HostFacts, Source
+from coreepi.model.report import CoreInfo, CrashReport, HostFacts, Source
 
 __all__ = ["SPECIFIERS", "Feed", "capture", "context_from_kernel", "run_collect"]
 

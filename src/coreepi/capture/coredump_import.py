@@ -47,7 +47,7 @@ from coreepi.capture.procinfo import (
 )
 from coreepi.capture.spool import Spool, atomic_write
 from coreepi.capture.stream import StreamResult, compress_stream
-from coreepi.report import Source
+from coreepi.model.report import Source
 
 __all__ = ["COREDUMP_MESSAGE_ID", "ImportSummary", "import_coredumps", "journal_entries"]
 

@@ -1,5 +1,5 @@
 """Edge analysis: the core analysed on the node, by the same analyzer as
-``coreepi inspect``, in the sandboxed worker of :mod:`coreepi.ingest_worker`
+``coreepi inspect``, in the sandboxed worker of :mod:`coreepi.ingest.worker`
 (RLIMIT_AS, RLIMIT_CPU, killed with its parent), within a wall-time budget.
 
 The node has the crashed binaries and libraries, so symbolization is cheap
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from coreepi.report import CrashReport
+from coreepi.model.report import CrashReport
 
 __all__ = ["EdgeResult", "analyse_core"]
 
@@ -41,7 +41,7 @@ def analyse_core(
 ) -> EdgeResult:
     """Analyse ``core`` (zstd or plain ELF) in a worker process. ``scratch``:
     a directory for the decompressed copy (created and removed here)."""
-    argv = [sys.executable, "-m", "coreepi.ingest_worker", "--artifact", str(core),
+    argv = [sys.executable, "-m", "coreepi.ingest.worker", "--artifact", str(core),
             "--cpu-seconds", str(max(1, int(seconds) + 1))]
     if memory_mb:
         argv += ["--memory-limit-mb", str(memory_mb)]

@@ -30,7 +30,7 @@ from typing import Any
 
 from coreepi.capture.config import CaptureConfig
 from coreepi.capture.spool import Spool, atomic_write
-from coreepi.report import HostFacts
+from coreepi.model.report import HostFacts
 
 __all__ = ["HostIdentity", "host_facts", "host_ids", "read_boot_id", "static_facts", "write_agent_labels"]
 

@@ -27,7 +27,7 @@ from coreepi.capture.config import CaptureConfig
 from coreepi.capture.procinfo import ProcContext
 from coreepi.capture.ratelimit import Decision, SignatureBudget, take_core_tokens
 from coreepi.capture.spool import Spool
-from coreepi.report import (
+from coreepi.model.report import (
     AnalysisInfo,
     CoreInfo,
     CrashReport,

@@ -43,7 +43,7 @@ column                   type and meaning
 ``ts``                   timezone-aware datetime (UTC); rows with NaT are ignored
 ``kind``                 str: ``mce``, ``edac_ce``, ``edac_ue``, ``xid``,
                          ``aer``, ``sigbus_mce`` or ``other``
-                         (:class:`coreepi.events.EventKind`)
+                         (:class:`coreepi.model.events.EventKind`)
 ``hardware_indicative``  bool
 ``summary``              str, one line a person can read
 =======================  ========================================================

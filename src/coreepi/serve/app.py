@@ -155,7 +155,7 @@ def _document_crash_report(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            from coreepi.report import CrashReport
+            from coreepi.model.report import CrashReport
 
             spec = base()
             schema = CrashReport.model_json_schema(ref_template="#/components/schemas/{model}")

@@ -12,7 +12,7 @@ test or another front end can call them without HTTP.
 * :class:`CoreIntake` — a received core: checked (zstd, ELF magic, size and
   compression ratio after decompression — into a counter, nothing written,
   unless it is to be analysed), kept as a blob (fsynced), analysed in a sandboxed child
-  (:mod:`coreepi.ingest_worker`, via ingest's runner) when the stored report
+  (:mod:`coreepi.ingest.worker`, via ingest's runner) when the stored report
   lacks analysis, and the crash row updated.
 """
 
@@ -32,8 +32,8 @@ from typing import Any, cast
 import zstandard
 
 from coreepi import __version__
-from coreepi.fleet import ExposureInterval, HostRow
-from coreepi.report import CrashReport, HostFacts, ProcessInfo
+from coreepi.model.fleet import ExposureInterval, HostRow
+from coreepi.model.report import CrashReport, HostFacts, ProcessInfo
 from coreepi.serve.config import ServeConfig
 from coreepi.serve.models import Heartbeat
 from coreepi.store import CoreStatus, CrashRecord, Receipt, Store
@@ -343,7 +343,7 @@ class CoreIntake:
     """Receives cores for known crashes (one instance per app)."""
 
     def __init__(self, store: Store, config: ServeConfig, tmp_dir: Path) -> None:
-        from coreepi.ingest import _Runner  # ingest's sandboxed worker runner
+        from coreepi.ingest.run import _Runner  # ingest's sandboxed worker runner
 
         self.store = store
         self.config = config

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from coreepi.report import HostFacts
+from coreepi.model.report import HostFacts
 
 __all__ = [
     "CRASH_ID_PATTERN",
@@ -23,7 +23,7 @@ __all__ = [
 
 CRASH_ID_PATTERN = r"^[0-9a-f]{16,64}$"
 """What the API accepts as a crash_id: 16 to 64 lower-case hex digits
-(:func:`coreepi.report.stable_crash_id` gives 32). Anything else — ``../``,
+(:func:`coreepi.model.report.stable_crash_id` gives 32). Anything else — ``../``,
 slashes, upper case — is refused before it reaches the store or a file name."""
 
 _CRASH_ID = re.compile(CRASH_ID_PATTERN)

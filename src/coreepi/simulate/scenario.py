@@ -187,7 +187,7 @@ class Rollout(_Model):
 
 
 class TelemetrySpec(_Model):
-    """Telemetry events (``coreepi.events.TelemetryEvent``) at a rate per
+    """Telemetry events (``coreepi.model.events.TelemetryEvent``) at a rate per
     node-day: with a disease, on its hosts; alone, on any host."""
 
     kind: Literal["mce", "edac_ce", "edac_ue", "xid", "aer", "sigbus_mce", "other"]

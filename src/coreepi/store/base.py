@@ -39,9 +39,9 @@ from typing import Any
 
 import pandas as pd
 
-from coreepi.events import TelemetryEvent
-from coreepi.fleet import ExposureInterval, HostRow, Rejection
-from coreepi.report import CrashReport
+from coreepi.model.events import TelemetryEvent
+from coreepi.model.fleet import ExposureInterval, HostRow, Rejection
+from coreepi.model.report import CrashReport
 from coreepi.store.node_time import NodeTimeFrames
 
 __all__ = [
@@ -259,7 +259,7 @@ class Store(abc.ABC):
     ) -> list[CrashRecord]:
         """Stored crashes of ``host_id`` with ``since <= captured_at < until``,
         as records (report, sidecar attributes, core status, artifact); used
-        to pair an hs_err log with its core (:mod:`coreepi.pairing`). This
+        to pair an hs_err log with its core (:mod:`coreepi.ingest.pairing`). This
         generic version loses the attributes; backends override it."""
         out = []
         for row in self.list_crashes(since, until, host_id=host_id, limit=1000):

@@ -31,9 +31,9 @@ import duckdb
 import pandas as pd
 
 from coreepi.errors import StoreError
-from coreepi.events import TelemetryEvent
-from coreepi.fleet import ExposureInterval, HostRow, Rejection
-from coreepi.report import CrashReport
+from coreepi.model.events import TelemetryEvent
+from coreepi.model.fleet import ExposureInterval, HostRow, Rejection
+from coreepi.model.report import CrashReport
 from coreepi.store.base import (
     ApiToken,
     CoreStatus,

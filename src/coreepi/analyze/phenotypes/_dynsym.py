@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 from coreepi.analyze.context import AnalysisContext
-from coreepi.report import Module
+from coreepi.model.report import Module
 
 __all__ = ["find_module", "lookup_symbol"]
 

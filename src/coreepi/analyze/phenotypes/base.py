@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar, TypeVar
 
 from coreepi.analyze.context import AnalysisContext
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 __all__ = ["PhenotypeRule", "register", "registered_rules"]
 

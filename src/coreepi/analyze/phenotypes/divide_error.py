@@ -10,7 +10,7 @@ from capstone import x86 as cs_x86
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._x86 import instruction_evidence, memory_operands, register_value
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 
 @register

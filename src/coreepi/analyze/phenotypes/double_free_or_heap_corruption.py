@@ -6,7 +6,7 @@ from __future__ import annotations
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._abort import abort_message
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import FrameTrust, Phenotype
+from coreepi.model.report import FrameTrust, Phenotype
 
 #: glibc functions that report heap corruption (malloc/malloc.c)
 REPORTERS = ("malloc_printerr", "__malloc_assert")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._x86 import instruction_evidence
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 #: capstone groups that every x86-64 CPU implements (SSE2 is part of the
 #: x86-64 baseline, AMD64 APM vol. 1 §1.1)

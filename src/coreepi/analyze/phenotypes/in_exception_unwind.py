@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import FrameTrust, Phenotype
+from coreepi.model.report import FrameTrust, Phenotype
 
 PREFIXES = (
     "__cxa_throw", "__cxa_rethrow", "__cxa_end_catch", "_Unwind_", "__gxx_personality_",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._x86 import instruction_evidence, is_canonical, memory_operands
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 SI_KERNEL = 0x80
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 # Linux refuses to map below vm.mmap_min_addr (65536 by default), so a fault
 # there is a NULL pointer plus a field offset, never a real mapping.

@@ -19,7 +19,7 @@ from coreepi.analyze.phenotypes._stack import stack_overflow_fault
 from coreepi.analyze.phenotypes._x86 import is_canonical, memory_operands
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
 from coreepi.analyze.phenotypes.null_deref import NULL_PAGE_LIMIT
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 BASELINE, NON_CANONICAL = 0.25, 0.9
 NEARBY_REGISTER = (0.5, 0.55, 0.6, 0.65)

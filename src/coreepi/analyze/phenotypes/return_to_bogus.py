@@ -8,7 +8,7 @@ from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._stack import reached_by_ret
 from coreepi.analyze.phenotypes._x86 import instruction_evidence, is_canonical
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 
 @register

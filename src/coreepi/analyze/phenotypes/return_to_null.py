@@ -7,7 +7,7 @@ from __future__ import annotations
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._stack import reached_by_ret
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 
 @register

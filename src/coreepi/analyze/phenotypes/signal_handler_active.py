@@ -20,7 +20,7 @@ import bisect
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._stack import stack_words
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import FrameTrust, Phenotype
+from coreepi.model.report import FrameTrust, Phenotype
 
 RESTORE_RT = (bytes.fromhex("48c7c00f0000000f05"), bytes.fromhex("b80f0000000f05"))
 SCAN_BYTES = 256 * 1024

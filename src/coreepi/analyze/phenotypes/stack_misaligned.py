@@ -46,7 +46,7 @@ from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._stack import call_before, reached_by_ret
 from coreepi.analyze.phenotypes._x86 import instruction_evidence, memory_operands
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 SI_KERNEL = 0x80
 VSYSCALL = 0xFFFFFFFFFF600000

@@ -7,7 +7,7 @@ from __future__ import annotations
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._cxx import find_exception
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
-from coreepi.report import FrameTrust, Phenotype
+from coreepi.model.report import FrameTrust, Phenotype
 
 #: frames of libstdc++'s (and libc++abi's) terminate path
 TERMINATE_FUNCTIONS = (

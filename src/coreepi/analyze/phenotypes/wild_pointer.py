@@ -8,7 +8,7 @@ from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes._stack import stack_overflow_fault
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
 from coreepi.analyze.phenotypes.null_deref import NULL_PAGE_LIMIT
-from coreepi.report import Phenotype
+from coreepi.model.report import Phenotype
 
 
 @register

@@ -27,7 +27,7 @@ from coreepi.analyze.signature.rules import (
     Truncate,
     UnusableStackHead,
 )
-from coreepi.report import CrashReport, Signature
+from coreepi.model.report import CrashReport, Signature
 
 __all__ = ["RULES", "SignatureGenerator", "SignatureResult", "generate_signature"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from coreepi.report import Frame
+from coreepi.model.report import Frame
 
 __all__ = ["frame_text", "module_name", "normalize_function"]
 

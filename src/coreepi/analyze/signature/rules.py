@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from coreepi.analyze.signature.config import SigLists, SignatureConfig, UnusableStackRule
 from coreepi.analyze.signature.normalize import frame_text, module_name
-from coreepi.report import CrashReport, Frame, FrameTrust, SignatureStep
+from coreepi.model.report import CrashReport, Frame, FrameTrust, SignatureStep
 
 __all__ = [
     "CollapseRecursion",

@@ -10,7 +10,7 @@ import anyio
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
-from coreepi.report import CrashReport
+from coreepi.model.report import CrashReport
 from coreepi.serve.auth import require
 from coreepi.serve.errors import ApiError
 from coreepi.serve.intake import (

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from coreepi.fleet import parse_utc
+from coreepi.model.fleet import parse_utc
 from coreepi.serve.auth import require
 from coreepi.serve.errors import ApiError
 from coreepi.serve.routes.ingest import checked_crash_id

@@ -1,0 +1,1 @@
+"""cli: the ``coreepi`` command. Thin: each command is a library call."""

@@ -1,0 +1,473 @@
+"""Read a fleet directory: the interchange format between a fleet and coreepi.
+
+Layout (documented in ``docs/fleet-directory.md``)::
+
+    FLEET/
+      hosts.csv        host_id + one column per static attribute
+      exposure.csv     host_id, start, end (ISO-8601, UTC) [+ attribute overrides]
+      telemetry.jsonl  optional: one TelemetryEvent-like object per line
+      crashes/         cores (plain or compressed) with sidecars NAME.json,
+                       or CrashReport .json files
+      symbols/         optional: executables, libraries, debug files (by build-id)
+
+Every reader streams its file and never stops at a bad row: a malformed row
+becomes a :class:`Rejection` naming file and line, collected in a
+:class:`Rejections` (which counts them by category), and the rest is read.
+Nothing here touches the store; :mod:`coreepi.ingest.run` does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+import os
+import re
+from array import array
+from collections.abc import Container, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from coreepi.model.events import EventKind, TelemetryEvent, event_id
+from coreepi.model.fleet import ExposureInterval, HostRow, Rejections, parse_utc
+
+__all__ = [
+    "COMPRESSION_SUFFIXES",
+    "CrashFile",
+    "Fleet",
+    "Sidecar",
+    "SidecarError",
+    "is_fleet_dir",
+    "read_exposure",
+    "read_hosts",
+    "read_sidecar",
+    "read_telemetry",
+    "scan_crashes",
+]
+
+#: file name suffixes of compressed cores; a core's sidecar may drop them
+COMPRESSION_SUFFIXES = (".zst", ".zstd", ".gz", ".bz2", ".xz")
+
+#: sidecar keys with a meaning of their own; every other key is an attribute
+SIDECAR_RESERVED = ("host_id", "captured_at", "core_dropped_reason", "source")
+
+# --------------------------------------------------------------------------
+# values
+
+
+def _cell(value: str | None) -> str | None:
+    """A CSV cell with surrounding blanks removed; empty means unknown (None)."""
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+# --------------------------------------------------------------------------
+# hosts.csv and exposure.csv
+
+
+#: what ``errors="surrogateescape"`` makes of bytes that are not UTF-8
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+def _csv_rows(
+    path: Path, required: tuple[str, ...], rejections: Rejections
+) -> Iterator[tuple[int, dict[str, str | None]]]:
+    """(line, row) for each well-formed row of a CSV file with a header.
+    A missing file or column is one rejection for the whole file."""
+    try:
+        # undecodable bytes become lone surrogates, so that one bad byte rejects
+        # its row (below), not the whole file
+        fh = open(path, newline="", encoding="utf-8-sig", errors="surrogateescape")
+    except OSError as exc:
+        rejections.add(path, None, "unreadable-file", f"cannot read: {exc.strerror}")
+        return
+    with fh:
+        # strict: a quote left open to the end of the file is an error, not one
+        # last row that silently swallows every line after it
+        reader = csv.reader(fh, strict=True)
+
+        def _span(first: int) -> str:
+            last = reader.line_num
+            return (f" (a quoted field runs over lines {first}-{last}: an unbalanced quote?)"
+                    if last > first else "")
+
+        try:
+            header = next(reader, None)
+        except (csv.Error, UnicodeDecodeError) as exc:
+            rejections.add(path, 1, "malformed-row", f"unreadable header: {exc}")
+            return
+        if header is None:
+            rejections.add(path, None, "missing-column", "empty file (no header line)")
+            return
+        if any(_NOT_UTF8.search(h) for h in header):
+            rejections.add(path, 1, "malformed-row", "header line is not UTF-8 text")
+            return
+        names = [h.strip() for h in header]
+        missing = [c for c in required if c not in names]
+        if missing:
+            rejections.add(
+                path, 1, "missing-column",
+                f"header lacks column(s) {', '.join(missing)} (has: {', '.join(names)})",
+            )
+            return
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes or "" in names:
+            rejections.add(path, 1, "missing-column",
+                           f"header has duplicate or empty column names: {dupes or ['']}")
+            return
+        while True:
+            start_line = reader.line_num + 1
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except (csv.Error, UnicodeDecodeError) as exc:
+                rejections.add(path, start_line, "malformed-row",
+                               f"malformed CSV: {exc}{_span(start_line)}")
+                continue
+            if not fields or all(not f.strip() for f in fields):
+                continue  # blank line
+            if any(_NOT_UTF8.search(f) for f in fields):
+                rejections.add(path, start_line, "malformed-row", "row is not UTF-8 text")
+                continue
+            if len(fields) != len(names):
+                rejections.add(
+                    path, start_line, "malformed-row",
+                    f"expected {len(names)} fields, found {len(fields)}{_span(start_line)}",
+                )
+                continue
+            yield start_line, {n: _cell(v) for n, v in zip(names, fields, strict=True)}
+
+
+def read_hosts(path: str | os.PathLike[str], rejections: Rejections) -> Iterator[HostRow]:
+    """The hosts of ``hosts.csv``: a ``host_id`` column, then one column per
+    static attribute. Rejects rows without a host_id and repeated host ids."""
+    path = Path(path)
+    first_seen: dict[str, int] = {}
+    for line, row in _csv_rows(path, ("host_id",), rejections):
+        host_id = row.pop("host_id")
+        if host_id is None:
+            rejections.add(path, line, "missing-value", "empty host_id")
+            continue
+        if host_id in first_seen:
+            rejections.add(path, line, "duplicate-host",
+                           f"host_id {host_id!r} already given on line {first_seen[host_id]}")
+            continue
+        first_seen[host_id] = line
+        yield HostRow(host_id, row, line)
+
+
+class _Intervals:
+    """Per host, the intervals seen so far, as sorted arrays of epoch
+    microseconds (16 bytes per interval, so 10M intervals fit in memory)."""
+
+    def __init__(self) -> None:
+        self._by_host: dict[str, tuple[array[int], array[int], array[int]]] = {}
+
+    def overlapping(self, host: str, start: int, end: int) -> int | None:
+        """The line of an interval of ``host`` overlapping [start, end), if any."""
+        starts, ends, lines = self._by_host.get(host, (array("q"), array("q"), array("q")))
+        i = bisect.bisect_right(starts, start)
+        if i > 0 and ends[i - 1] > start:
+            return lines[i - 1]
+        if i < len(starts) and starts[i] < end:
+            return lines[i]
+        return None
+
+    def add(self, host: str, start: int, end: int, line: int) -> None:
+        starts, ends, lines = self._by_host.setdefault(host, (array("q"), array("q"), array("q")))
+        i = bisect.bisect_right(starts, start)
+        starts.insert(i, start)
+        ends.insert(i, end)
+        lines.insert(i, line)
+
+
+def _us(t: datetime) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def read_exposure(
+    path: str | os.PathLike[str],
+    rejections: Rejections,
+    known_hosts: Container[str] | None = None,
+) -> Iterator[ExposureInterval]:
+    """The intervals of ``exposure.csv`` (``host_id, start, end`` + attribute
+    overrides). Rejects bad timestamps, ``end <= start``, hosts not in
+    ``known_hosts`` (when given) and an interval overlapping an earlier one of
+    the same host (the earlier one is kept)."""
+    path = Path(path)
+    seen = _Intervals()
+    for line, row in _csv_rows(path, ("host_id", "start", "end"), rejections):
+        host_id = row.pop("host_id")
+        raw_start, raw_end = row.pop("start"), row.pop("end")
+        if host_id is None:
+            rejections.add(path, line, "missing-value", "empty host_id")
+            continue
+        if known_hosts is not None and host_id not in known_hosts:
+            rejections.add(path, line, "unknown-host", f"unknown host_id {host_id!r} (not in hosts)")
+            continue
+        try:
+            start = parse_utc(raw_start or "")
+            end = parse_utc(raw_end or "")
+        except ValueError as exc:
+            rejections.add(path, line, "bad-timestamp", str(exc))
+            continue
+        if end <= start:
+            rejections.add(path, line, "end-before-start",
+                           f"end {end.isoformat()} is not after start {start.isoformat()}")
+            continue
+        s, e = _us(start), _us(end)
+        other = seen.overlapping(host_id, s, e)
+        if other is not None:
+            rejections.add(path, line, "overlap",
+                           f"interval of host {host_id!r} overlaps the one on line {other}")
+            continue
+        seen.add(host_id, s, e, line)
+        attrs = {k: v for k, v in row.items() if v is not None}
+        yield ExposureInterval(host_id, start, end, attrs, line)
+
+
+# --------------------------------------------------------------------------
+# telemetry.jsonl
+
+_EVENT_FIELDS = set(TelemetryEvent.model_fields)
+
+
+def read_telemetry(
+    path: str | os.PathLike[str],
+    rejections: Rejections,
+    known_hosts: Container[str] | None = None,
+) -> Iterator[TelemetryEvent]:
+    """Events of ``telemetry.jsonl``, one JSON object per line with at least
+    ``host_id``, ``ts`` and ``kind``. ``event_id`` defaults to a hash of the
+    line, ``summary`` to ``"KIND on HOST"``; keys that are not fields of
+    :class:`TelemetryEvent` go into ``detail``."""
+    path = Path(path)
+    try:
+        fh = open(path, encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        rejections.add(path, None, "unreadable-file", f"cannot read: {exc.strerror}")
+        return
+    kinds = ", ".join(k.value for k in EventKind)
+    with fh:
+        for line, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text.rstrip("\r\n"))
+            except json.JSONDecodeError as exc:
+                rejections.add(path, line, "not-json", f"not JSON: {exc.msg} (column {exc.colno})")
+                continue
+            except RecursionError:
+                rejections.add(path, line, "not-json", "not usable JSON: nested too deeply")
+                continue
+            if not isinstance(obj, dict):
+                rejections.add(path, line, "not-json", "not a JSON object")
+                continue
+            host_id = obj.get("host_id")
+            if not isinstance(host_id, str) or not host_id:
+                rejections.add(path, line, "missing-value", "no host_id")
+                continue
+            if known_hosts is not None and host_id not in known_hosts:
+                rejections.add(path, line, "unknown-host", f"unknown host_id {host_id!r} (not in hosts)")
+                continue
+            if not isinstance(obj.get("ts"), str):
+                rejections.add(path, line, "bad-timestamp", "no ts (ISO-8601 UTC)")
+                continue
+            try:
+                ts = parse_utc(obj["ts"])
+            except ValueError as exc:
+                rejections.add(path, line, "bad-timestamp", str(exc))
+                continue
+            if obj.get("kind") not in {k.value for k in EventKind}:
+                rejections.add(path, line, "bad-value",
+                               f"kind {obj.get('kind')!r} is not one of: {kinds}")
+                continue
+            fields = {k: v for k, v in obj.items() if k in _EVENT_FIELDS}
+            extra = {k: v for k, v in obj.items() if k not in _EVENT_FIELDS}
+            detail = fields.get("detail") if isinstance(fields.get("detail"), dict) else {}
+            fields["detail"] = {**extra, **detail}
+            fields["ts"] = ts
+            fields.setdefault("event_id", event_id(host_id, ts.isoformat(), obj["kind"], text.strip()))
+            fields.setdefault("summary", f"{obj['kind']} on {host_id}")
+            fields.setdefault("source", f"{path}:{line}")
+            try:
+                yield TelemetryEvent.model_validate(fields)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                rejections.add(path, line, "bad-value", f"{where}: {first['msg']}")
+
+
+# --------------------------------------------------------------------------
+# crashes/
+
+
+class SidecarError(ValueError):
+    """A sidecar that cannot be used; ``line`` is where, ``category`` why."""
+
+    def __init__(self, category: str, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.category = category
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class Sidecar:
+    """What the fleet says about one crash beside its artifact.
+
+    ``attributes`` holds every key not in :data:`SIDECAR_RESERVED`
+    (``app_version``, ``exe``, ``load_avg`` …); ``core_dropped_reason`` says
+    why a crash has no core (rate limit, quota, too big)."""
+
+    path: Path
+    host_id: str
+    captured_at: datetime
+    attributes: dict[str, Any]
+    core_dropped_reason: str | None = None
+    source: str | None = None
+
+
+def _json_error(exc: json.JSONDecodeError, what: str) -> SidecarError:
+    return SidecarError("not-json", f"{what} is not JSON: {exc.msg} (column {exc.colno})",
+                        exc.lineno)
+
+
+def sidecar_from_object(path: Path, obj: object) -> Sidecar:
+    """Validate a decoded sidecar. Raises :class:`SidecarError`."""
+    if not isinstance(obj, dict):
+        raise SidecarError("not-json", "sidecar is not a JSON object", 1)
+    host_id = obj.get("host_id")
+    if not isinstance(host_id, str) or not host_id.strip():
+        raise SidecarError("missing-value", "sidecar has no host_id")
+    raw_time = obj.get("captured_at")
+    if not isinstance(raw_time, str):
+        raise SidecarError("bad-timestamp", "sidecar has no captured_at (ISO-8601 UTC)")
+    try:
+        captured_at = parse_utc(raw_time)
+    except ValueError as exc:
+        raise SidecarError("bad-timestamp", f"sidecar captured_at: {exc}") from None
+    dropped = obj.get("core_dropped_reason")
+    source = obj.get("source")
+    attrs = {k: v for k, v in obj.items() if k not in SIDECAR_RESERVED}
+    return Sidecar(
+        path, host_id.strip(), captured_at, attrs,
+        str(dropped) if dropped is not None else None,
+        str(source) if source is not None else None,
+    )
+
+
+def read_sidecar(path: str | os.PathLike[str]) -> Sidecar:
+    """Read and validate the sidecar at ``path``. Raises :class:`SidecarError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SidecarError("unreadable-file", f"cannot read sidecar: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SidecarError("not-json", "sidecar is not UTF-8 text, so not JSON", 1) from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _json_error(exc, "sidecar") from None
+    except RecursionError:
+        raise SidecarError("not-json", "sidecar is not usable JSON: nested too deeply", 1) from None
+    return sidecar_from_object(path, obj)
+
+
+@dataclass(frozen=True, slots=True)
+class CrashFile:
+    """One thing found under ``crashes/``.
+
+    ``kind`` is ``artifact`` (a core or kernel log; ``sidecar`` is its
+    NAME.json if present) or ``json`` (a .json file with no artifact beside
+    it: a CrashReport, or the sidecar of a crash whose core is missing; which
+    one is decided when it is read)."""
+
+    path: Path
+    kind: str
+    sidecar: Path | None = None
+
+
+def sidecar_candidates(artifact: Path) -> list[Path]:
+    """Where the sidecar of ``artifact`` may be: ``NAME.json`` beside it, and
+    for a compressed core also the name without its compression suffix
+    (``core.1.zst`` -> ``core.1.zst.json``, ``core.1.json``)."""
+    out = [artifact.with_name(artifact.name + ".json")]
+    for suffix in COMPRESSION_SUFFIXES:
+        if artifact.name.endswith(suffix):
+            out.append(artifact.with_name(artifact.name[: -len(suffix)] + ".json"))
+    return out
+
+
+def pair_crash_files(files: list[Path]) -> Iterator[CrashFile]:
+    """Pair artifacts with their sidecars among ``files`` (in the given order)."""
+    present = set(files)
+    claimed: set[Path] = set()
+    artifacts = [f for f in files if f.suffix != ".json"]
+    paired: dict[Path, Path | None] = {}
+    for a in artifacts:
+        sidecar = next((c for c in sidecar_candidates(a) if c in present), None)
+        paired[a] = sidecar
+        if sidecar is not None:
+            claimed.add(sidecar)
+    for f in files:
+        if f.suffix != ".json":
+            yield CrashFile(f, "artifact", paired[f])
+        elif f not in claimed:
+            yield CrashFile(f, "json")
+
+
+def scan_crashes(directory: str | os.PathLike[str]) -> Iterator[CrashFile]:
+    """Every crash file under ``directory`` (recursively, sorted by path;
+    dot files are skipped), artifacts paired with their sidecars."""
+    files: list[Path] = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        files.extend(Path(root, n) for n in sorted(names) if not n.startswith("."))
+    yield from pair_crash_files(sorted(files))
+
+
+# --------------------------------------------------------------------------
+# the directory
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The files of a fleet directory (each None when absent)."""
+
+    root: Path
+    hosts: Path | None
+    exposure: Path | None
+    telemetry: Path | None
+    crashes: Path | None
+    symbols: Path | None
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> Fleet:
+        root = Path(root)
+
+        def f(name: str) -> Path | None:
+            p = root / name
+            return p if p.is_file() else None
+
+        def d(name: str) -> Path | None:
+            p = root / name
+            return p if p.is_dir() else None
+
+        return cls(root, f("hosts.csv"), f("exposure.csv"), f("telemetry.jsonl"),
+                   d("crashes"), d("symbols"))
+
+
+def is_fleet_dir(path: str | os.PathLike[str]) -> bool:
+    """A directory holding any of hosts.csv, exposure.csv, telemetry.jsonl or crashes/."""
+    p = Path(path)
+    return p.is_dir() and any(
+        (p / n).exists() for n in ("hosts.csv", "exposure.csv", "telemetry.jsonl", "crashes")
+    )

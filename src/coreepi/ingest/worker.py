@@ -1,0 +1,142 @@
+"""One artifact, analysed in a sandboxed child process.
+
+``python -m coreepi.ingest.worker --artifact PATH [--debug-dir DIR]...
+[--memory-limit-mb N] [--cpu-seconds S]`` limits its own address space
+(RLIMIT_AS) and CPU time (RLIMIT_CPU) before reading anything, asks the
+kernel to kill it if its parent dies (PR_SET_PDEATHSIG), analyses the
+artifact with :func:`coreepi.ingest.artifacts.inspect_file`, and prints one JSON
+object on standard output::
+
+    {"ok": true, "exe": "/path/used/or/null", "reports": [CrashReport, ...]}
+    {"ok": false, "category": "unreadable-core" | "memory-limit" | "analysis-error",
+     "error": "one line"}
+
+The parent (:mod:`coreepi.ingest.run`) enforces the wall-time limit and turns a
+worker that dies, hangs or prints garbage into one warning row. A hostile
+core can therefore cost one process, never the ingest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["main"]
+
+PR_SET_PDEATHSIG = 1
+
+
+def _limit(memory_limit_mb: int | None, cpu_seconds: int | None) -> None:
+    if memory_limit_mb:
+        limit = memory_limit_mb << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if cpu_seconds:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing worker leaves no core of its own
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before prctl
+        os._exit(1)
+
+
+def _decompressor(compression: str, fh: IO[bytes]) -> Any:
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    if compression == "zstd":
+        return zstandard.ZstdDecompressor().stream_reader(fh)
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=fh)
+    if compression == "bzip2":
+        return bz2.BZ2File(fh)
+    return lzma.LZMAFile(fh)
+
+
+def _analyse(path: str, debug_dirs: list[str]) -> str:
+    from coreepi.ingest.artifacts import ArtifactKind, inspect_file, sniff
+    from coreepi.ingest.buildid import BuildIdIndex, core_main_build_id
+
+    kind, compression = sniff(path)
+    with tempfile.TemporaryDirectory(prefix="coreepi-worker-") as tmp:
+        plain = path
+        if kind is ArtifactKind.ELF and compression is not None:
+            # decompressed here (not by inspect_file) so that the main
+            # executable's build-id can be read before parsing
+            plain = os.path.join(tmp, "core")
+            try:
+                with open(path, "rb") as src, open(plain, "wb") as dst:
+                    reader = _decompressor(compression, src)
+                    while chunk := reader.read(1 << 20):
+                        dst.write(chunk)
+            except MemoryError:
+                raise
+            except Exception as exc:  # zstd/gzip/bz2/lzma each raise their own
+                from coreepi.errors import InputError
+
+                raise InputError(path, f"cannot decompress ({compression}): {exc}") from None
+        exe = None
+        if kind is ArtifactKind.ELF:
+            index = BuildIdIndex(root=Path(tmp), symbol_dirs=[Path(d) for d in debug_dirs])
+            exe = index.executable_for(core_main_build_id(plain))
+        reports = inspect_file(plain, exe=exe, debug_dirs=debug_dirs)
+        if plain != path:
+            for r in reports:
+                r.analysis.warnings = [w.replace(plain, path) for w in r.analysis.warnings]
+        body = ",".join(r.model_dump_json() for r in reports)
+    exe_json = json.dumps(str(exe) if exe is not None else None)
+    return f'{{"ok": true, "exe": {exe_json}, "reports": [{body}]}}'
+
+
+def _failure(exc: BaseException, memory_limit_mb: int | None) -> dict[str, object]:
+    from coreepi.errors import InputError
+
+    # under RLIMIT_AS, loading a shared library fails with an ImportError
+    # ("failed to map segment from shared object"), not a MemoryError
+    if isinstance(exc, MemoryError) or (
+        isinstance(exc, ImportError) and ("map segment" in str(exc) or "allocate memory" in str(exc))
+    ):
+        return {"ok": False, "category": "memory-limit",
+                "error": f"analysis exceeded the memory limit ({memory_limit_mb} MiB)"}
+    if isinstance(exc, InputError):
+        return {"ok": False, "category": "unreadable-core", "error": exc.reason}
+    return {"ok": False, "category": "analysis-error",
+            "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m coreepi.ingest.worker")
+    parser.add_argument("--artifact", required=True)
+    parser.add_argument("--debug-dir", action="append", default=[])
+    parser.add_argument("--memory-limit-mb", type=int, default=None)
+    parser.add_argument("--cpu-seconds", type=int, default=None)
+    args = parser.parse_args(argv)
+    _limit(args.memory_limit_mb, args.cpu_seconds)
+    _die_with_parent()
+    try:
+        out = _analyse(args.artifact, args.debug_dir)
+    except Exception as exc:  # the parent turns this into one warning row
+        out = json.dumps(_failure(exc, args.memory_limit_mb))
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+"""model: the contracts every stage shares.
+
+- :mod:`coreepi.model.report`: :class:`CrashReport`, one crash (versioned JSON);
+- :mod:`coreepi.model.events`: :class:`TelemetryEvent`, one hardware or kernel event;
+- :mod:`coreepi.model.fleet`: host rows, exposure intervals, rejections;
+- :mod:`coreepi.model.schema`: the CrashReport JSON Schema.
+
+Nothing here does I/O. The submodules are imported by name (not re-exported
+here) so that a command pays only for the models it uses.
+"""

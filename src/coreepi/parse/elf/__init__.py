@@ -1,0 +1,1 @@
+"""parse.elf: ELF core dumps -> CrashReport (notes, memory, drgn unwinding)."""

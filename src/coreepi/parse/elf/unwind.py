@@ -1,0 +1,405 @@
+"""Modules, symbols and stack unwinding of a userspace core, with drgn.
+
+This is the one place coreepi sets up drgn (https://drgn.readthedocs.io):
+drgn finds the loaded modules (NT_FILE, r_debug's link map, the vDSO), their
+build-ids and debug files, unwinds each thread with DWARF CFI (falling back to
+the frame-pointer chain), and symbolizes frames, inlined functions included.
+No drgn object leaves this module: it returns plain dataclasses.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import drgn
+
+from coreepi.model.report import FrameTrust
+from coreepi.parse.demangle import demangle
+from coreepi.parse.elf.cfi_index import CfiIndex
+
+__all__ = ["UnwoundFrame", "UnwoundModule", "UnwoundThread", "Unwinding", "unwind_core"]
+
+MAX_FRAMES = 512  # per thread; deeper stacks (runaway recursion) are cut here
+
+# What drgn raises for a malformed core or ELF file (drgn/python/error.c). A
+# plain ``Exception`` is drgn's DRGN_ERROR_OTHER, e.g. "libelf error: invalid
+# ELF file data"; MemoryError is its answer to a size it refuses to allocate.
+_DRGN_ERRORS = (
+    drgn.FaultError,
+    drgn.BadDataError,
+    drgn.OutOfBoundsError,
+    drgn.ObjectAbsentError,
+    ValueError,
+    LookupError,
+    OverflowError,
+    OSError,
+    NotImplementedError,
+    MemoryError,
+)
+
+
+def is_drgn_error(exc: BaseException) -> bool:
+    """True for the exceptions drgn raises on bad input (as far as their types
+    tell them apart from bugs of ours)."""
+    return isinstance(exc, _DRGN_ERRORS) or type(exc) is Exception
+
+
+@dataclass(slots=True)
+class UnwoundModule:
+    path: str
+    build_id: str | None
+    base: int
+    end: int
+    load_bias: int | None
+    loaded_file: str | None
+    debug_file: str | None
+
+
+@dataclass(slots=True)
+class UnwoundFrame:
+    pc: int
+    sp: int | None
+    function: str | None
+    function_offset: int | None
+    file: str | None
+    line: int | None
+    column: int | None
+    inlined: bool
+    trust: FrameTrust
+    module: UnwoundModule | None
+
+
+@dataclass(slots=True)
+class UnwoundThread:
+    tid: int
+    frames: list[UnwoundFrame] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Unwinding:
+    modules: list[UnwoundModule]
+    threads: dict[int, UnwoundThread]
+    warnings: list[str]
+
+
+def unwind_core(
+    core_path: str | os.PathLike[str],
+    *,
+    exe: Path | None = None,
+    sysroot: Path | None = None,
+    debug_dirs: Sequence[Path] = (),
+    tids: Sequence[int] = (),
+) -> Unwinding:
+    """Find the modules of the core at ``core_path`` and unwind every thread.
+
+    ``exe`` is the crashed executable when it is not at the path recorded in
+    the core; ``sysroot`` is tried as a prefix of every module path;
+    ``debug_dirs`` are searched for debug files by build-id and debuglink.
+    Files are accepted only when their build-id matches the core's. Never
+    contacts debuginfod. Raises what drgn raises (see :func:`is_drgn_error`)
+    when the core cannot be opened at all (the caller validates the file
+    first); later drgn failures become warnings or a thread's error.
+    """
+    warnings: list[str] = []
+    # drgn logs each module without debug info; we report that as one warning.
+    logging.getLogger("drgn").setLevel(logging.ERROR)
+    prog = drgn.Program()
+    _set_core_dump(prog, os.fspath(core_path))
+    prog.set_enabled_debug_info_finders(["standard"])  # never debuginfod: no network
+    options = prog.debug_info_options
+    options.directories = tuple(os.fspath(d) for d in debug_dirs) + tuple(options.directories)
+    try:
+        prog.create_loaded_modules()
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
+        warnings.append(f"could not list every loaded module: {exc}")
+    try:
+        _offer_files(prog, exe, sysroot)
+        prog.load_debug_info(None, default=True)
+    except drgn.MissingDebugInfoError:
+        pass  # reported below, per module
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
+        warnings.append(f"debug info could not be loaded: {exc}")
+
+    modules = []
+    try:
+        for m in prog.modules():
+            module = _module(m)
+            if module is not None:
+                modules.append(module)
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
+        warnings.append(f"could not list every loaded module: {exc}")
+    # The vDSO never has a debug file on disk: saying so on every core is noise.
+    no_debug = [
+        m.path for m in modules if m.debug_file is None and not m.path.startswith("linux-vdso")
+    ]
+    if no_debug:
+        warnings.append(
+            "no debug info (names from symbol tables only, no file:line) for: " + ", ".join(no_debug)
+        )
+    modules.sort(key=lambda m: m.base)
+    by_base = _ModuleLookup(modules)
+    cfi = _CfiCache(prog)
+
+    threads: dict[int, UnwoundThread] = {}
+    symbols: _SymbolCache = {}
+    try:
+        for thread in prog.threads():
+            if tids and thread.tid not in tids:
+                continue
+            threads[thread.tid] = _unwind_thread(thread, by_base, cfi, symbols, prog)
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
+        warnings.append(f"could not list every thread: {exc}")
+    return Unwinding(modules, threads, warnings)
+
+
+# drgn's own entry-point plugins: the command sets of the drgn CLI. coreepi
+# runs no drgn commands, and importing them costs ~0.15 s per process.
+_DRGN_CLI_PLUGINS = "builtin_commands,crash_commands"
+
+
+def _set_core_dump(prog: drgn.Program, path: str) -> None:
+    """``prog.set_core_dump(path)``, without loading drgn's CLI command plugins
+    (drgn loads its plugins, once per process, on the first program set up).
+    A DRGN_DISABLE_PLUGINS set by the user is left as it is."""
+    if "DRGN_DISABLE_PLUGINS" in os.environ:
+        prog.set_core_dump(path)
+        return
+    os.environ["DRGN_DISABLE_PLUGINS"] = _DRGN_CLI_PLUGINS
+    try:
+        prog.set_core_dump(path)
+    finally:
+        os.environ.pop("DRGN_DISABLE_PLUGINS", None)
+
+
+def _offer_files(prog: drgn.Program, exe: Path | None, sysroot: Path | None) -> None:
+    """Offer the user's executable and sysroot copies to drgn's modules.
+    drgn checks build-ids, so offering a wrong file is harmless."""
+    for module in prog.modules():
+        candidates: list[str] = []
+        if exe is not None and isinstance(module, drgn.MainModule):
+            candidates.append(os.fspath(exe))
+        if sysroot is not None and module.name.startswith("/"):
+            candidates.append(os.path.join(os.fspath(sysroot), module.name.lstrip("/")))
+        for path in candidates:
+            if os.path.isfile(path):
+                try:
+                    module.try_file(path)
+                except (OSError, ValueError):
+                    pass
+
+
+def _module(m: drgn.Module) -> UnwoundModule | None:
+    try:
+        ranges = m.address_ranges
+    except (ValueError, AttributeError):
+        return None
+    if not ranges:
+        return None
+    base = min(r[0] for r in ranges)
+    end = max(r[1] for r in ranges)
+    bias = m.loaded_file_bias if m.loaded_file_path else m.debug_file_bias
+    return UnwoundModule(
+        path=m.name,
+        build_id=m.build_id.hex() if m.build_id else None,
+        base=base,
+        end=end,
+        load_bias=bias,
+        loaded_file=m.loaded_file_path,
+        debug_file=m.debug_file_path,
+    )
+
+
+class _ModuleLookup:
+    def __init__(self, modules: list[UnwoundModule]) -> None:
+        self._modules = modules
+
+    def find(self, address: int) -> UnwoundModule | None:
+        for m in self._modules:
+            if m.base <= address < m.end:
+                return m
+        return None
+
+
+class _CfiCache:
+    """CfiIndex per module, built on first use from the module's file (or, for
+    the vDSO, from its image in the core's memory)."""
+
+    def __init__(self, prog: drgn.Program) -> None:
+        self._prog = prog
+        self._by_path: dict[str, list[CfiIndex]] = {}
+
+    def covers(self, module: UnwoundModule | None, pc: int) -> bool:
+        if module is None:
+            return False
+        key = module.path
+        if key not in self._by_path:
+            self._by_path[key] = self._build(module)
+        link_pc = pc - (module.load_bias or 0)
+        return any(index.covers(link_pc) for index in self._by_path[key])
+
+    def _build(self, module: UnwoundModule) -> list[CfiIndex]:
+        indexes = []
+        for path in dict.fromkeys([module.loaded_file, module.debug_file]):
+            if path and os.path.isfile(path):
+                indexes.append(CfiIndex.from_elf(path))
+        if not indexes and module.path.startswith(("linux-vdso", "linux-gate", "[vdso")):
+            try:
+                image = self._prog.read(module.base, min(module.end - module.base, 1 << 20))
+                indexes.append(CfiIndex.from_elf(image))
+            except drgn.FaultError:
+                pass
+        return indexes
+
+
+# ELF symbol of a frame by (pc, interrupted): drgn looks a caller frame's
+# symbol up at pc - 1, an interrupted one's at pc. Threads of one process
+# share most of their return addresses, and each drgn lookup costs ~50 us.
+_SymbolCache = dict[tuple[int, bool], "drgn.Symbol | None"]
+
+
+def _unwind_thread(
+    thread: drgn.Thread,
+    modules: _ModuleLookup,
+    cfi: _CfiCache,
+    symbols: _SymbolCache,
+    prog: drgn.Program | None = None,
+) -> UnwoundThread:
+    out = UnwoundThread(tid=thread.tid)
+    try:
+        trace = thread.stack_trace()
+    except Exception as exc:
+        if not is_drgn_error(exc):
+            raise
+        out.error = f"no stack trace: {exc}"
+        return out
+    # Trust of a physical frame depends on how it was unwound from the frame
+    # below it: with CFI when that frame's pc had an FDE, else frame pointers.
+    callee_pc: int | None = None
+    callee_interrupted = False
+    for i, frame in enumerate(trace):
+        if i >= MAX_FRAMES:
+            out.error = f"stack deeper than {MAX_FRAMES} frames; cut"
+            break
+        try:
+            pc = frame.pc
+        except LookupError:
+            # CFI marks the return address undefined in the outermost frame
+            # (_start, clone): the normal end of a stack.
+            break
+        try:
+            sp: int | None = frame.sp
+        except LookupError:
+            sp = None
+        module = modules.find(pc)
+        prev = out.frames[-1] if out.frames else None
+        if prev is not None and prev.inlined and prev.pc == pc and prev.sp == sp:
+            trust = prev.trust  # same physical frame as the inlined one before it
+        elif frame.interrupted or i == 0:
+            trust = FrameTrust.CONTEXT
+        else:
+            assert callee_pc is not None
+            # drgn looks CFI up at pc - 1 for a caller frame (the call may be
+            # the last instruction of a function), at pc for an interrupted one.
+            lookup = callee_pc if callee_interrupted else callee_pc - 1
+            trust = FrameTrust.CFI if cfi.covers(modules.find(lookup), lookup) else (
+                FrameTrust.FRAME_POINTER
+            )
+        if not frame.is_inline:
+            callee_pc, callee_interrupted = pc, frame.interrupted
+        try:
+            symbolized = _symbolize(frame, pc, sp, trust, module, symbols)
+        except Exception as exc:
+            if not is_drgn_error(exc):
+                raise
+            out.error = f"frame #{i} could not be read: {exc}"
+            break
+        if (
+            frame.interrupted
+            and i > 0
+            and out.frames
+            and out.frames[-1].function is None
+            and not out.frames[-1].inlined
+            and prog is not None
+        ):
+            _name_signal_trampoline(prog, out.frames[-1], symbols)
+        out.frames.append(symbolized)
+    return out
+
+
+def _name_signal_trampoline(prog: drgn.Program, tramp: UnwoundFrame, symbols: _SymbolCache) -> None:
+    """The frame above an interrupted one is the signal trampoline (glibc's
+    ``__restore_rt``). drgn looks a caller frame's symbol up at pc - 1, which
+    for a trampoline is the padding before it (its CFI starts one byte early
+    for that reason), so it comes back unnamed: look it up at pc itself."""
+    key = (tramp.pc, True)
+    if key not in symbols:
+        try:
+            symbols[key] = prog.symbol(tramp.pc)
+        except (LookupError, ValueError):
+            symbols[key] = None
+    symbol = symbols[key]
+    if symbol is not None:
+        tramp.function = symbol.name
+        tramp.function_offset = tramp.pc - symbol.address
+
+
+def _symbolize(
+    frame: drgn.StackFrame,
+    pc: int,
+    sp: int | None,
+    trust: FrameTrust,
+    module: UnwoundModule | None,
+    symbols: _SymbolCache,
+) -> UnwoundFrame:
+    # drgn names an unknown function by its hex address; we keep None instead.
+    function = frame.name
+    if function is not None and function.startswith("0x"):
+        function = None
+    function_offset = None
+    key = (pc, bool(frame.interrupted))
+    if key in symbols:
+        symbol = symbols[key]
+    else:
+        try:
+            symbol = frame.symbol()
+        except LookupError:
+            symbol = None
+        symbols[key] = symbol
+    if symbol is not None and not frame.is_inline:
+        # The ELF symbol carries the C++ qualified name (DWARF's DW_AT_name
+        # is only the last component): prefer it, demangled.
+        if symbol.name.startswith("_Z"):
+            function = demangle(symbol.name)
+        elif function is None:
+            function = symbol.name
+        function_offset = pc - symbol.address
+    file = line = column = None
+    try:
+        file, line, column = frame.source()
+    except LookupError:
+        pass
+    return UnwoundFrame(
+        pc=pc,
+        sp=sp,
+        function=function,
+        function_offset=function_offset,
+        file=file,
+        line=line or None,
+        column=column or None,
+        inlined=bool(frame.is_inline),
+        trust=trust,
+        module=module,
+    )

@@ -1,0 +1,1 @@
+"""parse.jvm: JVM fatal error logs (hs_err_pid) -> CrashReport."""

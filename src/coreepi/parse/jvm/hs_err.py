@@ -1,0 +1,239 @@
+"""JVM fatal error logs (``hs_err_pid<pid>.log``) into CrashReports.
+
+HotSpot writes such a log when the JVM dies of a signal or Windows
+exception (``SIGSEGV (0xb) at pc=…``), of an internal error (``Internal
+Error (file.cpp:123)`` with the ``guarantee`` / ``assert`` text) or of a
+native out-of-memory (``Native memory allocation (mmap) failed to map N
+bytes``). Every JDK from 6 to 25 and every vendor build (Oracle, Red Hat,
+Azul, Adoptium, Amazon, Microsoft …) prints the same skeleton: a ``#``
+header, then THREAD, PROCESS and SYSTEM sections (JDK 11+ add a SUMMARY).
+
+:func:`parse_hs_err` reads one log as a stream and returns one
+:class:`~coreepi.model.report.CrashReport` (``source = hs_err``):
+
+* ``signal`` (name, number, si_code, fault address; Windows exception code
+  and access kind), ``process`` (pid, tid, argv from ``Command Line`` or
+  ``jvm_args`` + ``java_command``), ``arch``;
+* the crashing thread: ``Thread.frames`` (native stack, pcs rebuilt from
+  ``Dynamic libraries``) and ``runtime.frames`` (the same frames with
+  HotSpot's kinds C/V/J/A/j/v, then the ``Java frames`` when the native
+  walk stopped short), registers; the other listed threads by tid and name;
+* ``runtime`` (``jvm``, version, vendor), ``modules`` and ``memory_map``
+  from ``Dynamic libraries``, ``host`` (OS, kernel, CPU, microcode,
+  hypervisor, memory, container limits; JVM facts under ``host.extra``
+  ``jvm.*``), ``captured_at`` from the crash time when its zone is known;
+* ``signature`` (see :mod:`coreepi.parse.jvm.signature`) and
+  ``phenotypes`` (see :mod:`coreepi.parse.jvm.phenotypes`);
+* ``analysis.warnings``: ``partial report: …`` when the log is cut
+  (truncation is common: HotSpot may die while writing it) — partial
+  reports are kept, never dropped; ``core`` describes the log itself
+  (size, sha256, truncated).
+
+Any input is safe: text of any size is read line by line with bounded
+memory (:class:`~coreepi.parse.jvm.scan.HsErrLimits`), any bytes decode
+(invalid UTF-8 becomes U+FFFD), and no content makes the parser raise; text
+that is not an hs_err log gives None ("no crash found").
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import lzma
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, Final, cast
+
+from coreepi.model.report import AnalysisInfo, CrashReport, Source, stable_crash_id
+from coreepi.parse.jvm.build import ANALYZER, build_report
+from coreepi.parse.jvm.facts import HsErrLimits
+from coreepi.parse.jvm.scan import HsErrScanner
+
+__all__ = ["HsErrLimits", "looks_like_hs_err", "parse_hs_err"]
+
+Source_ = str | bytes | os.PathLike[str] | IO[str] | IO[bytes] | Iterable[str] | Iterable[bytes]
+_HEAD_DIGEST_BYTES: Final = 1 << 16
+DEFAULT_LIMITS: Final = HsErrLimits()
+
+
+class _Reader:
+    """Lines of any source, decoded, each cut to ``max_chars``; counts bytes
+    and hashes them when the source is binary (the artifact's sha256)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_bytes = max_chars * 4
+        self.max_chars = max_chars
+        self.size = 0
+        self.sha = hashlib.sha256()
+        self.binary = False
+        self.head = hashlib.sha256()
+        self.head_left = _HEAD_DIGEST_BYTES
+
+    def _note_head(self, data: bytes) -> None:
+        if self.head_left > 0:
+            self.head.update(data[: self.head_left])
+            self.head_left -= len(data)
+
+    def binary_lines(self, handle: IO[bytes]) -> Iterator[str]:
+        self.binary = True
+        discarding = False
+        while True:
+            chunk = handle.readline(self.max_bytes)
+            if not chunk:
+                return
+            self.size += len(chunk)
+            self.sha.update(chunk)
+            self._note_head(chunk)
+            complete = chunk.endswith(b"\n")
+            if not discarding:
+                yield (chunk[:-1] if complete else chunk).decode("utf-8", "replace")
+            # The rest of an over-long line is read and dropped in max_bytes pieces.
+            discarding = not complete and len(chunk) >= self.max_bytes
+
+    def text_lines(self, handle: IO[str]) -> Iterator[str]:
+        discarding = False
+        while True:
+            chunk = handle.readline(self.max_chars)
+            if not chunk:
+                return
+            self._note_head(chunk.encode("utf-8", "surrogateescape"))
+            complete = chunk.endswith("\n")
+            if not discarding:
+                yield chunk[:-1] if complete else chunk
+            discarding = not complete and len(chunk) >= self.max_chars
+
+    def item_lines(self, items: Iterable[str | bytes]) -> Iterator[str]:
+        for item in items:
+            text = (
+                item.decode("utf-8", "replace")
+                if isinstance(item, (bytes, bytearray))
+                else str(item)
+            )
+            self._note_head(text[:4096].encode("utf-8", "surrogateescape"))
+            text = text.removesuffix("\n")
+            yield from text.split("\n") if "\n" in text else (text,)
+
+
+def _open_path(path: Path) -> IO[bytes]:
+    handle: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    magic = handle.read(6)
+    handle.seek(0)
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
+    if magic.startswith(b"BZh"):
+        return bz2.BZ2File(handle)
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(handle)
+    return handle
+
+
+def _lines(source: Source_, reader: _Reader) -> Iterator[str]:
+    if isinstance(source, os.PathLike):
+        with _open_path(Path(source)) as handle:
+            yield from reader.binary_lines(handle)
+    elif isinstance(source, str):
+        yield from reader.text_lines(io.StringIO(source))
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        yield from reader.binary_lines(io.BytesIO(bytes(source)))
+    elif hasattr(source, "readline") and hasattr(source, "read"):
+        stream = cast("IO[Any]", source)
+        if isinstance(stream.read(0), bytes):
+            yield from reader.binary_lines(stream)
+        else:
+            yield from reader.text_lines(stream)
+    else:
+        yield from reader.item_lines(cast("Iterable[str | bytes]", source))
+
+
+def _fallback(name: str | None, error: Exception, digest: str) -> CrashReport:
+    """A crash was seen but building its report failed: it must still be counted."""
+    return CrashReport(
+        crash_id=stable_crash_id("hs_err", name, digest),
+        source=Source.HS_ERR,
+        analysis=AnalysisInfo(
+            analyzer_version=ANALYZER,
+            warnings=[f"partial report: parser error {type(error).__name__}: {error}"[:500]],
+        ),
+    )
+
+
+def parse_hs_err(
+    source: Source_,
+    *,
+    name: str | None = None,
+    limits: HsErrLimits = DEFAULT_LIMITS,
+) -> CrashReport | None:
+    """Parse one JVM fatal error log; None when the input holds none.
+
+    ``source``: a path (``pathlib.Path`` / ``os.PathLike``; gzip, bzip2, xz
+    decompressed by magic), the log text (``str``) or bytes, a text or
+    binary file object, or an iterable of lines (``str`` or ``bytes``, with
+    or without newlines) — all read as a stream. ``name`` identifies the
+    log in the crash id of a fragment that has no error line (defaults to
+    the path). Memory is bounded by ``limits`` whatever the input size.
+    Raises only OSError, for a path that cannot be read.
+    """
+    started = time.monotonic()
+    if name is None and isinstance(source, os.PathLike):
+        name = os.fspath(source)
+    reader = _Reader(limits.max_line_chars)
+    scanner = HsErrScanner(limits)
+    try:
+        for line in _lines(source, reader):
+            scanner.feed(line)
+            if scanner.done:
+                break
+    except OSError:
+        if isinstance(source, os.PathLike):
+            raise
+        scanner.facts.reporting_errors.append("input stream failed while reading")
+    except (UnicodeError, ValueError, TypeError) as error:
+        scanner.facts.reporting_errors.append(f"input not readable as text: {type(error).__name__}")
+    facts = scanner.facts
+    if facts.evidence == 0:
+        return None
+    digest = reader.head.hexdigest()
+    try:
+        return build_report(
+            facts,
+            name=name,
+            sha256=reader.sha.hexdigest() if reader.binary and not scanner.done else None,
+            size_bytes=reader.size if reader.binary and not scanner.done else None,
+            head_digest=digest,
+            duration=time.monotonic() - started,
+        )
+    except Exception as error:  # noqa: BLE001 - a crash seen must still be counted
+        return _fallback(name, error, digest)
+
+
+_SNIFF: Final = re.compile(
+    rb"^#\s+A fatal error has been detected by the Java Runtime Environment"
+    rb"|^#\s+There is insufficient memory for the Java Runtime Environment"
+    rb"|^#\s+An unexpected error has been detected by (?:HotSpot|Java Runtime)"
+    rb"|^#\s+(?:SIG[A-Z0-9]+|EXCEPTION_[A-Z_]+) \(0x[0-9a-fA-F]+\) at pc=0x"
+    rb"|^# JRE version: |^# Java VM: "
+    rb"|^-{10,}\s+(?:T H R E A D|P R O C E S S|S Y S T E M|S U M M A R Y)\s+-{4,}"
+    rb"|^Native frames: \(J=compiled Java code|^vm_info: .* for \S+ JRE \("
+    rb"|^CPU:\s?total \d+ \(initial active \d+\)",
+    re.MULTILINE,
+)
+
+
+def looks_like_hs_err(head: bytes) -> bool:
+    """Content sniffing: is this start of a file (any length; the first
+    MiB is looked at) a HotSpot fatal error log, or a fragment of one?
+    True on a line only HotSpot prints (the ``#`` header, a section banner,
+    ``Native frames: (J=compiled Java code…``, ``vm_info: … JRE (…)``).
+    Never raises."""
+    try:
+        data = bytes(head[: 1 << 20])
+        if not data or b"\x00" in data[:4096]:
+            return False
+        return _SNIFF.search(data.replace(b"\r\n", b"\n")) is not None
+    except Exception:  # noqa: BLE001 - sniffing must not fail
+        return False

@@ -1,0 +1,1 @@
+"""parse.kernel: kernel logs (oops, BUG, WARNING, KASAN, lockdep, hung task ...) -> CrashReport."""

@@ -1,0 +1,332 @@
+"""Kernel oops / panic logs into CrashReports.
+
+Input: any text that may hold Linux kernel messages — a serial console log,
+``dmesg`` output, journal / syslog text, kdump's ``vmcore-dmesg.txt`` —
+given as a path, the text itself, or an iterable of lines. Output: one
+:class:`~coreepi.model.report.CrashReport` per crash found (BUG, Oops, general
+protection fault, KASAN / KMSAN / KCSAN / KFENCE / UBSAN reports, WARNING,
+lockdep splats, panics, hung tasks, soft / hard lockups, RCU stalls,
+machine-check panics …), in log order; ``[]`` when there is none.
+
+Each report carries:
+
+* ``signature.signature``: the title, in syzbot's style (``KASAN:
+  use-after-free Read in ip6_send_skb``), so buckets match syzbot's; the
+  trail names the rule that produced it. Source of the conventions:
+  syzkaller's Linux reporter (``google/syzkaller`` ``pkg/report``).
+* a phenotype ``kernel-<type>`` (type: ``KASAN``, ``WARNING``, ``BUG``,
+  ``panic``, ``hung task``, ``lockup``, ``RCU stall``, ``MCE`` … slugified)
+  with evidence ``title``, ``type``, ``guilty_frame``, ``taint``,
+  ``corrupted`` …; ``kernel-taint-machine-check`` (hardware-indicative) when
+  the taint has ``M``; ``kernel-taint-out-of-tree`` for ``P``/``O``/``E``.
+* the crashed thread (the task of the ``CPU: … PID: … Comm:`` line) with the
+  call trace as frames (function, offset, ``[module]``, file:line if
+  symbolised); kernel release in ``host.kernel``; the ``Hardware name:``
+  line in ``host.board`` / ``host.bios_version`` / ``host.extra``.
+* ``analysis.warnings`` with ``corrupted report: <reason>`` when the report
+  is damaged (truncated, interleaved with other output, no call trace) —
+  such reports are kept, not dropped.
+
+Robustness: the log is read as a stream, line by line, with bounded memory
+(see :class:`~coreepi.parse.kernel.scan.ScanLimits`); any bytes decode
+(invalid UTF-8 becomes U+FFFD); no input text makes these functions raise.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Final
+
+from coreepi import __version__
+from coreepi.model.report import (
+    AnalysisInfo,
+    CrashReport,
+    HostFacts,
+    Phenotype,
+    ProcessInfo,
+    Signature,
+    SignatureStep,
+    Source,
+    Thread,
+    stable_crash_id,
+)
+from coreepi.parse.kernel.facts import OUT_OF_TREE_TAINTS, TAINT_FLAGS, KernelFacts, read_facts
+from coreepi.parse.kernel.formats import crash_type
+from coreepi.parse.kernel.scan import (
+    ScanLimits,
+    ScannedReport,
+    TitleResult,
+    scan_lines,
+    title_report,
+)
+
+__all__ = ["ScanLimits", "iter_kernel_log", "looks_like_kernel_log", "parse_kernel_log"]
+
+ANALYZER: Final = f"coreepi {__version__} kernel-oops"
+DEFAULT_MAX_REPORTS: Final = 10_000
+
+_HYPERVISORS: Final = (
+    ("QEMU", "kvm"), ("KVM", "kvm"), ("Google Compute Engine", "kvm"), ("Amazon EC2", "nitro"),
+    ("VMware", "vmware"), ("VirtualBox", "virtualbox"), ("Xen", "xen"),
+    ("Microsoft Corporation Virtual Machine", "hyper-v"), ("Hyper-V", "hyper-v"),
+)
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def _binary_lines(handle: IO[bytes], max_bytes: int) -> Iterator[str]:
+    """Lines of a binary stream split on ``\\n`` only; a longer line is cut
+    at ``max_bytes`` and its remainder skipped (so one 2 GB line costs
+    ``max_bytes`` of memory)."""
+    discarding = False
+    while True:
+        chunk = handle.readline(max_bytes)
+        if not chunk:
+            return
+        complete = chunk.endswith(b"\n")
+        if not discarding:
+            yield _decode(chunk[:-1] if complete else chunk)
+        discarding = not complete and len(chunk) >= max_bytes
+
+
+def _open_path(path: Path) -> IO[bytes]:
+    handle: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    magic = handle.read(6)
+    handle.seek(0)
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
+    if magic.startswith(b"BZh"):
+        return bz2.BZ2File(handle)  # type: ignore[return-value]
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(handle)  # type: ignore[return-value]
+    return handle
+
+
+def _text_lines(text: str) -> Iterator[str]:
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
+def _item_lines(items: Iterable[str | bytes]) -> Iterator[str]:
+    for item in items:
+        text = _decode(item) if isinstance(item, (bytes, bytearray)) else str(item)
+        if text.endswith("\n"):
+            text = text[:-1]
+        if "\n" in text:
+            yield from text.split("\n")
+        else:
+            yield text
+
+
+def _lines(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: int) -> Iterator[str]:
+    if isinstance(source, os.PathLike):
+        with _open_path(Path(source)) as handle:
+            yield from _binary_lines(handle, max_bytes)
+    elif isinstance(source, str):
+        yield from _text_lines(source)
+    elif isinstance(source, (bytes, bytearray)):
+        yield from _binary_lines(io.BytesIO(bytes(source)), max_bytes)
+    elif hasattr(source, "readline") and hasattr(source, "read") and isinstance(source.read(0), bytes):
+        yield from _binary_lines(source, max_bytes)  # type: ignore[arg-type]
+    else:
+        yield from _item_lines(source)  # type: ignore[arg-type]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _host(facts: KernelFacts) -> HostFacts:
+    host = HostFacts(kernel=facts.kernel)
+    if facts.hardware_name:
+        board, _, bios = facts.hardware_name.partition(", BIOS ")
+        host.board = board or None
+        host.bios_version = bios or None
+        host.extra["hardware_name"] = facts.hardware_name
+        host.hypervisor = next((h for key, h in _HYPERVISORS if key in facts.hardware_name), None)
+    if facts.build:
+        host.extra["kernel_build"] = facts.build
+    if facts.modules:
+        host.extra["modules_linked_in"] = " ".join(facts.modules)
+    return host
+
+
+def _phenotypes(title: TitleResult, kind: str, facts: KernelFacts, scanned: ScannedReport) -> list[Phenotype]:
+    guilty = title.frames[0] if title.frames else None
+    uptime = re.search(r"\[ *([0-9]+\.[0-9]+)\]", scanned.oops_line)
+    evidence = {
+        "title": title.title,
+        "raw_title": title.raw_title,
+        "type": kind,
+        "guilty_frame": guilty,
+        "taint": facts.taint if facts.tainted else "",
+        "tainted": facts.tainted,
+        "corrupted": title.corrupted_reason is not None,
+        "corrupted_reason": title.corrupted_reason,
+        "truncated": scanned.truncated,
+        "cpu": facts.cpu,
+        "pid": facts.pid,
+        "comm": facts.comm,
+        "fault_address": f"0x{facts.fault_address:x}" if facts.fault_address is not None else None,
+        "uptime_seconds": float(uptime.group(1)) if uptime else None,
+        "line_number": scanned.line_number,
+        "oops_line": scanned.oops_line[:500],
+        "modules_linked_in": facts.modules,
+        "out_of_tree_modules": sorted(m for m, f in facts.module_flags.items() if set(f) & OUT_OF_TREE_TAINTS),
+    }
+    found = [Phenotype(name=f"kernel-{_slug(kind)}", hardware_indicative=kind == "MCE", evidence=evidence)]
+    letters = set(facts.taint) if facts.tainted else set()
+    if "M" in letters:
+        found.append(Phenotype(
+            name="kernel-taint-machine-check", hardware_indicative=True,
+            evidence={"taint": facts.taint, "meaning": TAINT_FLAGS["M"]},
+        ))
+    if letters & OUT_OF_TREE_TAINTS:
+        found.append(Phenotype(
+            name="kernel-taint-out-of-tree",
+            evidence={"taint": facts.taint,
+                      "flags": {f: TAINT_FLAGS[f] for f in sorted(letters & OUT_OF_TREE_TAINTS)}},
+        ))
+    return found
+
+
+def _signature(title: TitleResult, scanned: ScannedReport, thread: Thread) -> Signature:
+    rule = f"syzkaller-title:{scanned.kind.header.strip()}"
+    if scanned.kind.extension:
+        rule = f"coreepi-title:{scanned.kind.header.strip()}"
+    if title.format is not None:
+        rule += f" -> '{title.format.template}'"
+    trail = [SignatureStep(rule=rule, before=scanned.lines[0][:500], after=title.raw_title)]
+    if title.raw_title != title.title:
+        trail.append(SignatureStep(rule="normalize-title (ADDR/NUM/LINE, 120 bytes)",
+                                   before=title.raw_title, after=title.title))
+    used = [f.index for f in thread.frames if title.frames and f.function == title.frames[0]][:1]
+    return Signature(signature=title.title, frames_used=used, trail=trail)
+
+
+def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
+    title = title_report(scanned)
+    kind = crash_type(title.title, scanned.kind.header)
+    facts = read_facts(scanned.lines, scanned.prefix)
+    warnings: list[str] = []
+    if title.corrupted_reason:
+        warnings.append(f"corrupted report: {title.corrupted_reason}")
+    if scanned.truncated:
+        warnings.append("report window truncated at the scanner's size limit")
+    thread = Thread(tid=facts.pid if facts.pid is not None else 0, name=facts.comm, crashed=True,
+                    registers=facts.registers, frames=facts.frames)
+    return CrashReport(
+        crash_id=stable_crash_id("kernel-oops", name, scanned.line_number, scanned.oops_line, title.title),
+        source=Source.KERNEL_OOPS,
+        arch=facts.arch,
+        process=ProcessInfo(pid=facts.pid, tid=facts.pid, comm=facts.comm),
+        threads=[thread],
+        phenotypes=_phenotypes(title, kind, facts, scanned),
+        signature=_signature(title, scanned, thread),
+        host=_host(facts),
+        analysis=AnalysisInfo(analyzer_version=ANALYZER, warnings=warnings),
+    )
+
+
+def _fallback(scanned: ScannedReport, name: str | None, error: Exception) -> CrashReport:
+    """A minimal report when building the full one failed: a crash was seen
+    and must be counted even if its details could not be read."""
+    header = scanned.kind.header
+    return CrashReport(
+        crash_id=stable_crash_id("kernel-oops", name, scanned.line_number, scanned.oops_line, header),
+        source=Source.KERNEL_OOPS,
+        phenotypes=[Phenotype(name="kernel-unparsed", evidence={"oops_line": scanned.oops_line[:500],
+                                                                "corrupted": True})],
+        signature=Signature(signature=header),
+        analysis=AnalysisInfo(analyzer_version=ANALYZER,
+                              warnings=[f"corrupted report: parser error {type(error).__name__}: {error}"[:500]]),
+    )
+
+
+def iter_kernel_log(
+    source: str | bytes | os.PathLike[str] | Iterable[str],
+    *,
+    name: str | None = None,
+    limits: ScanLimits = ScanLimits(),
+) -> Iterator[CrashReport]:
+    """Stream the crash reports of a kernel log, in log order.
+
+    ``source``: a path (``pathlib.Path`` / ``os.PathLike``; gzip, bzip2 and
+    xz files are decompressed), the log text as ``str`` or ``bytes``, a
+    binary file object, or an iterable of lines (``str`` or ``bytes``, with
+    or without their newline). ``name`` identifies the log in crash ids
+    (defaults to the path for a path). Memory is bounded by ``limits``
+    whatever the input size. Raises only for an unreadable path (OSError).
+    """
+    if name is None and isinstance(source, os.PathLike):
+        name = os.fspath(source)
+    lines = _lines(source, limits.max_line_chars * 4)
+    for scanned in scan_lines(lines, limits):
+        try:
+            yield _report(scanned, name)
+        except Exception as error:  # noqa: BLE001 - a crash seen must still be counted
+            yield _fallback(scanned, name, error)
+
+
+def parse_kernel_log(
+    source: str | bytes | os.PathLike[str] | Iterable[str],
+    *,
+    name: str | None = None,
+    limits: ScanLimits = ScanLimits(),
+    max_reports: int = DEFAULT_MAX_REPORTS,
+) -> list[CrashReport]:
+    """All crash reports of a kernel log (see :func:`iter_kernel_log`), at
+    most ``max_reports`` of them (the list itself must stay bounded; use
+    :func:`iter_kernel_log` to see every one). ``[]``: no crash found."""
+    reports: list[CrashReport] = []
+    for report in iter_kernel_log(source, name=name, limits=limits):
+        if len(reports) >= max_reports:
+            reports[-1].analysis.warnings.append(
+                f"more than {max_reports} crash reports in this log; the rest are not listed")
+            break
+        reports.append(report)
+    return reports
+
+
+_SNIFF_RES: Final = (
+    re.compile(rb"^(?:<[0-9]>)?\[ *[0-9]+\.[0-9]{6}\](?:\[ *[CT][0-9]+\])? ", re.M),
+    re.compile(rb"^[A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} \S+ kernel: ", re.M),
+    re.compile(rb"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} [0-9]{4}\] ", re.M),
+)
+_STRONG: Final = re.compile(
+    rb"Linux version [0-9]|Kernel panic - not syncing|Call Trace:|BUG: (?:KASAN|unable to handle|soft lockup)"
+    rb"|general protection fault|------------\[ cut here \]------------|Oops: [0-9a-f]{4}|rcu_sched"
+)
+
+
+def looks_like_kernel_log(head: bytes) -> bool:
+    """Content sniffing: does this start of a file look like kernel messages?
+
+    True when the head has several console-timestamped (``[  12.345678]``),
+    syslog ``kernel:`` or ``dmesg -T`` lines, or an unmistakable kernel
+    marker (``Linux version``, ``Call Trace:``, ``Kernel panic``, a cut-here
+    line). Never raises.
+    """
+    try:
+        data = bytes(head[: 1 << 20])
+        if not data or b"\x00" in data[:4096]:
+            return False
+        hits = sum(len(r.findall(data, 0, 65536)) for r in _SNIFF_RES)
+        return hits >= 2 or _STRONG.search(data) is not None
+    except Exception:  # noqa: BLE001 - sniffing must not fail
+        return False

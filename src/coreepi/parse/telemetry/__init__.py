@@ -1,0 +1,1 @@
+"""parse.telemetry: hardware and kernel telemetry lines (MCE, EDAC, Xid, AER) -> TelemetryEvent."""

@@ -1,0 +1,259 @@
+"""``coreepi demo``: the whole product on a simulated fleet of real cores.
+
+:func:`run_demo` simulates a scenario (default: the bundled reference
+scenario, DESIGN.md's story), ingests it into a demo store, prints the
+report, writes the HTML report, and compares what it found with what the
+simulator planted (``truth.json``).
+
+- The simulated fleet is cached: ``<cache>/demo/<scenario>-<key>/fleet``
+  where ``<cache>`` is ``$COREEPI_CACHE`` or the per-user cache dir and the
+  key hashes the scenario file, the seed, the coreepi version and the
+  simulator's sources. The first run makes the cores (about 2 minutes on 2
+  cores for the reference scenario); later runs reuse them.
+- The store is a demo data dir, never the user's default store:
+  ``<user data dir of "coreepi-demo">/<scenario>-<key>`` unless ``data_dir``
+  is given. A data dir the demo made holds ``coreepi-demo.json``; the demo
+  refuses to write into a non-empty directory without it, and ``fresh``
+  (or a different scenario/seed) empties only a directory with it.
+- Ingest is idempotent, so a second run re-analyses nothing and just
+  reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from coreepi import __version__
+from coreepi.errors import InputError
+
+__all__ = ["DemoResult", "demo_cache_dir", "demo_key", "resolve_scenario", "run_demo"]
+
+MARKER = "coreepi-demo.json"
+
+
+@dataclass
+class DemoResult:
+    fleet: Path
+    data_dir: Path
+    html: Path
+    simulated: bool
+    """True when this run made the cores (False: the cached fleet was used)."""
+    findings: Any
+    """:class:`coreepi.epi.FleetFindings`"""
+    score: Any
+    """:class:`coreepi.simulate.score.FleetScore`"""
+
+
+def resolve_scenario(scenario: str | os.PathLike[str] | None) -> Path:
+    """A scenario file: a path, or the name of a bundled scenario
+    (``reference``, ``reference-small``); None is the reference scenario."""
+    from coreepi.simulate import bundled_scenario
+
+    if scenario is None:
+        return bundled_scenario("reference")
+    path = Path(scenario)
+    if path.is_file():
+        return path.resolve()
+    if path.suffix == "" and "/" not in str(scenario):
+        return bundled_scenario(str(scenario))
+    raise InputError(str(scenario), "no such scenario file (or bundled scenario name)")
+
+
+def _simulator_digest() -> str:
+    """Hash of the simulator's sources (not the scorer): a changed simulator
+    invalidates the cache."""
+    import coreepi.simulate as sim
+
+    root = Path(sim.__file__).parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".py", ".c", ".cpp", ".h", ".hpp") and p.name != "score.py":
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def demo_key(scenario_path: Path, seed: int) -> str:
+    """``<scenario name>-<12 hex digits>``: scenario bytes, seed, version, simulator."""
+    h = hashlib.sha256()
+    h.update(scenario_path.read_bytes())
+    h.update(f"\0seed={seed}\0coreepi={__version__}\0".encode())
+    h.update(_simulator_digest().encode())
+    return f"{scenario_path.stem}-{h.hexdigest()[:12]}"
+
+
+def demo_cache_dir() -> Path:
+    """``$COREEPI_CACHE/demo`` or the per-user cache dir's ``coreepi/demo``."""
+    env = os.environ.get("COREEPI_CACHE")
+    if env:
+        return Path(env) / "demo"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("coreepi")) / "demo"
+
+
+def _default_data_root() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("coreepi-demo", appauthor=False))
+
+
+def _prepare_data_dir(data_dir: Path, key: str, fresh: bool) -> None:
+    marker = data_dir / MARKER
+    if data_dir.exists() and any(data_dir.iterdir()):
+        if not marker.is_file():
+            raise InputError(
+                str(data_dir),
+                "is not empty and was not made by `coreepi demo`; give an empty or new "
+                "--data-dir (the demo never writes into another store)",
+            )
+        try:
+            old = json.loads(marker.read_text(encoding="utf-8")).get("key")
+        except (OSError, ValueError):
+            old = None
+        if fresh or old != key:
+            shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if not marker.is_file():
+        marker.write_text(json.dumps({"key": key, "coreepi": __version__}) + "\n",
+                          encoding="utf-8")
+
+
+class _QuietProgress:
+    """Ingest progress for a non-terminal: a line every 50 files."""
+
+    def __init__(self, err: Console) -> None:
+        self.err = err
+        self.total = 0
+        self.done = 0
+
+    def start(self, total: int) -> None:
+        self.total = total
+
+    def advance(self, path: str, outcome: str) -> None:
+        self.done += 1
+        if self.done % 50 == 0 or self.done == self.total:
+            self.err.print(f"  ingest: {self.done}/{self.total} files", highlight=False)
+
+
+def run_demo(
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    seed: int = 1,
+    scenario: str | os.PathLike[str] | None = None,
+    fresh: bool = False,
+    jobs: int | None = None,
+    html: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    out: Console | None = None,
+    err: Console | None = None,
+) -> DemoResult:
+    """Simulate (or reuse the cached fleet), ingest, report, compare with the truth.
+
+    ``data_dir``: the demo store (default: a per-user demo data dir keyed by
+    scenario and seed). ``scenario``: a TOML path or a bundled name.
+    ``fresh``: simulate again and rebuild the store. ``jobs``: processes for
+    simulation and analysis (default: CPUs). ``html``: where to write the
+    HTML report (default: ``<data_dir>/report.html``). ``cache_dir``: the
+    fleet cache (default :func:`demo_cache_dir`). ``out``/``err``: consoles
+    for the report and for progress (default: stdout / stderr).
+    """
+    from coreepi.cli.progress import IngestProgress
+    from coreepi.ingest.run import ingest
+    from coreepi.reporting import build_findings, render, render_text
+    from coreepi.simulate import simulate
+    from coreepi.simulate.score import link_crashes, load_truth, score
+    from coreepi.store import open_store
+
+    if out is None:
+        out = Console()
+        if not out.is_terminal:  # a log or a pipe: wide enough for the tables
+            out = Console(width=160)
+    err = err or Console(stderr=True)
+    path = resolve_scenario(scenario)
+    key = demo_key(path, seed)
+    entry = Path(cache_dir) / key if cache_dir is not None else demo_cache_dir() / key
+    fleet = entry / "fleet"
+    data = Path(data_dir) if data_dir is not None else _default_data_root() / key
+
+    _prepare_data_dir(data, key, fresh)  # refuses a foreign store before any work
+    simulated = False
+    if fresh and fleet.exists():
+        shutil.rmtree(fleet)
+    if not (fleet / "truth.json").is_file():
+        err.print(Text(f"demo: simulating scenario {path.stem} (seed {seed}): real programs "
+                       "crash under gdb, which writes their cores; this takes a few minutes "
+                       "the first time", style="bold"), highlight=False)
+        done = 0
+
+        def progress(record: dict[str, Any]) -> None:
+            nonlocal done
+            done += 1
+            if done % 25 == 0:
+                err.print(f"  {done} crashes made", highlight=False)
+
+        fleet.parent.mkdir(parents=True, exist_ok=True)
+        result = simulate(path, fleet, seed=seed, jobs=jobs, on_crash=progress)
+        err.print(f"demo: {result.summary()}", highlight=False)
+        simulated = True
+    else:
+        err.print(f"demo: using the simulated fleet cached in {fleet}", highlight=False)
+
+    err.print(Text(f"demo: ingesting into the demo store {data} (analyses every core)",
+                   style="bold"), highlight=False)
+    with open_store(data) as store:
+        observer: Any = IngestProgress(err) if err.is_terminal else _QuietProgress(err)
+        with observer if isinstance(observer, IngestProgress) else nullcontext():
+            summary = ingest([fleet], store, jobs=jobs, observer=observer)
+        for line in summary.lines():
+            err.print(f"  {line}", highlight=False)
+        findings = build_findings(store)
+        truth = load_truth(fleet)
+        links = link_crashes(store, fleet, truth)
+    fleet_score = score(findings, truth, links)
+
+    render_text(findings, out)
+    html_path = Path(html) if html is not None else data / "report.html"
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    html_path.write_text(render(findings, "html"), encoding="utf-8")
+    _print_score(fleet_score, out)
+    out.print(Text(f"HTML report: {html_path.resolve()}", style="bold"))
+    out.print(Text(f"Explore further: coreepi report --data-dir {data} "
+                   "[--format json|markdown|html]; the fleet (cores, truth.json) is in "
+                   f"{fleet}"))
+    return DemoResult(fleet, data, html_path, simulated, findings, fleet_score)
+
+
+def _print_score(sc: Any, out: Console) -> None:
+    """What the simulator planted next to what coreepi found."""
+    table = Table(title="Planted (truth.json) vs found", title_justify="left", show_lines=True)
+    for col, kw in (("disease", {}), ("planted", {"overflow": "fold"}),
+                    ("crashes", {"justify": "right"}), ("found", {}), ("", {}),
+                    ("deciding evidence", {"overflow": "fold"})):
+        table.add_column(col, **kw)  # type: ignore[arg-type]
+    for row in sc.table():
+        table.add_row(Text(row["disease"]), Text(str(row["planted"])), str(row["crashes"]),
+                      Text(str(row["found"])),
+                      Text("right", style="green") if row["right"]
+                      else Text("WRONG", style="bold red"),
+                      Text(row["evidence"] + (f"; {row['attribute_evidence']}"
+                                              if row["attribute_evidence"]
+                                              and row["attribute_evidence"] not in row["evidence"]
+                                              else "")))
+    out.print(table)
+    right = sum(1 for d in sc.scored if d.right)
+    hw = (f"hardware-suspect hosts: {len(sc.found_hw_hosts)} found, "
+          f"{len(sc.true_hw_hosts & sc.found_hw_hosts)} of {len(sc.true_hw_hosts)} planted")
+    out.print(Text(f"{right} of {len(sc.scored)} planted diseases attributed right; {hw}"
+                   + (f"; merged groups: {sc.merged}" if sc.merged else "")))
