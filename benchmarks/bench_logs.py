@@ -2,7 +2,7 @@
 """Benchmark the log parsers: kernel logs and JVM hs_err logs, MB/s and
 reports/s, against ``grep -c`` over the same bytes as a floor.
 
-Inputs: the real logs of ``../shared/testdata/`` — the syzkaller kernel
+Inputs: the real logs of ``tests/data/vendored/`` — the syzkaller kernel
 crash logs (``kernel-oops-syzkaller/``, each file's header lines up to the
 first blank line stripped, so only the raw log remains) and the krashpad
 hs_err logs (``jvm-hs_err-krashpad/``) — each set concatenated over and over
@@ -43,7 +43,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-TESTDATA = REPO.parent / "shared" / "testdata"
+TESTDATA = REPO / "tests" / "data" / "vendored"  # syzkaller and krashpad logs (tests/data/NOTICE)
 
 from coreepi.parse.jvm.hs_err import parse_hs_err
 from coreepi.parse.kernel.oops import iter_kernel_log

@@ -6,7 +6,8 @@ Seeds:
 
 * a gcore core of a tiny C program that dereferences NULL (built with gcc, run
   under ``gdb -batch``; gdb writes the note segment *after* the memory), and
-* elfutils' ``backtrace.x86_64.core`` from ``../shared/testdata`` (a kernel
+* elfutils' ``backtrace.x86_64.core`` from ``../shared/testdata`` (GPL-3.0, not
+  redistributed with coreepi: see ``testdata.shared``; a kernel
   core: the note segment comes *before* the memory).
 
 Layouts follow the System V gABI (ELF64 header, program headers, notes).
@@ -21,6 +22,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from testdata import shared, shared_missing
+
 __all__ = [
     "ELFUTILS_CORE",
     "Layout",
@@ -32,9 +35,8 @@ __all__ = [
     "layout",
 ]
 
-TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"
-ELFUTILS_CORES = TESTDATA / "elf-cores-elfutils"
-ELFUTILS_CORE = ELFUTILS_CORES / "backtrace.x86_64.core.bz2"
+ELFUTILS_CORES = shared("elf-cores-elfutils")  # None where ../shared/testdata is absent
+ELFUTILS_CORE = None if ELFUTILS_CORES is None else ELFUTILS_CORES / "backtrace.x86_64.core.bz2"
 
 PT_LOAD, PT_NOTE = 1, 4
 EHDR_SIZE, PHDR_SIZE, NHDR_SIZE = 64, 56, 12
@@ -84,9 +86,11 @@ def gcore_core(workdir: Path) -> Path:
 def elfutils_core(workdir: Path, arch: str = "x86_64") -> Path:
     """elfutils' kernel core of ``backtrace`` for ``arch`` (x86_64, aarch64),
     decompressed into ``workdir``."""
+    if ELFUTILS_CORES is None:
+        raise SeedUnavailable(shared_missing("elf-cores-elfutils"))
     packed = ELFUTILS_CORES / f"backtrace.{arch}.core.bz2"
     if not packed.is_file():
-        raise SeedUnavailable(f"{packed} is absent (../shared/testdata not present)")
+        raise SeedUnavailable(f"{packed} is absent")
     workdir.mkdir(parents=True, exist_ok=True)
     core = workdir / f"backtrace.{arch}.core"
     with bz2.open(packed) as src, open(core, "wb") as dst:

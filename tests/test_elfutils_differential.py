@@ -41,6 +41,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import elfutils_peer as eu  # noqa: E402
+from testdata import shared, shared_missing  # noqa: E402
 
 from coreepi.errors import UnsupportedArchError  # noqa: E402
 from coreepi.model.report import CrashReport, Frame, FrameTrust, Module  # noqa: E402
@@ -48,8 +49,7 @@ from coreepi.parse.elf.core import parse_core  # noqa: E402
 from coreepi.parse.elf.corefile import CoreFile  # noqa: E402
 from coreepi.parse.elf.notes import read_notes  # noqa: E402
 
-TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"
-CORES_DIR = TESTDATA / "elf-cores-elfutils"
+CORES_DIR = shared("elf-cores-elfutils")  # GPL-3.0: not vendored; None where absent
 
 
 @dataclass(frozen=True)
@@ -115,11 +115,8 @@ class Env:
 def elfutils_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     """The cores and executables, decompressed once into a temporary
     directory, with cached coreepi reports and peer outputs."""
-    if not CORES_DIR.is_dir():
-        pytest.skip(
-            f"{CORES_DIR} not found: the shared test data (real elfutils cores) is not "
-            "available in this checkout"
-        )
+    if CORES_DIR is None:
+        pytest.skip(shared_missing("elf-cores-elfutils"))
     if missing := eu.missing_tools():
         pytest.skip(f"elfutils tools not installed: {', '.join(missing)} (apt install elfutils)")
     out = tmp_path_factory.mktemp("elfutils-cores")

@@ -2,7 +2,7 @@
 host and time and become a host's attribution evidence; a GPU node whose
 crashes follow Xid 79/48/94/95 is hardware-suspect; kernel-oops and hs_err
 crashes share groups with native ones. Synthetic fleets with known answers
-(plus real hs_err / kernel logs where ../shared/testdata is present)."""
+(plus real hs_err / kernel logs from tests/data/vendored)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
+from testdata import vendored
 
 from coreepi.epi import EpiConfig, analyze_fleet
 from coreepi.ingest.run import ingest
@@ -22,7 +22,6 @@ from coreepi.store import CoreStatus, CrashRecord, DuckDBStore
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 DAYS = 60
-TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"
 
 
 def _crash(cid: str, host: str, at: datetime, sig: str, source: Source = Source.ELF_CORE,
@@ -131,10 +130,8 @@ def test_without_telemetry_the_same_host_has_no_telemetry_evidence(tmp_path: Pat
 
 
 def test_kernel_and_hs_err_crashes_share_groups_with_native_ones(tmp_path: Path) -> None:
-    hs = TESTDATA / "jvm-hs_err-krashpad" / "dataset26.txt"  # SIGSEGV at 0x0: null-deref
-    syz = TESTDATA / "kernel-oops-syzkaller" / "323"
-    if not hs.exists() or not syz.exists():
-        pytest.skip(f"{TESTDATA} not found (shared test data is not in this checkout)")
+    hs = vendored("jvm-hs_err-krashpad") / "dataset26.txt"  # SIGSEGV at 0x0: null-deref
+    syz = vendored("kernel-oops-syzkaller") / "323"
     crashes = tmp_path / "crashes"
     crashes.mkdir()
     shutil.copy(hs, crashes / "hs_err_pid92333.log")

@@ -16,19 +16,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import vendored
 
 from coreepi.model.report import CrashReport, Source
 from coreepi.parse.jvm.hs_err import HsErrLimits, looks_like_hs_err, parse_hs_err
 from coreepi.parse.jvm.signature import normalize_cpp
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "testdata" / "jvm-hs_err-krashpad"
+DATA = vendored("jvm-hs_err-krashpad")
 EXPECTED: dict[str, dict[str, Any]] = tomllib.loads(
     (ROOT / "tests" / "data" / "hs_err_expected.toml").read_text(encoding="utf-8")
-)
-needs_data = pytest.mark.skipif(
-    not DATA.is_dir(),
-    reason=f"real hs_err logs not found at {DATA} (../shared/testdata is not in user clones)",
 )
 
 
@@ -63,7 +60,6 @@ def _check(problems: list[str], field: str, got: object, want: object) -> None:
 # --- ground truth: the 60 real logs ------------------------------------------------------
 
 
-@needs_data
 @pytest.mark.parametrize(
     "name", sorted(EXPECTED, key=lambda n: int(str(n).removeprefix("dataset")))
 )
@@ -167,7 +163,6 @@ def test_real_log_matches_hand_read_values(name: str) -> None:
     assert not problems, f"{name}: " + "; ".join(problems)
 
 
-@needs_data
 def test_every_real_log_gives_a_report_with_a_stable_id() -> None:
     ids: dict[str, list[str]] = {}
     for path in sorted(DATA.glob("dataset*.txt")):
@@ -187,7 +182,6 @@ def test_every_real_log_gives_a_report_with_a_stable_id() -> None:
     assert len(ids) >= 45
 
 
-@needs_data
 def test_signatures_of_real_logs() -> None:
     names = ("dataset2", "dataset3", "dataset4", "dataset5", "dataset23", "dataset27", "dataset35")
     signatures = {
@@ -224,7 +218,6 @@ def test_signatures_of_real_logs() -> None:
     )
 
 
-@needs_data
 def test_real_log_details() -> None:
     report = _parse_dataset("dataset45")
     thread = report.crashed_thread
@@ -656,7 +649,6 @@ def test_not_an_hs_err_log_is_no_crash(text: str) -> None:
     assert not looks_like_hs_err(text.encode())
 
 
-@needs_data
 def test_sniffing_and_compressed_paths(tmp_path: Path) -> None:
     for path in sorted(DATA.glob("dataset*.txt")):
         assert looks_like_hs_err(path.read_bytes()[:4096]), path.name
@@ -673,10 +665,9 @@ def test_sniffing_and_compressed_paths(tmp_path: Path) -> None:
     assert looks_like_hs_err(JDK17.encode()) and looks_like_hs_err(b"\xff\xfe" + JDK6.encode())
 
 
-KERNEL_LOGS = ROOT.parent / "shared" / "testdata" / "kernel-oops-syzkaller"
+KERNEL_LOGS = vendored("kernel-oops-syzkaller")
 
 
-@pytest.mark.skipif(not KERNEL_LOGS.is_dir(), reason=f"kernel logs not found at {KERNEL_LOGS}")
 def test_kernel_logs_are_not_hs_err_logs() -> None:
     """747 real kernel crash logs: no false hs_err sniff, no false crash."""
     for path in sorted(KERNEL_LOGS.iterdir()):
@@ -687,7 +678,7 @@ def test_kernel_logs_are_not_hs_err_logs() -> None:
 
 # --- robustness: mutated real logs -----------------------------------------------------------
 
-_SAMPLES = sorted(DATA.glob("dataset*.txt")) if DATA.is_dir() else []
+_SAMPLES = sorted(DATA.glob("dataset*.txt"))
 _TEXTS = [p.read_bytes() for p in _SAMPLES] + [
     JDK17.encode(),
     JDK6.encode(),

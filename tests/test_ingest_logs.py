@@ -3,9 +3,10 @@ kernel crashes of H), hs_err logs and kernel logs among a fleet's crashes,
 sigbus_mce events from SIGBUS BUS_MCEERR crashes, and one crash from an
 hs_err log plus the core of the same JVM process (both arrival orders).
 
-Real inputs: ../shared/testdata (gpud kernel logs, syzkaller kernel logs,
-krashpad hs_err logs, elfutils cores) and, where java, javac and kernel
-cores are available, a real JVM crash made here (hs_err + core).
+Real inputs: tests/data/vendored (gpud kernel logs, syzkaller kernel logs,
+krashpad hs_err logs), ../shared/testdata (elfutils cores; skipped where
+absent) and, where java, javac and kernel cores are available, a real JVM
+crash made here (hs_err + core).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from testdata import shared, shared_missing, vendored
 from typer.testing import CliRunner
 
 from coreepi.cli.main import app
@@ -29,17 +31,10 @@ from coreepi.ingest.run import ingest
 from coreepi.model.report import CrashReport, SignalInfo, Source
 from coreepi.store import DuckDBStore
 
-TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"
-GPUD = TESTDATA / "host-telemetry-gpud"
-SYZ = TESTDATA / "kernel-oops-syzkaller"
-HS_ERR = TESTDATA / "jvm-hs_err-krashpad"
-ELFCORES = TESTDATA / "elf-cores-elfutils"
-
-
-def need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} not found (shared test data is not in this checkout)")
-    return path
+GPUD = vendored("host-telemetry-gpud")
+SYZ = vendored("kernel-oops-syzkaller")
+HS_ERR = vendored("jvm-hs_err-krashpad")
+ELFCORES = shared("elf-cores-elfutils")
 
 
 def rows(store: DuckDBStore, sql: str) -> list[tuple]:
@@ -56,9 +51,9 @@ def sidecar(path: Path, host: str, when: datetime | str, **extra: object) -> Non
 
 
 def test_telemetry_logs_become_events_and_kernel_crashes_of_the_host(tmp_path: Path) -> None:
-    xid = need(GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log")
-    mem = need(GPUD / "components_memory_testdata_dmesg.decode.iso.log")
-    pstore = need(GPUD / "pkg_pstore_testdata_7530486857247_dmesg.txt")
+    xid = GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log"
+    mem = GPUD / "components_memory_testdata_dmesg.decode.iso.log"
+    pstore = GPUD / "pkg_pstore_testdata_7530486857247_dmesg.txt"
     with DuckDBStore(tmp_path / "store") as store:
         summary = ingest([], store, telemetry_logs=[(xid, "gpu-7"), (mem, "h-2"), (pstore, "h-3")])
         by_host = dict(rows(store, "SELECT host_id, count(*) FROM telemetry GROUP BY host_id"))
@@ -89,7 +84,7 @@ def test_telemetry_logs_become_events_and_kernel_crashes_of_the_host(tmp_path: P
 def test_telemetry_log_kernel_crash_gets_the_log_time_and_host(tmp_path: Path) -> None:
     """A kernel oops in a journal-style log: crash of --host at the oops line's time."""
     log = tmp_path / "kern.log"
-    body = _syz_body(need(SYZ / "323"))
+    body = _syz_body(SYZ / "323")
     stamp = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
     edac = (
         "2024-03-01T11:59:58+00:00 node-9 kernel: EDAC MC0: 1 UE memory read error on "
@@ -110,7 +105,7 @@ def test_telemetry_log_kernel_crash_gets_the_log_time_and_host(tmp_path: Path) -
 
 
 def test_cli_ingest_telemetry(tmp_path: Path) -> None:
-    xid = need(GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log")
+    xid = GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log"
     runner = CliRunner()
     result = runner.invoke(app, ["ingest", "--data-dir", str(tmp_path / "d"),
                                  "--telemetry", str(xid), "--host", "gpu-1"])
@@ -134,8 +129,7 @@ def _syz_body(path: Path) -> str:
 
 
 def test_fleet_crashes_take_hs_err_and_kernel_logs(tmp_path: Path) -> None:
-    need(SYZ)
-    hs = need(HS_ERR / "dataset23.txt")
+    hs = HS_ERR / "dataset23.txt"
     crashes = tmp_path / "fleet" / "crashes"
     crashes.mkdir(parents=True)
     (tmp_path / "fleet" / "hosts.csv").write_text("host_id\nh1\nh2\n")
@@ -195,8 +189,10 @@ def test_sigbus_mceerr_crash_becomes_a_telemetry_event(tmp_path: Path) -> None:
 
 
 def _elfutils_core(tmp: Path) -> Path:
+    if ELFCORES is None:
+        pytest.skip(shared_missing("elf-cores-elfutils"))
     core = tmp / "backtrace.core"
-    with bz2.open(need(ELFCORES / "backtrace.x86_64.core.bz2")) as src, open(core, "wb") as dst:
+    with bz2.open(ELFCORES / "backtrace.x86_64.core.bz2") as src, open(core, "wb") as dst:
         shutil.copyfileobj(src, dst)
     return core
 
@@ -207,7 +203,7 @@ def test_core_and_hs_err_of_the_same_pid_are_one_crash(tmp_path: Path) -> None:
     crashes.mkdir()
     core = _elfutils_core(crashes)
     (pid,) = {r.process.pid for r in inspect_file(core)}
-    text = need(HS_ERR / "dataset26.txt").read_text(errors="replace")
+    text = (HS_ERR / "dataset26.txt").read_text(errors="replace")
     hs = crashes / f"hs_err_pid{pid}.log"
     hs.write_text(re.sub(r"\b92333\b", str(pid), text))
     (hs_report,) = inspect_file(hs)

@@ -1,6 +1,6 @@
 """Kernel oops / panic logs into CrashReports (coreepi.parse.kernel.oops).
 
-Ground truth: ``../shared/testdata/kernel-oops-syzkaller/`` (syzkaller's
+Ground truth: ``tests/data/vendored/kernel-oops-syzkaller/`` (syzkaller's
 ``pkg/report/testdata/linux/report``): the first report's title must equal
 ``TITLE:``; logs without one must give no crash; ``CORRUPTED: Y`` logs must
 be flagged. Plus hand-written logs for formats the ground truth lacks
@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import vendored
 
 from coreepi.model.report import CrashReport, FrameTrust, Source
 from coreepi.parse.kernel.oops import (
@@ -32,11 +33,7 @@ from coreepi.parse.kernel.oops import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "kernel-oops-syzkaller"
-needs_testdata = pytest.mark.skipif(
-    not TESTDATA.is_dir(),
-    reason=f"kernel oops ground truth not found at {TESTDATA} (only CI and dev machines have ../shared)",
-)
+TESTDATA = vendored("kernel-oops-syzkaller")
 
 
 def _agreement_module():  # type: ignore[no-untyped-def]
@@ -57,7 +54,6 @@ def agreement():  # type: ignore[no-untyped-def]
 # --------------------------------------------------------------------------- ground truth
 
 
-@needs_testdata
 def test_title_agreement_with_syzkaller(agreement) -> None:  # type: ignore[no-untyped-def]
     _, result = agreement
     assert len(result.titled) >= 700
@@ -67,14 +63,12 @@ def test_title_agreement_with_syzkaller(agreement) -> None:  # type: ignore[no-u
     assert rate >= 0.95, misses[:20]
 
 
-@needs_testdata
 def test_no_crash_in_logs_without_title(agreement) -> None:  # type: ignore[no-untyped-def]
     _, result = agreement
     false_crashes = [(o.case.name, o.got_title) for o in result.untitled if o.got_title is not None]
     assert result.untitled and not false_crashes
 
 
-@needs_testdata
 def test_corrupted_logs_are_flagged(agreement) -> None:  # type: ignore[no-untyped-def]
     _, result = agreement
     corrupted = [o for o in result.titled if o.case.corrupted]
@@ -82,7 +76,6 @@ def test_corrupted_logs_are_flagged(agreement) -> None:  # type: ignore[no-untyp
     assert corrupted and not unflagged
 
 
-@needs_testdata
 def test_agreement_page_is_current(agreement) -> None:  # type: ignore[no-untyped-def]
     module, result = agreement
     page = ROOT / "docs" / "parsers" / "kernel-oops-agreement.md"
@@ -269,11 +262,10 @@ def test_looks_like_kernel_log() -> None:
 
 def _sample_logs() -> list[str]:
     logs = [KASAN_THEN_GPF, MCE_PANIC]
-    if TESTDATA.is_dir():
-        module = _agreement_module()
-        for name in ("0", "100", "317", "620", "748", "1000", "1002"):
-            if (TESTDATA / name).exists():
-                logs.append(module.load_case(TESTDATA / name).log)
+    module = _agreement_module()
+    for name in ("0", "100", "317", "620", "748", "1000", "1002"):
+        if (TESTDATA / name).exists():
+            logs.append(module.load_case(TESTDATA / name).log)
     return logs
 
 

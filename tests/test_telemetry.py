@@ -1,6 +1,6 @@
 """Hardware telemetry parsers (coreepi.parse.telemetry.logs*).
 
-Ground truth: ``../shared/testdata/host-telemetry-gpud/`` (real kernel logs
+Ground truth: ``tests/data/vendored/host-telemetry-gpud/`` (real kernel logs
 from leptonai/gpud's test data): the expected values below are read off the
 lines by hand. Formats the ground truth lacks (kernel MCE records, AMD's MCE
 decoder, EDAC CE/UE, AER, mcelog, rasdaemon, APEI/GHES, memory-failure) are
@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import vendored
 
 from coreepi.model.events import EventKind, TelemetryEvent
 from coreepi.model.report import AnalysisInfo, CrashReport, ProcessInfo, SignalInfo, Source
@@ -35,11 +36,7 @@ from coreepi.parse.telemetry.logs import (
     xid_table,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "host-telemetry-gpud"
-needs_testdata = pytest.mark.skipif(
-    not TESTDATA.is_dir(),
-    reason=f"telemetry ground truth not found at {TESTDATA} (only CI and dev machines have ../shared)",
-)
+TESTDATA = vendored("host-telemetry-gpud")
 XID_119 = "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log"
 XID_ISO = "components_memory_testdata_dmesg.decode.iso.log"
 KMSG = "pkg_kmsg_testdata_kmsg.1.log"
@@ -57,7 +54,6 @@ def kinds(events: list[TelemetryEvent]) -> Counter[str]:
 # --------------------------------------------------------------------------- ground truth
 
 
-@needs_testdata
 def test_xid_119_gsp_timeouts() -> None:
     events = list(parse_telemetry(TESTDATA / XID_119, host_id="gpu-node-1"))
     assert kinds(events) == {"xid": 5}
@@ -90,7 +86,6 @@ def test_xid_119_gsp_timeouts() -> None:
     assert len({e.event_id for e in events}) == 5
 
 
-@needs_testdata
 def test_xid_13_and_43_iso_timestamps() -> None:
     events = list(parse_telemetry(TESTDATA / XID_ISO))
     codes = Counter(e.detail["code"] for e in events)
@@ -111,7 +106,6 @@ def test_xid_13_and_43_iso_timestamps() -> None:
     assert all(e.component == "GPU 0000:38:00" for e in events)
 
 
-@needs_testdata
 def test_kmsg_log_has_no_hardware_events() -> None:
     assert list(parse_telemetry(TESTDATA / KMSG)) == []
     first = (TESTDATA / KMSG).read_text().splitlines()[0]
@@ -120,7 +114,6 @@ def test_kmsg_log_has_no_hardware_events() -> None:
     assert line.message == "nvidia-nvswitch2: open (major=510)"
 
 
-@needs_testdata
 def test_pstore_boot_log_banners_are_not_events() -> None:
     path = TESTDATA / PSTORE
     assert list(parse_telemetry(path)) == []
@@ -148,7 +141,6 @@ def test_banner_lines_yield_no_event() -> None:
     assert events_of(text) == []
 
 
-@needs_testdata
 def test_sniffing_real_files() -> None:
     assert looks_like_telemetry((TESTDATA / XID_119).read_bytes())
     assert looks_like_telemetry((TESTDATA / XID_ISO).read_bytes())
@@ -526,7 +518,6 @@ def test_event_ids_are_stable() -> None:
     assert set(first).isdisjoint(e.event_id for e in events_of(text, host_id="other", name="a.log"))
 
 
-@needs_testdata
 def test_event_ids_without_precise_time_use_the_line() -> None:
     a = [e.event_id for e in parse_telemetry(TESTDATA / XID_119, host_id="h", name="x")]
     b = [e.event_id for e in parse_telemetry(TESTDATA / XID_119, host_id="h", name="x")]
@@ -570,8 +561,7 @@ def test_other_crashes_are_not_events() -> None:
 
 def _samples() -> list[str]:
     samples = [INTEL_MCE, AMD_MCE, GHES, EDAC, AER, AER_OLD, MCELOG, RAS_MC_CTL]
-    if TESTDATA.is_dir():
-        samples += [p.read_text("utf-8", "replace")[:20000] for p in sorted(TESTDATA.iterdir())]
+    samples += [p.read_text("utf-8", "replace")[:20000] for p in sorted(TESTDATA.iterdir())]
     return samples
 
 
