@@ -1,4 +1,4 @@
-"""Content-addressed blob directory (cores, large artifacts).
+"""The local-directory :class:`~coreepi.store.interfaces.BlobStore`.
 
 A blob's key is the SHA-256 (lower-case hex) of its content *as received*
 (e.g. the core file's bytes, compressed or not). On disk it lives at
@@ -6,7 +6,7 @@ A blob's key is the SHA-256 (lower-case hex) of its content *as received*
 content is already compressed (zstd, gzip, bzip2, xz), which is not worth
 compressing again. Writes go to a temporary file and are renamed into place,
 so a blob is complete or absent, and concurrent writers of one key are
-harmless (same content). No database: workers may write blobs directly.
+harmless (same content).
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from pathlib import Path
 
 import zstandard
 
-__all__ = ["BlobStore", "sha256_file"]
+from coreepi.store.interfaces.blobs import BlobStore
+
+__all__ = ["DirectoryBlobStore", "sha256_file"]
 
 _COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 _CHUNK = 1 << 20
@@ -48,8 +50,8 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class BlobStore:
-    """Blobs under ``root``, addressed by the SHA-256 of their content."""
+class DirectoryBlobStore(BlobStore):
+    """Blobs under the directory ``root`` (created on the first write)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -65,13 +67,13 @@ class BlobStore:
         return next((p for p in self._paths(key) if p.exists()), None)
 
     def has(self, key: str) -> bool:
+        """Whether the blob is stored. ValueError for a malformed ``key``."""
         return self.path(key) is not None
 
     def put_file(self, path: str | os.PathLike[str], key: str | None = None) -> str:
-        """Store the file at ``path``; returns its key. With ``key`` given
-        (the caller already hashed it) an existing blob is not rewritten;
-        the content is still hashed while copying, and a mismatch raises
-        ValueError (the file changed under us)."""
+        """See :meth:`BlobStore.put_file`. The content is hashed while it is
+        copied (and compressed) to a temporary file in ``root``, then renamed
+        into place."""
         if key is not None and self.has(key):
             return key
         self.root.mkdir(parents=True, exist_ok=True)

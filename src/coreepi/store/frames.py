@@ -4,12 +4,17 @@ Backend-independent: every store implementation reads its rows (attributes
 as JSON text) and hands them here. JSON is decoded once per *distinct* text
 (fleets repeat a few attribute sets millions of times), so expanding 10M
 exposure intervals costs a factorize, not 10M ``json.loads``.
+
+:class:`NodeTimeFrames` is the shape of the summed path
+(:meth:`~coreepi.store.interfaces.HostStore.node_time_frames`); DuckDB's
+query for it is in :mod:`coreepi.store.node_time`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,8 +25,12 @@ __all__ = [
     "CRASH_COLUMNS",
     "EXPOSURE_COLUMNS",
     "TELEMETRY_COLUMNS",
+    "NodeTimeFrames",
+    "attribute_columns",
     "crash_frame_from",
     "exposure_frame_from",
+    "json_object",
+    "merged_attributes",
     "telemetry_frame_from",
 ]
 
@@ -36,7 +45,29 @@ TELEMETRY_COLUMNS = (
 )  # fmt: skip
 
 
-def _loads(text: Any) -> dict[str, Any]:
+@dataclass
+class NodeTimeFrames:
+    """Crashes and exposure of ``[since, until)`` (UTC), exposure summed.
+
+    ``crashes``: ``crash_id, host_id, captured_at`` (UTC), ``signature,
+    phenotypes, hardware_phenotypes`` (lists), ``exe, app_version``, one column
+    per sidecar attribute, and ``exposure_set`` (row of ``sets`` of the
+    interval holding the crash, -1: none). ``sets``: one row per attribute
+    set with exposure in the window: one column per attribute (hosts.csv's,
+    the interval's overriding) and ``node_days`` (float, days of 86400 s).
+    ``by_host``: node-days per ``host_id`` in the window. Exactly the input
+    of ``coreepi.epi.tables.NodeTime``.
+    """
+
+    since: datetime
+    until: datetime
+    crashes: pd.DataFrame
+    sets: pd.DataFrame
+    by_host: pd.Series
+
+
+def json_object(text: Any) -> dict[str, Any]:
+    """The JSON object in ``text``; {} for None, empty text or a non-object."""
     if not isinstance(text, str) or not text:
         return {}
     value = json.loads(text)
@@ -48,7 +79,18 @@ def _as_utc(series: pd.Series) -> pd.Series:
     return s.dt.tz_convert("UTC")
 
 
-def _attribute_columns(
+def merged_attributes(pairs: Iterable[tuple[Any, Any]]) -> list[dict[str, Any]]:
+    """One dict per (host attributes JSON, interval attributes JSON): the
+    host's, overridden by the interval's values that are not None."""
+    out = []
+    for host_text, interval_text in pairs:
+        merged = json_object(host_text)
+        merged.update({k: v for k, v in json_object(interval_text).items() if v is not None})
+        out.append(merged)
+    return out
+
+
+def attribute_columns(
     codes: np.ndarray, dicts: Sequence[dict[str, Any]], reserved: Sequence[str]
 ) -> dict[str, pd.Series]:
     """One column per key of ``dicts`` (one dict per distinct attribute set),
@@ -75,16 +117,17 @@ def _scalar(v: Any) -> Any:
 
 
 def crash_frame_from(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows``: CRASH_COLUMNS (lists may be numpy arrays) + ``attributes`` (JSON text)."""
+    """The crash frame (see :meth:`~coreepi.store.interfaces.CrashStore.crash_frame`)
+    of ``rows``: CRASH_COLUMNS (lists may be numpy arrays) + ``attributes`` (JSON text)."""
     df = rows.loc[:, list(CRASH_COLUMNS)].copy()
     df["captured_at"] = _as_utc(df["captured_at"])
     for c in ("phenotypes", "hardware_phenotypes"):
         df[c] = [list(v) if v is not None else [] for v in df[c]]
     codes, uniques = pd.factorize(rows["attributes"], use_na_sentinel=True)
-    dicts = [_loads(u) for u in uniques]
+    dicts = [json_object(u) for u in uniques]
     # exe and app_version are columns of their own (filled from the sidecar)
     dicts = [{k: v for k, v in d.items() if k not in ("exe", "app_version")} for d in dicts]
-    for name, col in _attribute_columns(codes, dicts, CRASH_COLUMNS).items():
+    for name, col in attribute_columns(codes, dicts, CRASH_COLUMNS).items():
         df[name] = col.values
     return df.reset_index(drop=True)
 
@@ -92,7 +135,9 @@ def crash_frame_from(rows: pd.DataFrame) -> pd.DataFrame:
 def exposure_frame_from(
     rows: pd.DataFrame, since: datetime | None, until: datetime | None
 ) -> pd.DataFrame:
-    """``rows``: host_id, start, end, attributes (interval JSON), host_attributes (JSON)."""
+    """The exposure frame (see :meth:`~coreepi.store.interfaces.HostStore.exposure_frame`)
+    of ``rows``: host_id, start, end, attributes (interval JSON), host_attributes
+    (JSON), clipped to ``[since, until)``."""
     df = pd.DataFrame({"host_id": rows["host_id"].astype(object)})
     start = _as_utc(rows["start"])
     end = _as_utc(rows["end"])
@@ -109,17 +154,14 @@ def exposure_frame_from(
     })
     # group numbers in order of first appearance == drop_duplicates' order
     codes = keys.groupby(["h", "i"], sort=False).ngroup().to_numpy()
-    dicts = []
-    for host_text, interval_text in keys.drop_duplicates().itertuples(index=False):
-        merged = _loads(host_text)
-        merged.update({k: v for k, v in _loads(interval_text).items() if v is not None})
-        dicts.append(merged)
-    for name, col in _attribute_columns(codes, dicts, EXPOSURE_COLUMNS).items():
+    dicts = merged_attributes(keys.drop_duplicates().itertuples(index=False))
+    for name, col in attribute_columns(codes, dicts, EXPOSURE_COLUMNS).items():
         df[name] = col.values
     return df.reset_index(drop=True)
 
 
 def telemetry_frame_from(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows``: TELEMETRY_COLUMNS; ``ts`` made UTC, ``hardware_indicative`` bool."""
     df = rows.loc[:, list(TELEMETRY_COLUMNS)].copy()
     df["ts"] = _as_utc(df["ts"])
     df["hardware_indicative"] = df["hardware_indicative"].astype(bool)

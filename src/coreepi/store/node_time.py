@@ -9,8 +9,8 @@ in effect when it happened. DuckDB computes all three in one scan of the
 exposure plus one ASOF join, and the crashes come back with their repeated
 strings (host, signature, phenotype lists, attribute JSON) as integer codes
 into small dictionaries, so pandas never decodes a million copies of the same
-text. The result (:class:`NodeTimeFrames`) is exactly the input of
-``coreepi.epi.NodeTime`` (see ``coreepi/epi/tables.py``).
+text. The result (:class:`~coreepi.store.frames.NodeTimeFrames`) is exactly
+the input of ``coreepi.epi.NodeTime`` (see ``coreepi/epi/tables.py``).
 
 The SQL is DuckDB's (``ASOF JOIN``, ``GROUPING SETS``); the PostgreSQL store
 will express the crash-to-interval lookup as a ``LATERAL`` subquery.
@@ -18,8 +18,6 @@ will express the crash-to-interval lookup as a ``LATERAL`` subquery.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,41 +25,29 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from coreepi.store.frames import CRASH_COLUMNS, EXPOSURE_COLUMNS, _attribute_columns, _loads
+from coreepi.store.frames import (
+    CRASH_COLUMNS,
+    EXPOSURE_COLUMNS,
+    NodeTimeFrames,
+    attribute_columns,
+    json_object,
+    merged_attributes,
+)
 
-__all__ = ["NodeTimeFrames", "duckdb_node_time_frames"]
+__all__ = ["duckdb_node_time_frames"]
 
-Query = Callable[[str, list[Any]], duckdb.DuckDBPyConnection]
 SEP = "\x1f"  # joins a phenotype list into one string (unit separator: never in a name)
 
 
-@dataclass
-class NodeTimeFrames:
-    """Crashes and exposure of ``[since, until)``, exposure summed.
-
-    ``crashes``: ``crash_id, host_id, captured_at`` (UTC), ``signature,
-    phenotypes, hardware_phenotypes`` (lists), ``exe, app_version``, one column
-    per sidecar attribute, and ``exposure_set`` (row of ``sets`` of the
-    interval holding the crash, -1: none). ``sets``: one row per attribute
-    set with exposure in the window: one column per attribute (hosts.csv's,
-    the interval's overriding) and ``node_days``. ``by_host``: node-days per
-    ``host_id`` in the window.
-    """
-
-    since: datetime
-    until: datetime
-    crashes: pd.DataFrame
-    sets: pd.DataFrame
-    by_host: pd.Series
-
-
-def _window(query: Query, since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
+def _window(
+    con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
+) -> tuple[datetime, datetime]:
     """The analytics' default window: the exposure's span, widened to every crash."""
     if since is not None and until is not None:
         return since, until
-    row = query(
+    row = con.execute(
         "SELECT (SELECT min(start_ts) FROM exposure), (SELECT max(end_ts) FROM exposure), "
-        "(SELECT min(captured_at) FROM crashes), (SELECT max(captured_at) FROM crashes)", []
+        "(SELECT min(captured_at) FROM crashes), (SELECT max(captured_at) FROM crashes)"
     ).fetchone()
     e_lo, e_hi, c_lo, c_hi = row if row else (None, None, None, None)
     if c_hi is not None:
@@ -84,30 +70,33 @@ def _dictionary(con: duckdb.DuckDBPyConnection, name: str, sql: str, params: lis
     return values
 
 
-def _take(values: list[Any], codes: np.ndarray) -> np.ndarray:
-    """``values[code]`` for every code; a missing code (NaN, -1) gives None."""
+def _codes(column: pd.Series) -> np.ndarray:
+    """A column of dictionary codes as int64; a missing code (NaN after a
+    LEFT JOIN) becomes -1."""
+    codes = column.to_numpy()
+    if codes.dtype.kind == "f":
+        return np.where(np.isnan(codes), -1, codes).astype(np.int64)
+    return codes.astype(np.int64)
+
+
+def _take(values: list[Any], column: pd.Series) -> np.ndarray:
+    """``values[code]`` for every code of ``column``; a missing code (NaN, -1) gives None."""
     table = np.empty(len(values) + 1, dtype=object)
     table[: len(values)] = values
     table[len(values)] = None
-    idx = np.where(np.isnan(codes), -1, codes).astype(np.int64) if codes.dtype.kind == "f" \
-        else codes.astype(np.int64)
-    return table[idx]
+    return table[_codes(column)]
 
 
-def duckdb_node_time_frames(
-    con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
-) -> NodeTimeFrames:
-    """Build :class:`NodeTimeFrames` on ``con`` (a cursor of the store, UTC session)."""
+def _summed_exposure(
+    con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Node-days per (host attributes, interval attributes) and per host, in one
+    scan of the intervals overlapping ``[lo, hi)``, clipped to it.
 
-    def query(sql: str, params: list[Any]) -> duckdb.DuckDBPyConnection:
-        return con.execute(sql, params)
-
-    lo, hi = _window(query, since, until)
-    win = [lo, hi]
-    # 1. exposure: node-days per (host attributes, interval attributes) and per host,
-    #    one scan of the intervals overlapping the window, clipped to it.
-    #    Summed per (host, interval attributes) first, so the join to hosts and the
-    #    grouping sets see thousands of rows, not millions.
+    Summed per (host, interval attributes) first, so the join to hosts and the
+    grouping sets see thousands of rows, not millions. Returns (set rows:
+    ``ha, ia, node_days`` with the attribute JSON texts, sets: one column per
+    merged attribute + ``node_days``, node-days by host)."""
     summed = con.execute(
         "WITH a AS (SELECT host_id, attributes AS ia, "
         "sum(epoch(least(end_ts, ?) - greatest(start_ts, ?))) AS s "
@@ -124,22 +113,29 @@ def duckdb_node_time_frames(
         name="node_days",
     )
     set_rows = summed.loc[~per_host, ["ha", "ia", "node_days"]].reset_index(drop=True)
-    dicts = []
-    for host_text, interval_text in zip(set_rows["ha"], set_rows["ia"], strict=True):
-        merged = _loads(host_text)
-        merged.update({k: v for k, v in _loads(interval_text).items() if v is not None})
-        dicts.append(merged)
+    dicts = merged_attributes(zip(set_rows["ha"], set_rows["ia"], strict=True))
     sets = pd.DataFrame(index=range(len(set_rows)))
-    for name, col in _attribute_columns(
+    for name, col in attribute_columns(
         np.arange(len(set_rows)), dicts, (*EXPOSURE_COLUMNS, "node_days")
     ).items():
         sets[name] = col.values
     sets["node_days"] = set_rows["node_days"].to_numpy(np.float64)
+    return set_rows, sets, by_host
 
-    # 2. crashes: repeated strings as codes into dictionaries, the interval's set by ASOF join
-    #    The ASOF join sorts the exposure side by host and start: it gets integer
-    #    codes for the host (only hosts with crashes in the window: a semi-join) and
-    #    for the interval's attributes instead of their strings.
+
+_DICTIONARIES = ("_d_ia", "_d_host", "_d_sig", "_d_phen", "_d_hw", "_d_attr", "_sets")
+
+
+def _crash_codes(
+    con: duckdb.DuckDBPyConnection, set_rows: pd.DataFrame, win: list[datetime]
+) -> tuple[pd.DataFrame, dict[str, list[Any]]]:
+    """The crashes of ``win`` as integer codes into dictionaries of their
+    repeated strings, each with the attribute set in effect (ASOF join).
+
+    The ASOF join sorts the exposure side by host and start: it gets integer
+    codes for the host (only hosts with crashes in the window: a semi-join)
+    and for the interval's attributes instead of their strings. Returns (the
+    coded rows, {dictionary: values, index = code})."""
     ia_values = pd.unique(set_rows["ia"].dropna().astype(object))
     ia_code = {v: i for i, v in enumerate(ia_values)}
     con.register("_d_ia", pd.DataFrame({"v": pd.Series(ia_values, dtype=object),
@@ -150,18 +146,20 @@ def duckdb_node_time_frames(
         "k": np.arange(len(set_rows)),
     }))
     where = "captured_at >= ? AND captured_at < ?"
-    names = ["_d_ia", "_d_host", "_d_sig", "_d_phen", "_d_hw", "_d_attr"]
     try:
-        hosts = _dictionary(con, "_d_host", f"SELECT DISTINCT host_id AS v FROM crashes "
-                            f"WHERE {where} AND host_id IS NOT NULL", win)
-        sigs = _dictionary(con, "_d_sig", f"SELECT DISTINCT signature AS v FROM crashes "
-                           f"WHERE {where} AND signature IS NOT NULL", win)
-        phens = _dictionary(con, "_d_phen", "SELECT DISTINCT array_to_string(phenotypes, ?) "
-                            f"AS v FROM crashes WHERE {where}", [SEP, *win])
-        hws = _dictionary(con, "_d_hw", "SELECT DISTINCT array_to_string(hardware_phenotypes, "
-                          f"?) AS v FROM crashes WHERE {where}", [SEP, *win])
-        attrs = _dictionary(con, "_d_attr", "SELECT DISTINCT attributes AS v FROM crashes "
-                            f"WHERE {where}", win)
+        values = {
+            "host": _dictionary(con, "_d_host", f"SELECT DISTINCT host_id AS v FROM crashes "
+                                f"WHERE {where} AND host_id IS NOT NULL", win),
+            "sig": _dictionary(con, "_d_sig", f"SELECT DISTINCT signature AS v FROM crashes "
+                               f"WHERE {where} AND signature IS NOT NULL", win),
+            "phen": _dictionary(con, "_d_phen", "SELECT DISTINCT array_to_string(phenotypes, ?) "
+                                f"AS v FROM crashes WHERE {where}", [SEP, *win]),
+            "hw": _dictionary(con, "_d_hw", "SELECT DISTINCT array_to_string("
+                              f"hardware_phenotypes, ?) AS v FROM crashes WHERE {where}",
+                              [SEP, *win]),
+            "attr": _dictionary(con, "_d_attr", "SELECT DISTINCT attributes AS v FROM crashes "
+                                f"WHERE {where}", win),
+        }
         rows = con.execute(
             "SELECT c.crash_id, c.host_k, c.captured_at, ds.k AS sig_k, dp.k AS phen_k, "
             "dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version, "
@@ -183,20 +181,25 @@ def duckdb_node_time_frames(
             [*win, *win, SEP, SEP],
         ).df()
     finally:
-        for name in ["_sets", *names]:
+        for name in _DICTIONARIES:
             try:
                 con.unregister(name)
             except duckdb.Error:
-                pass
+                pass  # never registered: a dictionary query failed first
+    return rows, values
+
+
+def _decoded_crashes(rows: pd.DataFrame, values: dict[str, list[Any]]) -> pd.DataFrame:
+    """The crashes of :func:`_crash_codes` with their codes turned back into values."""
     crashes = pd.DataFrame({
         "crash_id": rows["crash_id"].astype(object),
-        "host_id": _take(hosts, rows["host_k"].to_numpy()),
+        "host_id": _take(values["host"], rows["host_k"]),
         "captured_at": pd.to_datetime(rows["captured_at"], utc=True),
-        "signature": _take(sigs, rows["sig_k"].to_numpy()),
-        "phenotypes": _take([v.split(SEP) if v else [] for v in phens],
-                            rows["phen_k"].to_numpy()),
-        "hardware_phenotypes": _take([v.split(SEP) if v else [] for v in hws],
-                                     rows["hw_k"].to_numpy()),
+        "signature": _take(values["sig"], rows["sig_k"]),
+        "phenotypes": _take([v.split(SEP) if v else [] for v in values["phen"]],
+                            rows["phen_k"]),
+        "hardware_phenotypes": _take([v.split(SEP) if v else [] for v in values["hw"]],
+                                     rows["hw_k"]),
         "exe": rows["exe"].astype(object),
         "app_version": rows["app_version"].astype(object),
     })
@@ -206,13 +209,23 @@ def duckdb_node_time_frames(
         if missing.any():
             crashes.loc[missing, c] = pd.Series([[] for _ in range(int(missing.sum()))],
                                                 index=crashes.index[missing], dtype=object)
+    # exe and app_version are columns of their own (filled from the sidecar)
     attr_dicts = [
-        {k: v for k, v in _loads(a).items() if k not in ("exe", "app_version")} for a in attrs
+        {k: v for k, v in json_object(a).items() if k not in ("exe", "app_version")}
+        for a in values["attr"]
     ]
-    codes = rows["attr_k"].to_numpy()
-    codes = np.where(np.isnan(codes), -1, codes).astype(np.int64) if codes.dtype.kind == "f" \
-        else codes.astype(np.int64)
-    for name, col in _attribute_columns(codes, attr_dicts, CRASH_COLUMNS).items():
+    for name, col in attribute_columns(_codes(rows["attr_k"]), attr_dicts, CRASH_COLUMNS).items():
         crashes[name] = col.values
     crashes["exposure_set"] = rows["exposure_set"].to_numpy(np.int64)
-    return NodeTimeFrames(lo, hi, crashes, sets, by_host)
+    return crashes
+
+
+def duckdb_node_time_frames(
+    con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
+) -> NodeTimeFrames:
+    """Build :class:`~coreepi.store.frames.NodeTimeFrames` on ``con`` (a cursor
+    of the store in a UTC session; it registers temporary views on it)."""
+    lo, hi = _window(con, since, until)
+    set_rows, sets, by_host = _summed_exposure(con, lo, hi)
+    rows, values = _crash_codes(con, set_rows, [lo, hi])
+    return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), sets, by_host)

@@ -1,0 +1,272 @@
+"""The DuckDB connection every part of the embedded store shares: one writer.
+
+DuckDB allows one writing process per database file (it locks the file), and
+within the process one connection should write. Following Datasette's
+``Database`` (one gateway for writes), every write goes through
+:meth:`DuckDBGateway.transaction`, which holds a lock around the single
+writer connection: threads of one process (ingest's dispatchers, the
+server's handlers) queue there, never open the database themselves. Reads use
+cursors (DuckDB's per-thread connections to the same database) and see
+committed data, or the writer itself inside the reading thread's own
+transaction. A second process gets a :class:`~coreepi.errors.StoreError`
+naming the data dir, unless it opens read-only while nobody writes.
+
+Bulk rows go in as a registered DataFrame (``INSERT … SELECT … FROM _stage
+ON CONFLICT …``, built by :func:`insert_sql`): one statement per batch
+instead of one per row. The SQL itself is portable (PostgreSQL has ``ON
+CONFLICT``, ``TIMESTAMPTZ``, ``VARCHAR[]``); only the staging is DuckDB's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from coreepi.errors import StoreError
+from coreepi.store.base import COUNTED_TABLES
+from coreepi.store.interfaces.session import Transactional
+from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
+
+__all__ = ["DB_NAME", "DuckDBGateway", "Where", "default_data_dir", "insert_sql", "to_json",
+           "utc_now"]
+
+DB_NAME = "coreepi.duckdb"
+
+
+def default_data_dir() -> Path:
+    """``$COREEPI_DATA``, else the per-user data dir (platformdirs), e.g.
+    ``~/.local/share/coreepi`` on Linux."""
+    env = os.environ.get("COREEPI_DATA")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("coreepi", appauthor=False))
+
+
+def to_json(value: Any) -> str:
+    """``value`` as canonical JSON text (sorted keys; non-JSON values as str)."""
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def utc_now() -> datetime:
+    """Now, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class Where:
+    """A WHERE clause built from optional conditions, its parameters in order.
+
+    >>> w = Where().since_until("ts", None, t1).equals("host_id", "h1")
+    >>> w.sql, w.params  # (" WHERE ts < ? AND host_id = ?", [t1, "h1"])
+    """
+
+    def __init__(self) -> None:
+        self.clauses: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, clause: str, *params: Any) -> Where:
+        """AND ``clause`` (with one ``?`` per param)."""
+        self.clauses.append(clause)
+        self.params.extend(params)
+        return self
+
+    def add_if(self, value: Any, clause: str) -> Where:
+        """AND ``clause`` with the one parameter ``value``, unless it is None."""
+        return self if value is None else self.add(clause, value)
+
+    def equals(self, column: str, value: Any) -> Where:
+        """AND ``column = value``, unless ``value`` is None."""
+        return self.add_if(value, f"{column} = ?")
+
+    def since_until(self, column: str, since: datetime | None, until: datetime | None) -> Where:
+        """AND ``since <= column < until`` (a None bound: unbounded)."""
+        return self.add_if(since, f"{column} >= ?").add_if(until, f"{column} < ?")
+
+    @property
+    def sql(self) -> str:
+        """`` WHERE a AND b`` or the empty string."""
+        return (" WHERE " + " AND ".join(self.clauses)) if self.clauses else ""
+
+
+def insert_sql(
+    table: str, columns: Iterable[str], casts: dict[str, str] | None = None, *,
+    conflict: str | None = "DO NOTHING", where: str = "", returning: str = "",
+    stage: str = "_stage",
+) -> str:
+    """``INSERT INTO table (columns) SELECT columns FROM stage …``: the one
+    builder of the store's bulk inserts. ``casts``: {column: SQL type} for
+    columns whose pandas dtype does not say it (all-None columns, lists,
+    timestamps); ``conflict``: the ``ON CONFLICT`` action (None: no clause);
+    ``where``: a filter on the staged rows; ``returning``: columns to return."""
+    columns = list(columns)
+    casts = casts or {}
+    select = ", ".join(f"CAST({c} AS {casts[c]})" if c in casts else c for c in columns)
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM {stage}"
+    if where:
+        sql += f" WHERE {where}"
+    if conflict is not None:
+        sql += f" ON CONFLICT {conflict}"
+    if returning:
+        sql += f" RETURNING {returning}"
+    return sql
+
+
+def _open(data_dir: Path, db_path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Connect to ``db_path``; every failure becomes one StoreError line."""
+    if read_only and not db_path.exists():
+        raise StoreError(f"{data_dir}: no coreepi store here (nothing ingested yet)")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return duckdb.connect(os.fspath(db_path), read_only=read_only)
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            raise StoreError(
+                f"{data_dir}: the store is in use by another process "
+                f"(DuckDB allows one writer): {text.splitlines()[0]}"
+            ) from None
+        raise StoreError(f"{db_path}: cannot open: {text.splitlines()[0]}") from None
+    except (duckdb.Error, OSError) as exc:
+        raise StoreError(f"{db_path}: cannot open: {exc}") from None
+
+
+class DuckDBGateway(Transactional):
+    """The database ``data_dir/coreepi.duckdb`` (created if needed, migrated
+    on open): the writer, its lock, the readers. Each DuckDB part of the store
+    (``DuckDBCrashStore`` …) is one of these, and :class:`DuckDBStore` is all
+    of them over one gateway. Raises StoreError when the file cannot be
+    opened, is locked by another process, or has a newer schema."""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, read_only: bool = False):
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.read_only = read_only
+        self.db_path = self.data_dir / DB_NAME
+        self._con = _open(self.data_dir, self.db_path, read_only)
+        self._con.execute("SET TimeZone = 'UTC'")
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._owner: int | None = None  # thread inside transaction(), if any
+        self._closed = False
+        self._migrate()
+
+    # -- schema
+
+    def schema_version(self) -> int:
+        """The last migration applied (0: none)."""
+        try:
+            row = self._con.execute("SELECT max(version) FROM schema_version").fetchone()
+        except duckdb.CatalogException:
+            return 0
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def _migrate(self) -> None:
+        current = self.schema_version()
+        if current > latest_version():
+            raise StoreError(
+                f"{self.db_path}: schema version {current} is newer than this coreepi "
+                f"knows ({latest_version()}); upgrade coreepi"
+            )
+        if current == latest_version():
+            return
+        if self.read_only:
+            raise StoreError(f"{self.db_path}: schema version {current} needs migrating; "
+                             "open it writable once (e.g. run ingest)")
+        with self.transaction():
+            self._con.execute(SCHEMA_VERSION_TABLE)
+        for m in MIGRATIONS:
+            if m.version <= current:
+                continue
+            with self.transaction():
+                for statement in m.statements:
+                    self._con.execute(statement)
+                self._con.execute(
+                    "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                    [m.version, m.description, utc_now()],
+                )
+
+    # -- the write gateway
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """See :meth:`Transactional.transaction`: one lock around the writer."""
+        if self.read_only:
+            raise StoreError(f"{self.db_path}: opened read-only")
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                self._con.begin()
+                self._owner = threading.get_ident()
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._con.rollback()
+                raise
+            self._depth -= 1
+            if outer:
+                self._con.commit()
+
+    @contextmanager
+    def _staged(
+        self, frame: pd.DataFrame, name: str = "_stage", con: duckdb.DuckDBPyConnection | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """``frame`` registered as the view ``name`` on ``con`` (the writer by
+        default) for the block; yields that connection."""
+        con = con if con is not None else self._con
+        con.register(name, frame)
+        try:
+            yield con
+        finally:
+            con.unregister(name)
+
+    def _insert_frame(self, table: str, frame: pd.DataFrame, casts: dict[str, str] | None = None,
+                      conflict: str | None = "DO NOTHING") -> int:
+        """INSERT the rows of ``frame`` (columns = the table's) into ``table``,
+        one statement (see :func:`insert_sql`); returns rows inserted."""
+        if frame.empty:
+            return 0
+        with self.transaction(), self._staged(frame) as con:
+            row = con.execute(insert_sql(table, frame.columns, casts, conflict=conflict)).fetchone()
+        return int(row[0]) if row else 0
+
+    # -- reads
+
+    def _reader(self) -> duckdb.DuckDBPyConnection:
+        """The connection a read uses: inside this thread's transaction the
+        writer, which sees the transaction's own uncommitted rows
+        (check-then-insert); else a fresh cursor in a UTC session."""
+        if self._depth and self._owner == threading.get_ident():
+            return self._con
+        cur = self._con.cursor()
+        cur.execute("SET TimeZone = 'UTC'")
+        return cur
+
+    def _query(self, sql: str, params: list[Any] | None = None) -> duckdb.DuckDBPyConnection:
+        """Run a read on :meth:`_reader`; returns the result to fetch from."""
+        return self._reader().execute(sql, params or [])
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table of :data:`~coreepi.store.base.COUNTED_TABLES`."""
+        out = {}
+        for table in COUNTED_TABLES:
+            row = self._query(f"SELECT count(*) FROM {table}").fetchone()
+            out[table] = int(row[0]) if row else 0
+        return out
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._con.close()

@@ -1,0 +1,126 @@
+"""The DuckDB :class:`~coreepi.store.interfaces.HostStore`: ``hosts`` and ``exposure``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from coreepi.model.fleet import ExposureInterval, HostRow
+from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, insert_sql, to_json, utc_now
+from coreepi.store.frames import NodeTimeFrames, exposure_frame_from
+from coreepi.store.interfaces.hosts import HostStore
+from coreepi.store.node_time import duckdb_node_time_frames
+from coreepi.store.records import ExposureResult
+
+__all__ = ["DuckDBHostStore"]
+
+EXPOSURE_BATCH = 100_000
+"""Intervals staged per statement: bounds the staging frame's memory."""
+
+
+class DuckDBHostStore(DuckDBGateway, HostStore):
+    """Hosts and exposure in DuckDB; node-time summed by :mod:`coreepi.store.node_time`."""
+
+    def add_hosts(self, hosts: Iterable[HostRow]) -> int:
+        rows = {h.host_id: to_json(h.attributes) for h in hosts}  # last one of a host wins
+        frame = pd.DataFrame(
+            {"host_id": list(rows), "attributes": list(rows.values()), "updated_at": utc_now()}
+        )
+        return self._insert_frame(
+            "hosts", frame, casts={"updated_at": "TIMESTAMPTZ"},
+            conflict="(host_id) DO UPDATE SET attributes = excluded.attributes, "
+            "updated_at = excluded.updated_at",
+        )
+
+    def add_exposure(self, intervals: Iterable[ExposureInterval], source: str = "") -> ExposureResult:
+        result = ExposureResult()
+        batch: list[ExposureInterval] = []
+        for interval in intervals:
+            batch.append(interval)
+            if len(batch) >= EXPOSURE_BATCH:
+                self._add_exposure_batch(batch, source, result)
+                batch = []
+        self._add_exposure_batch(batch, source, result)
+        return result
+
+    def _add_exposure_batch(
+        self, batch: list[ExposureInterval], source: str, result: ExposureResult
+    ) -> None:
+        """Write one batch; add what became of it to ``result``."""
+        if not batch:
+            return
+        frame = pd.DataFrame({
+            "i": range(len(batch)),
+            "host_id": [x.host_id for x in batch],
+            "start_ts": [x.start for x in batch],
+            "end_ts": [x.end for x in batch],
+            "attributes": [to_json(x.attributes) for x in batch],
+            "source": [f"{source}:{x.line}" if source else None for x in batch],
+        })
+        with self.transaction(), self._staged(frame) as con:
+            # identical to a stored interval: already there (re-ingest)
+            same = con.execute(
+                "SELECT s.i FROM _stage s JOIN exposure e ON e.host_id = s.host_id "
+                "AND e.start_ts = s.start_ts AND e.end_ts = s.end_ts"
+            ).fetchall()
+            # overlapping a stored interval of the host otherwise: a conflict
+            clash = con.execute(
+                "SELECT s.i, min(e.start_ts), min(e.end_ts) FROM _stage s JOIN exposure e "
+                "ON e.host_id = s.host_id AND e.start_ts < s.end_ts AND s.start_ts < e.end_ts "
+                "AND NOT (e.start_ts = s.start_ts AND e.end_ts = s.end_ts) GROUP BY s.i"
+            ).fetchall()
+            skip = {r[0] for r in same} | {r[0] for r in clash}
+            row = con.execute(
+                insert_sql("exposure", ["host_id", "start_ts", "end_ts", "attributes", "source"],
+                           {"source": "VARCHAR"},
+                           where="NOT (i IN (SELECT unnest(?::INTEGER[])))"),
+                [sorted(skip)],
+            ).fetchone()
+        result.added += int(row[0]) if row else 0
+        result.duplicates += len(same)
+        result.duplicated.extend(batch[r[0]] for r in same)
+        result.conflicts.extend((batch[i], s.astimezone(UTC), e.astimezone(UTC))
+                                for i, s, e in clash)
+
+    def host_ids(self) -> set[str]:
+        return {r[0] for r in self._query("SELECT host_id FROM hosts").fetchall()}
+
+    def hosts_frame(self) -> pd.DataFrame:
+        rows = self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id").fetchall()
+        records = [{"host_id": h, **json.loads(a)} for h, a in rows]
+        return pd.DataFrame.from_records(records, columns=None if records else ["host_id"])
+
+    def exposure_frame(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> pd.DataFrame:
+        # overlapping [since, until): clipped to it by exposure_frame_from
+        where = Where().add_if(since, "e.end_ts > ?").add_if(until, "e.start_ts < ?")
+        rows = self._query(
+            "SELECT e.host_id, e.start_ts AS start, e.end_ts AS \"end\", e.attributes, "
+            "h.attributes AS host_attributes FROM exposure e LEFT JOIN hosts h "
+            f"ON h.host_id = e.host_id{where.sql} ORDER BY e.host_id, e.start_ts",
+            where.params,
+        ).df()
+        return exposure_frame_from(rows, since, until)
+
+    def crashes_outside_exposure(self) -> Iterator[tuple[str, str | None, datetime, str | None]]:
+        rows = self._query(
+            "SELECT c.crash_id, c.host_id, c.captured_at, c.artifact FROM crashes c "
+            "WHERE c.captured_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM exposure e "
+            "WHERE e.host_id = c.host_id AND e.start_ts <= c.captured_at "
+            "AND c.captured_at < e.end_ts) ORDER BY c.captured_at, c.crash_id"
+        ).fetchall()
+        for crash_id, host_id, captured_at, artifact in rows:
+            yield crash_id, host_id, captured_at.astimezone(UTC), artifact
+
+    def node_time_frames(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> NodeTimeFrames:
+        # a cursor of its own: the query registers temporary views, which
+        # stay local to that cursor and vanish with it
+        cur = self._con.cursor()
+        cur.execute("SET TimeZone = 'UTC'")
+        return duckdb_node_time_frames(cur, since, until)

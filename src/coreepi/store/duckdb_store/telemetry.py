@@ -1,0 +1,47 @@
+"""The DuckDB :class:`~coreepi.store.interfaces.TelemetryStore`: the ``telemetry`` table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from coreepi.model.events import TelemetryEvent
+from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, to_json
+from coreepi.store.frames import TELEMETRY_COLUMNS, telemetry_frame_from
+from coreepi.store.interfaces.telemetry import TelemetryStore
+
+__all__ = ["DuckDBTelemetryStore"]
+
+_EVENT_CASTS = {c: "VARCHAR" for c in ("host_id", "severity", "component", "source", "raw")}
+_EVENT_CASTS |= {"ts": "TIMESTAMPTZ", "uptime_seconds": "DOUBLE PRECISION"}
+
+
+class DuckDBTelemetryStore(DuckDBGateway, TelemetryStore):
+    """Telemetry events in DuckDB (one batch = one statement)."""
+
+    def add_events(self, events: Iterable[TelemetryEvent]) -> int:
+        rows: dict[str, dict[str, Any]] = {}
+        for ev in events:
+            rows.setdefault(ev.event_id, {
+                "event_id": ev.event_id, "host_id": ev.host_id, "ts": ev.ts,
+                "uptime_seconds": ev.uptime_seconds, "kind": str(ev.kind),
+                "severity": ev.severity, "component": ev.component,
+                "hardware_indicative": ev.hardware_indicative, "summary": ev.summary,
+                "detail": to_json(ev.detail), "source": ev.source, "raw": ev.raw,
+            })
+        return self._insert_frame("telemetry", pd.DataFrame(list(rows.values())),
+                                  casts=_EVENT_CASTS)
+
+    def telemetry_frame(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> pd.DataFrame:
+        where = Where().since_until("ts", since, until)
+        rows = self._query(
+            f"SELECT {', '.join(TELEMETRY_COLUMNS)} FROM telemetry{where.sql} "
+            "ORDER BY ts, event_id",
+            where.params,
+        ).df()
+        return telemetry_frame_from(rows)

@@ -1,0 +1,21 @@
+"""The store's interfaces, one per concern; :class:`coreepi.store.Store` composes them."""
+
+from coreepi.store.interfaces.blobs import BlobStore
+from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
+from coreepi.store.interfaces.hosts import HostStore
+from coreepi.store.interfaces.ledger import REJECTION_COLUMNS, LedgerStore
+from coreepi.store.interfaces.session import Transactional
+from coreepi.store.interfaces.telemetry import TelemetryStore
+from coreepi.store.interfaces.tokens import TokenStore
+
+__all__ = [
+    "CRASH_SUMMARY_COLUMNS",
+    "REJECTION_COLUMNS",
+    "BlobStore",
+    "CrashStore",
+    "HostStore",
+    "LedgerStore",
+    "TelemetryStore",
+    "TokenStore",
+    "Transactional",
+]
