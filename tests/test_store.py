@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import gzip
+import inspect
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -23,8 +25,32 @@ from coreepi.model.report import (
     Signature,
     Source,
 )
-from coreepi.store import CoreStatus, CrashRecord, DuckDBStore, LedgerEntry, open_store
+from coreepi.store import (
+    BlobStore,
+    CoreStatus,
+    CrashRecord,
+    CrashStore,
+    DuckDBStore,
+    HostStore,
+    LedgerEntry,
+    LedgerStore,
+    Store,
+    TelemetryStore,
+    TokenStore,
+    open_store,
+)
+from coreepi.store.duckdb_store.crashes import DuckDBCrashStore
+from coreepi.store.duckdb_store.hosts import DuckDBHostStore
+from coreepi.store.duckdb_store.ledger import DuckDBLedgerStore
+from coreepi.store.duckdb_store.telemetry import DuckDBTelemetryStore
+from coreepi.store.duckdb_store.tokens import DuckDBTokenStore
+from coreepi.store.interfaces import Transactional
 from coreepi.store.migrations import latest_version
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE_SRC = ROOT / "src" / "coreepi" / "store"
+INTERFACES = (Transactional, CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore,
+              BlobStore, Store)
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -240,3 +266,49 @@ def test_batch_writes_and_ledger_lookup(store: DuckDBStore) -> None:
     store.add_rejections([Rejection("/p", 9, "c", "new")], replace_files=["/p", "/q"])
     assert sorted(store.rejections_frame()["file"] + ":" + store.rejections_frame()["reason"]) \
         == ["/p:new", "/r:z"]
+
+
+@pytest.mark.parametrize("part, interface", [
+    (DuckDBCrashStore, CrashStore), (DuckDBHostStore, HostStore),
+    (DuckDBTelemetryStore, TelemetryStore), (DuckDBLedgerStore, LedgerStore),
+    (DuckDBTokenStore, TokenStore),
+])
+def test_each_duckdb_part_stands_alone(tmp_path: Path, part: type, interface: type) -> None:
+    """A part implements its whole interface on its own connection."""
+    assert not part.__abstractmethods__
+    with part(tmp_path) as s:
+        assert isinstance(s, interface) and not isinstance(s, Store)
+        assert s.counts()["crashes"] == 0
+
+
+def test_every_interface_method_documented() -> None:
+    undocumented = [
+        f"{iface.__name__}.{name}"
+        for iface in INTERFACES for name, member in vars(iface).items()
+        if not name.startswith("_") and callable(getattr(member, "fget", member))
+        and not inspect.getdoc(member)
+    ]
+    assert undocumented == []
+
+
+def test_docs_name_what_a_backend_implements() -> None:
+    """docs/store.md lists every abstract method of every interface."""
+    text = (ROOT / "docs" / "store.md").read_text()
+    missing = [f"{iface.__name__}.{name}" for iface in INTERFACES
+               for name in sorted(iface.__abstractmethods__) if f"`{name}(" not in text
+               and f"`{name}`" not in text]
+    assert missing == []
+    assert all(f"`{iface.__name__}`" in text for iface in INTERFACES)
+
+
+def test_store_imports_only_the_model() -> None:
+    """store sits below ingest and epi: it imports model/ and errors, nothing else of coreepi."""
+    found = set()
+    for path in STORE_SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("coreepi"):
+                found.add(".".join(node.module.split(".")[:2]))
+            elif isinstance(node, ast.Import):
+                found.update(".".join(a.name.split(".")[:2]) for a in node.names
+                             if a.name.startswith("coreepi"))
+    assert found <= {"coreepi.model", "coreepi.errors", "coreepi.store"}, found

@@ -2,7 +2,7 @@
 
 Store calls block (DuckDB), so they run in worker threads, never on the
 event loop. Writes are serialized by the store itself (one writer
-connection behind a lock, see :mod:`coreepi.store.duckdb_store`); the
+connection behind a lock, see :mod:`coreepi.store.duckdb_store.gateway`); the
 gateway bounds how many threads wait on it. Core uploads (hash, decompress,
 blob, sandboxed analysis) take seconds to minutes, so they have their own
 thread limit and never starve the short store calls.

@@ -1,0 +1,358 @@
+"""The store's contract: every interface exercised through the interface only.
+
+Each test takes the ``store`` fixture, typed as the one interface it tests,
+and runs once per backend of :data:`BACKENDS`. A new backend (PostgreSQL)
+passes when it adds its factory there and every test here passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from coreepi.model.events import EventKind, TelemetryEvent
+from coreepi.model.fleet import ExposureInterval, HostRow, Rejection
+from coreepi.model.report import (
+    AnalysisInfo,
+    CrashReport,
+    Phenotype,
+    SignalInfo,
+    Signature,
+    Source,
+)
+from coreepi.store import (
+    ApiToken,
+    BlobStore,
+    CoreStatus,
+    CrashRecord,
+    CrashStore,
+    DuckDBStore,
+    HostStore,
+    LedgerEntry,
+    LedgerStore,
+    Receipt,
+    Store,
+    TelemetryStore,
+    TokenStore,
+)
+from coreepi.store.base import COUNTED_TABLES
+from coreepi.store.interfaces import CRASH_SUMMARY_COLUMNS, REJECTION_COLUMNS
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+
+
+def _duckdb(tmp_path: Path) -> Store:
+    return DuckDBStore(tmp_path / "data")
+
+
+# One entry per backend: a factory that opens an empty store under tmp_path.
+BACKENDS: list[Callable[[Path], Store]] = [_duckdb]
+
+
+@pytest.fixture(params=BACKENDS, ids=lambda f: f.__name__.lstrip("_"))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s = request.param(tmp_path)
+    yield s
+    s.close()
+
+
+def report(crash_id: str, host: str = "h1", at: datetime = T0 + HOUR, signature: str = "main",
+           hw: bool = False) -> CrashReport:
+    return CrashReport(
+        crash_id=crash_id, host_id=host, captured_at=at, source=Source.ELF_CORE,
+        signal=SignalInfo(number=11, name="SIGSEGV", si_code=1, si_code_name="SEGV_MAPERR"),
+        phenotypes=[Phenotype(name="null-deref"),
+                    *([Phenotype(name="stack-misaligned", hardware_indicative=True)] if hw else [])],
+        signature=Signature(signature=signature),
+        analysis=AnalysisInfo(analyzer_version="test"),
+    )
+
+
+# --------------------------------------------------------------------------
+# CrashStore
+
+
+def test_crash_writes_are_idempotent_first_report_wins(store: CrashStore) -> None:
+    a = CrashRecord(report("a"), {"app_version": "1"})
+    assert store.add_crashes_new_ids([a, CrashRecord(report("b")), a]) == {"a", "b"}
+    rewritten = CrashRecord(report("a", signature="other"), {"app_version": "2"})
+    assert store.add_crashes_new_ids([rewritten, CrashRecord(report("c"))]) == {"c"}
+    assert store.add_crashes([a, rewritten]) == 0
+    assert store.add_crashes([CrashRecord(report("d"))]) == 1
+    assert store.add_crashes_new_ids([]) == set()
+    assert store.crash_ids() == {"a", "b", "c", "d"}
+    stored = store.get_report("a")
+    assert stored is not None and stored.signature is not None
+    assert stored.signature.signature == "main"
+
+
+def test_update_crash_replaces_known_only(store: CrashStore) -> None:
+    store.add_crashes([CrashRecord(report("a"), {}, CoreStatus.MISSING, "never came")])
+    before = store.list_crashes()[0]
+    analysed = CrashRecord(report("a", signature="analysed"), {"k": 1}, CoreStatus.STORED)
+    assert store.update_crash(analysed) is True
+    assert store.update_crash(CrashRecord(report("nope"))) is False
+    assert store.crash_ids() == {"a"}
+    after = store.list_crashes()[0]
+    assert after["signature"] == "analysed" and after["core_status"] == "stored"
+    assert after["core_reason"] is None
+    assert after["ingested_at"] == before["ingested_at"]
+    assert store.get_reports(["a"])["a"] == analysed.report
+    assert store.count_crashes(core_status="missing") == 0
+
+
+def test_get_reports_leaves_unknown_out(store: CrashStore) -> None:
+    store.add_crashes([CrashRecord(report("a")), CrashRecord(report("b"))])
+    assert set(store.get_reports(["a", "zz", "a"])) == {"a"}
+    assert store.get_reports([]) == {}
+    assert store.get_report("zz") is None
+
+
+def test_crash_records_round_trip(store: CrashStore) -> None:
+    attrs = {"app_version": "2.1", "load": 7.5, "tags": ["x"]}
+    recs = [
+        CrashRecord(report("in", at=T0), attrs, CoreStatus.UNREADABLE, "broken", "/f/in"),
+        CrashRecord(report("edge", at=T0 + DAY)),
+        CrashRecord(report("other", host="h2", at=T0)),
+    ]
+    store.add_crashes(recs)
+    got = store.crash_records("h1", T0, T0 + DAY)  # half-open: "edge" is out
+    assert got == [recs[0]]
+    assert store.crash_records("h3", T0, T0 + DAY) == []
+
+
+def test_crash_frame_shape_and_window(store: CrashStore) -> None:
+    empty = store.crash_frame()
+    assert tuple(empty.columns) == (
+        "crash_id", "host_id", "captured_at", "source", "signature", "phenotypes",
+        "hardware_phenotypes", "signal", "si_code_name", "exe", "app_version", "core_status")
+    assert empty.empty
+    store.add_crashes([
+        CrashRecord(report("b", at=T0 + 2 * HOUR, hw=True), {"load": 2.5, "source": "s"}),
+        CrashRecord(report("a", at=T0), {"exe": "/bin/x"}, CoreStatus.STORED),
+        CrashRecord(report("c", at=T0 + 3 * HOUR)),
+    ])
+    df = store.crash_frame()
+    assert df["crash_id"].tolist() == ["a", "b", "c"]  # by captured_at
+    assert str(df["captured_at"].dtype).endswith(", UTC]")
+    assert df["captured_at"][0] == pd.Timestamp(T0)
+    assert df["hardware_phenotypes"].tolist() == [[], ["stack-misaligned"], []]
+    assert df["exe"][0] == "/bin/x"
+    assert list(df.columns[12:]) == ["load", "sidecar_source"]
+    assert df["load"][1] == 2.5 and pd.isna(df["load"][0])
+    window = store.crash_frame(since=T0 + 2 * HOUR, until=T0 + 3 * HOUR)
+    assert window["crash_id"].tolist() == ["b"]  # since included, until excluded
+    assert store.count_crashes(since=T0 + HOUR) == 2
+    assert store.count_crashes(until=T0 + 2 * HOUR, core_status="stored") == 1
+
+
+def test_list_crashes_pages(store: CrashStore) -> None:
+    for i in range(5):
+        store.add_crashes([CrashRecord(report(f"c{i}", host=f"h{i % 2}", at=T0 + i * HOUR,
+                                              signature=f"s{i % 3}"))])
+    page = store.list_crashes(limit=2)
+    assert [r["crash_id"] for r in page] == ["c0", "c1"]  # ingestion order
+    assert tuple(page[0]) == CRASH_SUMMARY_COLUMNS
+    assert page[0]["captured_at"] == T0 and page[0]["captured_at"].utcoffset() == timedelta(0)
+    assert page[0]["phenotypes"] == ["null-deref"]
+    after = (page[-1]["ingested_at"], page[-1]["crash_id"])
+    assert [r["crash_id"] for r in store.list_crashes(limit=10, after=after)] == ["c2", "c3", "c4"]
+    assert [r["crash_id"] for r in store.list_crashes(host_id="h1")] == ["c1", "c3"]
+    assert [r["crash_id"] for r in store.list_crashes(signature="s0")] == ["c0", "c3"]
+    assert [r["crash_id"] for r in store.list_crashes(since=T0 + HOUR, until=T0 + 3 * HOUR)] \
+        == ["c1", "c2"]
+
+
+# --------------------------------------------------------------------------
+# HostStore
+
+
+def test_hosts_replaced_by_id(store: HostStore) -> None:
+    assert list(store.hosts_frame().columns) == ["host_id"]
+    assert store.add_hosts([HostRow("h2", {"cpu": "Xeon"}, 2), HostRow("h1", {"cpu": "EPYC"}, 3),
+                            HostRow("h2", {"cpu": "Xeon", "bios": "1.2"}, 4)]) == 2
+    assert store.add_hosts([HostRow("h1", {"cpu": "EPYC", "bios": "2.10"}, 2)]) == 1
+    assert store.host_ids() == {"h1", "h2"}
+    assert store.hosts_frame().to_dict("records") == [
+        {"host_id": "h1", "cpu": "EPYC", "bios": "2.10"},  # text stays text
+        {"host_id": "h2", "cpu": "Xeon", "bios": "1.2"},
+    ]
+
+
+def test_exposure_idempotent_conflicts_and_frame(store: HostStore) -> None:
+    store.add_hosts([HostRow("h1", {"kernel": "6.1", "cpu": "EPYC"}, 2)])
+    first = [ExposureInterval("h1", T0, T0 + DAY, {"kernel": "6.2"}, 2),
+             ExposureInterval("h1", T0 + DAY, T0 + 2 * DAY, {"kernel": None}, 3)]
+    r = store.add_exposure(first, "exp.csv")
+    assert (r.added, r.duplicates, r.conflicts) == (2, 0, [])
+    overlap = ExposureInterval("h1", T0 + 12 * HOUR, T0 + 36 * HOUR, {}, 9)
+    r = store.add_exposure([first[0], overlap])
+    assert (r.added, r.duplicates, r.duplicated) == (0, 1, [first[0]])
+    assert [(c[0].line, c[1], c[2]) for c in r.conflicts] == [(9, T0, T0 + DAY)]
+    assert store.add_exposure([]).added == 0
+    df = store.exposure_frame()
+    assert list(df.columns) == ["host_id", "start", "end", "seconds", "cpu", "kernel"]
+    assert df["kernel"].tolist() == ["6.2", "6.1"]  # the interval's value wins, None does not
+    assert df["seconds"].tolist() == [86400.0, 86400.0]
+    clipped = store.exposure_frame(since=T0 + 18 * HOUR, until=T0 + 30 * HOUR)
+    assert clipped["seconds"].tolist() == [6 * 3600.0, 6 * 3600.0]
+    assert clipped["start"][0] == pd.Timestamp(T0 + 18 * HOUR)
+    assert store.exposure_frame(since=T0 + 2 * DAY).empty  # end is exclusive
+
+
+def test_crashes_outside_exposure_and_node_time(store: Store) -> None:
+    store.add_hosts([HostRow("h1", {"cpu": "EPYC"}, 2), HostRow("h2", {"cpu": "Xeon"}, 3)])
+    store.add_exposure([ExposureInterval("h1", T0, T0 + DAY, {}, 2),
+                        ExposureInterval("h2", T0, T0 + 2 * DAY, {}, 3)])
+    store.add_crashes([CrashRecord(report("in", at=T0 + HOUR)),
+                       CrashRecord(report("end", at=T0 + DAY)),
+                       CrashRecord(report("h2", host="h2", at=T0 + DAY))])
+    outside = list(store.crashes_outside_exposure())
+    assert outside == [("end", "h1", T0 + DAY, None)]
+    frames = store.node_time_frames(T0, T0 + 2 * DAY)
+    if frames is None:  # the backend has no summed path: nothing more to hold it to
+        return
+    assert frames.by_host.to_dict() == {"h1": 1.0, "h2": 2.0}
+    sets = dict(zip(frames.sets["cpu"], frames.sets["node_days"], strict=True))
+    assert sets == {"EPYC": 1.0, "Xeon": 2.0}
+    by_id = dict(zip(frames.crashes["crash_id"], frames.crashes["exposure_set"], strict=True))
+    assert by_id["end"] == -1 and by_id["in"] >= 0
+    assert frames.sets["cpu"][by_id["h2"]] == "Xeon"
+
+
+# --------------------------------------------------------------------------
+# TelemetryStore
+
+
+def test_events_idempotent_and_frame(store: TelemetryStore) -> None:
+    assert list(store.telemetry_frame().columns) == [
+        "event_id", "host_id", "ts", "kind", "severity", "component", "hardware_indicative",
+        "summary"]
+    e1 = TelemetryEvent(event_id="e1", host_id="h1", ts=T0 + HOUR, kind=EventKind.MCE,
+                        summary="mce", detail={"bank": 4})
+    e2 = TelemetryEvent(event_id="e2", host_id="h1", ts=T0, kind=EventKind.MCE, summary="x")
+    assert store.add_events([e1, e2, e1]) == 2
+    assert store.add_events([e1]) == 0
+    assert store.add_events([]) == 0
+    df = store.telemetry_frame()
+    assert df["event_id"].tolist() == ["e2", "e1"]
+    assert df["hardware_indicative"].dtype == bool
+    assert str(df["ts"].dtype).endswith(", UTC]")
+    assert store.telemetry_frame(since=T0 + HOUR)["event_id"].tolist() == ["e1"]
+    assert store.telemetry_frame(until=T0 + HOUR)["event_id"].tolist() == ["e2"]
+
+
+# --------------------------------------------------------------------------
+# LedgerStore
+
+
+def test_ledger_last_entry_wins(store: LedgerStore) -> None:
+    e1 = LedgerEntry("/x", 1, 2, "ab" * 32, "crash-json", "done")
+    e1b = LedgerEntry("/x", 5, 6, "ef" * 32, "crash-json", "done")
+    e2 = LedgerEntry("/y", 3, 4, "cd" * 32, "crash-artifact", "done")
+    store.record_files([e1, e2, e1b])
+    store.record_files([])
+    assert store.ledger_entries(["/x", "/y", "/z", "/x"]) == {"/x": e1b, "/y": e2}
+    store.record_file(e1)
+    assert store.ledger_entry("/x") == e1 and store.ledger_entry("/z") is None
+    assert store.ledger_has_sha256("cd" * 32) and not store.ledger_has_sha256("ef" * 32)
+
+
+def test_rejections_replaced_per_file_and_category(store: LedgerStore) -> None:
+    assert list(store.rejections_frame().columns) == list(REJECTION_COLUMNS)
+    assert store.add_rejections([Rejection("/a", 3, "overlap", "x"),
+                                 Rejection("/b", None, "bad-file", "y"),
+                                 Rejection("/c", 1, "outside", "z")]) == 3
+    assert store.add_rejections([Rejection("/a", 4, "bad-timestamp", "w", "kept")],
+                                replace_files=["/a", "/nothing"]) == 1
+    assert store.replace_rejections("outside", [Rejection("/d", 2, "outside", "v")]) == 1
+    df = store.rejections_frame()
+    assert df[["file", "category", "action"]].values.tolist() == [
+        ["/a", "bad-timestamp", "kept"], ["/b", "bad-file", "rejected"], ["/d", "outside", "rejected"]]
+    assert df["line"][0] == 4 and pd.isna(df["line"][1])
+    assert store.replace_rejections("outside", []) == 0
+    assert store.rejections_frame()["file"].tolist() == ["/a", "/b"]
+
+
+def test_receipts_replace_keeps_first_time(store: LedgerStore) -> None:
+    r1 = Receipt("a", "11" * 32, None, T0)
+    store.add_receipts([r1, Receipt("b", "22" * 32, "k" * 64, T0)])
+    store.add_receipt(Receipt("a", "33" * 32, "c" * 64, T0 + DAY))
+    assert store.receipt("a") == Receipt("a", "33" * 32, "c" * 64, T0)
+    assert set(store.receipts(["a", "b", "zz"])) == {"a", "b"}
+    assert store.receipts([]) == {} and store.receipt("zz") is None
+
+
+# --------------------------------------------------------------------------
+# TokenStore
+
+
+def test_tokens_add_list_revoke(store: TokenStore) -> None:
+    t1 = ApiToken("t1", "ci", ("ingest",), "aa" * 32, T0)
+    t2 = ApiToken("t2", "ci", ("read", "admin"), "bb" * 32, T0 + HOUR)
+    t3 = ApiToken("t3", "ops", ("read",), "cc" * 32, T0 + DAY)
+    for t in (t3, t1, t2):
+        store.add_api_token(t)
+    assert store.api_tokens() == [t1, t2, t3]
+    with pytest.raises(ValueError, match="'t1'"):
+        store.add_api_token(ApiToken("t1", "again", ("read",), "dd" * 32, T0))
+    with pytest.raises(ValueError, match="'t4'"):
+        store.add_api_token(ApiToken("t4", "same hash", ("read",), "aa" * 32, T0))
+    assert store.api_tokens() == [t1, t2, t3]  # the refused ones left nothing
+    assert store.revoke_api_token("ci") == 2
+    assert store.revoke_api_token("ci") == 0 and store.revoke_api_token("nobody") == 0
+    assert store.api_tokens() == [t3]
+    revoked = store.api_tokens(include_revoked=True)
+    assert [t.token_id for t in revoked] == ["t1", "t2", "t3"]
+    assert revoked[0].revoked_at is not None and revoked[0].revoked_at.utcoffset() == timedelta(0)
+    assert store.revoke_api_token("t3") == 1
+
+
+# --------------------------------------------------------------------------
+# BlobStore
+
+
+def test_blobs_content_addressed(store: Store, tmp_path: Path) -> None:
+    blobs: BlobStore = store.blobs
+    f = tmp_path / "core"
+    f.write_bytes(b"\x7fELF" + bytes(10_000))
+    key = blobs.put_file(f)
+    assert len(key) == 64 and blobs.put_file(f) == key == store.put_blob(f, key)
+    assert blobs.get(key) == store.get_blob(key) == f.read_bytes()
+    assert blobs.has(key) and (blobs.size(key) or 0) > 0
+    assert blobs.put_bytes(b"hello") == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    missing = "0" * 64
+    assert not blobs.has(missing) and blobs.size(missing) is None
+    with pytest.raises(KeyError):
+        blobs.get(missing)
+    with pytest.raises(ValueError, match="not a blob key"):
+        blobs.get("../etc/passwd")
+    with pytest.raises(ValueError, match="content changed"):
+        blobs.put_file(f, "1" * 64)
+    assert not blobs.has("1" * 64)
+
+
+# --------------------------------------------------------------------------
+# transactions and the whole store
+
+
+def test_transaction_spans_interfaces_and_rolls_back(store: Store) -> None:
+    with pytest.raises(RuntimeError), store.transaction():
+        store.add_crashes([CrashRecord(report("x"))])
+        with store.transaction():  # nested: joins the outer one
+            store.record_files([LedgerEntry("/x", 1, 2, "ab" * 32, "crash-json", "done")])
+        assert store.ledger_entry("/x") is not None  # a read sees its own transaction
+        raise RuntimeError("boom")
+    assert store.counts() == dict.fromkeys(COUNTED_TABLES, 0)
+    with store.transaction():
+        store.add_crashes([CrashRecord(report("x"))])
+        store.add_events([TelemetryEvent(event_id="e", host_id="h1", ts=T0, kind=EventKind.MCE,
+                                         summary="s")])
+    assert store.counts() == {**dict.fromkeys(COUNTED_TABLES, 0), "crashes": 1, "telemetry": 1}
+    assert store.schema_version() >= 1
