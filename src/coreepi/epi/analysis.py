@@ -246,7 +246,7 @@ def study_hosts(
         if col not in hosts.columns:
             hosts[col] = 0
         hosts[col] = hosts[col].fillna(0).astype(np.int64)
-    return HostTables.build(crashes, hosts, conc, events, config)
+    return HostTables.build(crashes, hosts, conc, events, framed.node_days, config)
 
 
 def summarize_window(framed: Framed, grouped: Grouped, config: EpiConfig) -> Window:

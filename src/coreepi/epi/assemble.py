@@ -70,7 +70,7 @@ class HostTables:
     @classmethod
     def build(
         cls, crashes: pd.DataFrame, hosts: pd.DataFrame, concentration: pd.DataFrame,
-        events: pd.DataFrame | None, config: EpiConfig,
+        events: pd.DataFrame | None, fleet_node_days: float, config: EpiConfig,
     ) -> HostTables:
         """Pick the hosts to cite and gather their signs (one pass per table)."""
         report = _candidate_hosts(hosts, config)
@@ -79,20 +79,21 @@ class HostTables:
         hw = named_counts(phenotype_counts(crashes, "hardware_phenotypes", list(cite)))
         tel = telemetry_details(events, cite)
         leads = telemetry_leads(events)
-        signs = {str(h): _signs(hosts.loc[h], str(h), hw, tel, leads, config) for h in cite}
+        signs = {str(h): _signs(hosts.loc[h], str(h), hw, tel, leads, fleet_node_days, config)
+                 for h in cite}
         return cls(hosts, concentration, events, report, signs)
 
 
 def _signs(
     r: pd.Series, host_id: str, hw: dict[Any, tuple[tuple[str, int], ...]],
     tel: dict[str, tuple[tuple[tuple[str, int], ...], str | None]],
-    leads: dict[str, TelemetryLead], config: EpiConfig,
+    leads: dict[str, TelemetryLead], fleet_node_days: float, config: EpiConfig,
 ) -> HostSigns:
     kinds, example = tel.get(host_id, ((), None))
     crashes, expected = int(r["crashes"]), float(r["expected"])
     return HostSigns(
         host_id=host_id, crashes=crashes, expected=expected, sir=num(r["sir"]),
-        sir_status=sir_status(crashes, expected), sir_lower=num(r["sir_lower"]),
+        sir_status=sir_status(crashes, expected, fleet_node_days), sir_lower=num(r["sir_lower"]),
         sir_upper=num(r["sir_upper"]), p_value=num(r["p_value"]),
         distinct_signatures=int(r["distinct_signatures"]),
         expected_distinct=float(r["expected_distinct_signatures"]),

@@ -79,10 +79,11 @@ def ratio_status(x: Any) -> RatioStatus:
     return "finite" if math.isfinite(f) else "unbounded"
 
 
-def sir_status(observed: int, expected: float | None) -> RatioStatus:
-    """The status of O/E: ``unbounded`` when E = 0 < O, ``undefined`` when O = E = 0 or
-    E itself is undefined (a fleet rate over zero exposure)."""
-    if expected is None or math.isnan(expected):
+def sir_status(observed: int, expected: float | None, fleet_node_days: float) -> RatioStatus:
+    """The status of a host's O/E: ``unbounded`` when E = 0 < O; ``undefined`` when
+    O = E = 0, or when the fleet has no exposure (its rate, hence every E, is then
+    undefined whatever number the table holds)."""
+    if fleet_node_days <= 0 or expected is None or math.isnan(expected):
         return "undefined"
     if expected > 0:
         return "finite"

@@ -249,9 +249,13 @@ def _telemetry(e: Evidence) -> str:
 
 def _sir(e: Evidence) -> str:
     s = e.ratio_status
-    return (f"host {_host(e)}: {e.observed} crashes where {fmt_n(e.expected)} expected (SIR "
+    # an undefined SIR (no fleet rate) has no meaningful expectation nor p-value, whatever
+    # numbers the table holds
+    expected = "n/a" if s == "undefined" else fmt_n(e.expected)
+    p = fmt_p(None if s == "undefined" else e.p)
+    return (f"host {_host(e)}: {e.observed} crashes where {expected} expected (SIR "
             f"{fmt_ratio_value(e.ratio, s)}, 95% CI {fmt_bound(e.ci_low, s)}–"
-            f"{fmt_bound(e.ci_high, s)}, {fmt_p(e.p)})")
+            f"{fmt_bound(e.ci_high, s)}, {p})")
 
 
 def _excess_without_signs(e: Evidence) -> str:
