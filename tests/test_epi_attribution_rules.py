@@ -14,7 +14,8 @@ from coreepi.reporting.phrases import evidence_text
 
 def assoc(attribute: str, cls: str, value: str, p: float) -> AssociationFacts:
     return AssociationFacts(attribute=attribute, attribute_class=cls, value=value, crashes=20,
-                            share_of_group=1.0, irr=None, irr_status="unbounded", irr_lower=8.0, irr_upper=None,
+                            share_of_group=1.0, irr=None, irr_status="unbounded",
+                            irr_lower=8.0, irr_upper=None,
                             p_value=p, q_value=p * 10)
 
 

@@ -242,7 +242,8 @@ def test_kernel_triggered_bug_is_environment_triggered(findings: FleetFindings, 
     assert k61.adjusted_irr is None and k61.adjusted_for == []
     lead = g.attribution.evidence[0]
     assert lead.supports == "environment-triggered"
-    assert evidence_text(lead).startswith("100% of its crashes with a known kernel have kernel=6.1.0")
+    assert evidence_text(lead).startswith(
+        "100% of its crashes with a known kernel have kernel=6.1.0")
 
 
 def test_load_triggered_bug_names_the_high_load_stratum(findings: FleetFindings) -> None:
@@ -286,7 +287,8 @@ def test_bad_host_groups_are_hardware_suspect(findings: FleetFindings) -> None:
     assert g.attribution.verdict == "hardware-suspect"
     assert g.attribution.rule == "one-host-with-hardware-signs"
     assert g.concentration.top_host == "h-017" and g.concentration.top_host_share == 1.0
-    assert evidence_text(g.attribution.evidence[0]).startswith("6 of 6 crashes on host h-017, expected 0.0")
+    assert evidence_text(g.attribution.evidence[0]).startswith(
+        "6 of 6 crashes on host h-017, expected 0.0")
     sm = group(findings, "phenotype", "stack-misaligned")
     assert sm.attribution.verdict == "hardware-suspect" and sm.crashes == 17
     assert evidence_text(sm.attribution.evidence[0]).startswith("17 of 17 crashes on host h-017")
@@ -306,7 +308,8 @@ def test_tiny_group_is_undetermined(findings: FleetFindings) -> None:
     g = group(findings, "signature", "Rare::thing")
     assert g.crashes == 2 and g.attribution.verdict == "undetermined"
     assert g.attribution.rule == "too-few-crashes"
-    assert evidence_text(g.attribution.evidence[0]) == "only 2 crash(es) on 2 host(s); at least 5 are needed"
+    assert evidence_text(g.attribution.evidence[0]) == (
+        "only 2 crash(es) on 2 host(s); at least 5 are needed")
 
 
 def test_q_values_cover_every_test_of_the_window(findings: FleetFindings) -> None:

@@ -139,7 +139,7 @@ def test_both_paths_test_the_same_attributes_on_intervals_of_many_lengths(
     assert slow.window.tests == fast.window.tests
     assert slow.window.node_days == pytest.approx(fast.window.node_days)
 
-    def associations(f: FleetFindings) -> dict[tuple[str, str, str, str], tuple]:  # type: ignore[type-arg]
+    def associations(f: FleetFindings) -> dict[tuple[str, ...], tuple[object, ...]]:
         return {(g.kind, g.key, a.attribute, a.value): (a.crashes, a.rest_crashes, a.irr_status,
                                                          a.irr, a.p_value, a.q_value)
                 for g in f.groups for a in g.associations}
@@ -252,3 +252,21 @@ def test_suspect_hosts_are_accused_or_unexplained_never_software(findings: Fleet
         or (h.attribution.verdict == "undetermined" and (h.p_value is None or h.p_value >= WATCH_P))
         for h in hidden
     )
+
+
+def test_every_evidence_kind_has_a_phrase_and_a_documented_row(findings: FleetFindings) -> None:
+    from typing import get_args
+
+    from coreepi.epi.models import EvidenceKind
+    from coreepi.reporting.phrases import PHRASES, evidence_text
+
+    kinds = set(get_args(EvidenceKind))
+    assert set(PHRASES) == kinds
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "epidemiology.md").read_text()
+    for kind in kinds:
+        assert f"| `{kind}` |" in doc, kind
+    # every item of the report words into a sentence with no placeholder left
+    for item in [*findings.groups, *findings.hosts]:
+        for e in item.attribution.evidence:
+            text = evidence_text(e)
+            assert text and "None" not in text, (e.kind, text)

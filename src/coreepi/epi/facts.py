@@ -202,10 +202,9 @@ class AssociationFacts:
             "environment": "environment-triggered",
             "hardware": "hardware-suspect",
         }.get(self.attribute_class, "software")
-        return Evidence(
-            kind="rate-ratio", supports=supports, strength=strength(self.q_value),
-            note=self.adjustment_note if adjusted is None else None, **common,  # type: ignore[arg-type]
-        )
+        note = self.adjustment_note if adjusted is None else None
+        return Evidence(kind="rate-ratio", supports=supports, strength=strength(self.q_value),
+                        note=note, **common)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ undefined or unbounded (a rate over zero exposure, the upper limit of a
 ratio whose reference group has no crash) are ``null`` in JSON and ``None``
 in Python; every ratio carries a status (:data:`RatioStatus`) saying which:
 ``unbounded`` (k/0, k > 0) or ``undefined`` (0/0). Evidence is data (a kind,
-its numbers, its values), never prose: ``coreepi.reporting`` words it. Rates are crashes per ``config.rate_per`` (default 1,000)
+its numbers, its values), never prose: ``coreepi.reporting`` words it.
+Rates are crashes per ``config.rate_per`` (default 1,000)
 node-days; exposure is in node-days; times are UTC.
 """
 
