@@ -24,6 +24,7 @@ from coreepi.reporting import build_findings
 from coreepi.simulate.demo import DemoResult, run_demo
 from coreepi.simulate.score import link_crashes, load_truth, score
 from coreepi.store import open_store
+from coreepi.reporting.phrases import evidence_text
 
 pytestmark = [
     pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 workloads"),
@@ -70,8 +71,8 @@ def test_verdicts_match_truth(small_demo: tuple[Path, DemoResult, str]) -> None:
     for h in bad:
         att = hosts[h].attribution
         assert att.verdict == "hardware-suspect"
-        assert any("stack-misaligned" in e.text and e.supports == "hardware-suspect"
-                   for e in att.evidence), [e.text for e in att.evidence]
+        assert any("stack-misaligned" in evidence_text(e) and e.supports == "hardware-suspect"
+                   for e in att.evidence), [evidence_text(e) for e in att.evidence]
 
     # each software / environment disease: the verdict truth.json expects, with its attribute
     for name, attr in (("v2-null-deref", "app_version=2.0.0"),
@@ -83,7 +84,7 @@ def test_verdicts_match_truth(small_demo: tuple[Path, DemoResult, str]) -> None:
         assert d.home_share == 1.0
         assert d.attribute_found, (name, d.evidence)
         group = next(g for g in findings.groups if g.kind == "signature" and g.key == d.home_group)
-        assert any(attr in e.text for e in group.attribution.evidence), name
+        assert any(attr in evidence_text(e) for e in group.attribution.evidence), name
     assert by_name["kernel-ring"].verdict == "environment-triggered"
     assert sc.merged == []
     assert sc.all_right

@@ -7,12 +7,15 @@ hardware-indicative phenotypes stays environment-triggered."""
 from __future__ import annotations
 
 from coreepi.epi import EpiConfig
-from coreepi.epi.attribution import AssociationFacts, GroupFacts, attribute_group
+from coreepi.epi.attribution import attribute_group
+from coreepi.epi.facts import AssociationFacts, GroupFacts
+from coreepi.reporting.phrases import evidence_text
 
 
 def assoc(attribute: str, cls: str, value: str, p: float) -> AssociationFacts:
     return AssociationFacts(attribute=attribute, attribute_class=cls, value=value, crashes=20,
-                            share_of_group=1.0, irr=None, irr_lower=8.0, irr_upper=None,
+                            share_of_group=1.0, irr=None, irr_status="unbounded",
+                            irr_lower=8.0, irr_upper=None,
                             p_value=p, q_value=p * 10)
 
 
@@ -32,15 +35,15 @@ def test_bad_stepping_is_hardware_suspect() -> None:
     att = attribute_group(stepping_group(20), EpiConfig())
     assert att.verdict == "hardware-suspect"
     assert att.rule == "hardware-phenotypes-on-hardware-attribute"
-    lead = att.evidence[0].text
+    lead = evidence_text(att.evidence[0])
     assert "cpu_model=Intel Xeon Gold 6338" in lead and lead.startswith("100% of its crashes")
-    assert "stack-misaligned" in att.evidence[1].text
+    assert "stack-misaligned" in evidence_text(att.evidence[1])
     # the microcode association is still in the evidence, for the operator to weigh
-    assert any("microcode=0xd000390" in e.text for e in att.evidence)
+    assert any("microcode=0xd000390" in evidence_text(e) for e in att.evidence)
 
 
 def test_same_association_without_hardware_phenotypes_stays_environment() -> None:
     att = attribute_group(stepping_group(0), EpiConfig())
     assert att.verdict == "environment-triggered"
     assert att.rule == "environment-association"
-    assert "microcode=0xd000390" in att.evidence[0].text
+    assert "microcode=0xd000390" in evidence_text(att.evidence[0])

@@ -10,6 +10,7 @@ import statsmodels.formula.api as smf
 
 from coreepi.epi import analyze_fleet
 from coreepi.epi.confounding import adjusted_rate_ratio, exposure_cube
+from coreepi.reporting.phrases import evidence_text
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
 
@@ -86,7 +87,7 @@ def test_crude_blames_the_cpu_adjusted_does_not(rollout: tuple[pd.DataFrame, pd.
     assert v2.adjusted_lower < 10.0 < v2.adjusted_upper  # type: ignore[operator]
     # The verdict is software, and the evidence says cpu B was a confounder.
     assert group.attribution.verdict == "software"
-    texts = [e.text for e in group.attribution.evidence]
+    texts = [evidence_text(e) for e in group.attribution.evidence]
     assert any(t.startswith("cpu_model=B: crude rate ratio") and "confounding" in t for t in texts)
     assert any(t.startswith("app_version=v2:") for t in texts)
 

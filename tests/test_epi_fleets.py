@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 
 from coreepi.epi import EpiConfig, FleetFindings, GroupFinding, analyze_fleet
+from coreepi.reporting.phrases import evidence_text
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
 DAYS = 60
@@ -241,7 +242,8 @@ def test_kernel_triggered_bug_is_environment_triggered(findings: FleetFindings, 
     assert k61.adjusted_irr is None and k61.adjusted_for == []
     lead = g.attribution.evidence[0]
     assert lead.supports == "environment-triggered"
-    assert lead.text.startswith("100% of its crashes with a known kernel have kernel=6.1.0")
+    assert evidence_text(lead).startswith(
+        "100% of its crashes with a known kernel have kernel=6.1.0")
 
 
 def test_load_triggered_bug_names_the_high_load_stratum(findings: FleetFindings) -> None:
@@ -253,7 +255,7 @@ def test_load_triggered_bug_names_the_high_load_stratum(findings: FleetFindings)
     assert top_stratum.startswith("≥") and float(top_stratum[1:]) <= 14  # the bug starts at 14
     a = next(a for a in g.associations if a.attribute == "load1" and a.value == top_stratum)
     assert a.crashes == g.crashes and a.q_value is not None and a.q_value < 1e-10
-    assert any(e.text.startswith(f"load1={top_stratum}:") for e in g.attribution.evidence)
+    assert any(evidence_text(e).startswith(f"load1={top_stratum}:") for e in g.attribution.evidence)
 
 
 def test_bad_host_is_hardware_suspect(findings: FleetFindings) -> None:
@@ -270,9 +272,9 @@ def test_bad_host_is_hardware_suspect(findings: FleetFindings) -> None:
     assert h.telemetry is not None and h.telemetry.by_kind == {"mce": 2}
     assert h.telemetry.crashes_after_hardware_event > 0
     kinds = [e.kind for e in h.attribution.evidence]
-    assert kinds[0] == "excess"
+    assert kinds[0] == "sir"
     assert {"private-signatures", "hardware-phenotypes", "telemetry", "diversity"} <= set(kinds)
-    text = h.attribution.evidence[0].text
+    text = evidence_text(h.attribution.evidence[0])
     assert re.match(r"host h-017: \d+ crashes where [\d.]+ expected \(SIR [\d.]+, 95% CI", text)
     # no other host is hardware-suspect
     assert [x.host_id for x in findings.hosts if x.attribution.verdict == "hardware-suspect"] == [
@@ -285,11 +287,12 @@ def test_bad_host_groups_are_hardware_suspect(findings: FleetFindings) -> None:
     assert g.attribution.verdict == "hardware-suspect"
     assert g.attribution.rule == "one-host-with-hardware-signs"
     assert g.concentration.top_host == "h-017" and g.concentration.top_host_share == 1.0
-    assert g.attribution.evidence[0].text.startswith("6 of 6 crashes on host h-017, expected 0.0")
+    assert evidence_text(g.attribution.evidence[0]).startswith(
+        "6 of 6 crashes on host h-017, expected 0.0")
     sm = group(findings, "phenotype", "stack-misaligned")
     assert sm.attribution.verdict == "hardware-suspect" and sm.crashes == 17
-    assert sm.attribution.evidence[0].text.startswith("17 of 17 crashes on host h-017")
-    assert "p < 1e-20" in sm.attribution.evidence[0].text
+    assert evidence_text(sm.attribution.evidence[0]).startswith("17 of 17 crashes on host h-017")
+    assert "p < 1e-20" in evidence_text(sm.attribution.evidence[0])
 
 
 def test_busy_host_with_one_software_bug_is_not_hardware(findings: FleetFindings) -> None:
@@ -305,7 +308,8 @@ def test_tiny_group_is_undetermined(findings: FleetFindings) -> None:
     g = group(findings, "signature", "Rare::thing")
     assert g.crashes == 2 and g.attribution.verdict == "undetermined"
     assert g.attribution.rule == "too-few-crashes"
-    assert g.attribution.evidence[0].text == "only 2 crash(es) on 2 host(s); at least 5 are needed"
+    assert evidence_text(g.attribution.evidence[0]) == (
+        "only 2 crash(es) on 2 host(s); at least 5 are needed")
 
 
 def test_q_values_cover_every_test_of_the_window(findings: FleetFindings) -> None:

@@ -19,6 +19,7 @@ from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.fleet import ExposureInterval, HostRow
 from coreepi.model.report import AnalysisInfo, CrashReport, Phenotype, SignalInfo, Signature, Source
 from coreepi.store import CoreStatus, CrashRecord, DuckDBStore
+from coreepi.reporting.phrases import evidence_text
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 DAYS = 60
@@ -87,7 +88,7 @@ def test_edac_errors_before_a_hosts_crashes_are_its_evidence(tmp_path: Path) -> 
     assert host.crashes == 11
     assert host.attribution.verdict == "hardware-suspect"
     assert host.telemetry is not None and host.telemetry.crashes_after_hardware_event == 9
-    texts = [e.text for e in host.attribution.evidence if e.kind == "telemetry"]
+    texts = [evidence_text(e) for e in host.attribution.evidence if e.kind == "telemetry"]
     assert texts, host.attribution.evidence
     assert "3 EDAC uncorrected errors on DIMM_B2 in the 48 h before 9 of its 11 crashes" in texts[0]
     # a host of the background bug: no telemetry evidence
@@ -113,7 +114,7 @@ def test_gpu_node_whose_crashes_follow_xid_errors_is_hardware_suspect(tmp_path: 
         findings = _findings(store)
     host = next(h for h in findings.hosts if h.host_id == "gpu-3")
     assert host.attribution.verdict == "hardware-suspect", host.attribution
-    text = next(e.text for e in host.attribution.evidence if e.kind == "telemetry")
+    text = next(evidence_text(e) for e in host.attribution.evidence if e.kind == "telemetry")
     assert "8 NVIDIA Xid errors on GPU 0000:3b:00.0" in text and "8 of its 8 crashes" in text
     group = next(g for g in findings.groups if g.key == "cudaStreamSynchronize | train_step")
     assert group.attribution.verdict == "hardware-suspect"

@@ -26,9 +26,23 @@ EVIL = "<script>alert(1)</script>"
 HW = {"stack-misaligned"}
 
 
-def fill_store(store: DuckDBStore) -> pd.DataFrame:
-    """The synthetic fleet (plus a group whose signature is an XSS attempt) via the Store API."""
+def split_intervals(exposure: pd.DataFrame) -> pd.DataFrame:
+    """Every interval of every other host cut in two unequal pieces, same attributes: the
+    same node-time, but intervals of many lengths (as a real fleet's heartbeats give)."""
+    hosts = sorted(exposure["host_id"].unique())
+    cut = exposure["host_id"].isin(hosts[::2])
+    rows = exposure.loc[cut]
+    mid = rows["start"] + (rows["end"] - rows["start"]) * 0.37
+    return pd.concat([exposure.loc[~cut], rows.assign(end=mid), rows.assign(start=mid)],
+                     ignore_index=True)
+
+
+def fill_store(store: DuckDBStore, *, split: bool = False) -> pd.DataFrame:
+    """The synthetic fleet (plus a group whose signature is an XSS attempt) via the Store API;
+    ``split``: its intervals cut by :func:`split_intervals`."""
     crashes, exposure, telemetry = make_fleet()
+    if split:
+        exposure = split_intervals(exposure)
     evil = pd.DataFrame({
         "crash_id": [f"evil{i}" for i in range(40)],
         "host_id": [f"h-{i * 5:03d}" for i in range(40)],
@@ -104,6 +118,40 @@ def test_summed_path_agrees_with_the_interval_path(data_dir: Path,
     ref = json.loads(slow.model_dump_json())
     for key in ("window", "attributes", "groups", "hosts"):
         assert fast[key] == ref[key], key
+
+
+def test_both_paths_test_the_same_attributes_on_intervals_of_many_lengths(
+    tmp_path: Path,
+) -> None:
+    """The store's exposure frame carries ``seconds`` (each interval's length): a measure,
+    not an attribute. Once tested as one on the interval path only (its lengths vary here),
+    so that path ran more tests, hence other q-values, than the summed path."""
+    with open_store(tmp_path / "data") as store:
+        fill_store(store, split=True)
+        assert "seconds" in store.exposure_frame().columns
+        assert store.exposure_frame()["seconds"].nunique() > 1
+        fast = build_findings(store)
+        w = fast.window
+        slow = analyze_fleet(store.crash_frame(), store.exposure_frame(), store.telemetry_frame(),
+                             since=w.since, until=w.until)
+    assert [a.name for a in slow.attributes] == [a.name for a in fast.attributes]
+    assert "seconds" not in [a.name for a in slow.attributes]
+    assert slow.window.tests == fast.window.tests
+    assert slow.window.node_days == pytest.approx(fast.window.node_days)
+
+    def associations(f: FleetFindings) -> dict[tuple[str, ...], tuple[object, ...]]:
+        return {(g.kind, g.key, a.attribute, a.value): (a.crashes, a.rest_crashes, a.irr_status,
+                                                         a.irr, a.p_value, a.q_value)
+                for g in f.groups for a in g.associations}
+
+    got, want = associations(slow), associations(fast)
+    assert got.keys() == want.keys()
+    for key, (crashes, rest, status, *stats) in want.items():
+        assert got[key][:3] == (crashes, rest, status), key
+        for x, y in zip(got[key][3:], stats, strict=True):  # None: an unbounded ratio
+            assert (x is None and y is None) or x == pytest.approx(y, rel=1e-9), key
+    assert [(g.key, g.attribution.verdict) for g in slow.groups] == [
+        (g.key, g.attribution.verdict) for g in fast.groups]
 
 
 def test_epidemic_curve(findings: FleetFindings) -> None:
@@ -204,3 +252,21 @@ def test_suspect_hosts_are_accused_or_unexplained_never_software(findings: Fleet
         or (h.attribution.verdict == "undetermined" and (h.p_value is None or h.p_value >= WATCH_P))
         for h in hidden
     )
+
+
+def test_every_evidence_kind_has_a_phrase_and_a_documented_row(findings: FleetFindings) -> None:
+    from typing import get_args
+
+    from coreepi.epi.models import EvidenceKind
+    from coreepi.reporting.phrases import PHRASES, evidence_text
+
+    kinds = set(get_args(EvidenceKind))
+    assert set(PHRASES) == kinds
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "epidemiology.md").read_text()
+    for kind in kinds:
+        assert f"| `{kind}` |" in doc, kind
+    # every item of the report words into a sentence with no placeholder left
+    for item in [*findings.groups, *findings.hosts]:
+        for e in item.attribution.evidence:
+            text = evidence_text(e)
+            assert text and "None" not in text, (e.kind, text)

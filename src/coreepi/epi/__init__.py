@@ -10,8 +10,12 @@ are in :mod:`coreepi.epi.tables`, the statistics and attribution rules in
 Modules (one job each): ``tables`` (contracts), ``rates`` (exact Poisson and
 conditional binomial statistics, BH), ``exposure`` (node-days, attributes,
 strata), ``groups`` (groups and crude associations), ``hosts`` (concentration,
-SIR, diversity, telemetry), ``confounding`` (Poisson GLM), ``attribution``
-(rules and evidence), ``models`` (FleetFindings), ``analysis`` (the glue).
+SIR, diversity, telemetry), ``confounding`` (Poisson GLM), ``facts`` (what the
+rules read, and the evidence items they yield), ``attribution`` (the rules),
+``digest`` (per-group and per-host digests of the tables), ``assemble``
+(tables → findings), ``models`` (FleetFindings: evidence as data, never
+prose — ``coreepi.reporting.phrases`` words it), ``analysis`` (the pipeline
+of named steps).
 """
 
 from coreepi.epi.analysis import analyze_fleet

@@ -89,6 +89,43 @@ def _dummies(values: pd.Series, weights: np.ndarray) -> tuple[np.ndarray, list[s
     return mat, [str(uniques[i]) for i in cols]
 
 
+def _model_cells(
+    group_crashes: pd.DataFrame, cube: pd.DataFrame, model_attrs: list[str]
+) -> tuple[pd.DataFrame, int]:
+    """The model's cells: one row per combination of ``model_attrs`` with exposure, with
+    ``node_days`` and the group's ``crashes`` in it; plus the count of the group's crashes
+    that fall in a combination without exposure (left out)."""
+    cells = cube.dropna(subset=model_attrs)
+    cells = cells.groupby(model_attrs, observed=True, sort=False)["node_days"].sum().reset_index()
+    cells = cells.loc[cells["node_days"] > 0]
+    crashes = group_crashes.dropna(subset=model_attrs)
+    counts = crashes.groupby(model_attrs, observed=True, sort=False).size().rename("crashes")
+    cells = cells.join(counts, on=model_attrs).fillna({"crashes": 0})
+    return cells, len(crashes) - int(cells["crashes"].sum())
+
+
+def _design(
+    cells: pd.DataFrame, target: np.ndarray, covs: Sequence[str], weights: np.ndarray
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """The design matrix (intercept, the target indicator, each covariate's dummies) and the
+    covariates kept and dropped: one that would make the matrix rank-deficient (collinear
+    with the target or an earlier covariate in these cells) is dropped."""
+    base = np.column_stack([np.ones(len(cells)), target])
+    kept: list[str] = []
+    dropped: list[str] = []
+    for c in covs:
+        mat, _ = _dummies(cells[c], weights)
+        if mat.shape[1] == 0:
+            continue
+        trial = np.column_stack([base, mat])
+        if np.linalg.matrix_rank(trial) < trial.shape[1]:
+            dropped.append(c)
+            continue
+        base = trial
+        kept.append(c)
+    return base, kept, dropped
+
+
 def adjusted_rate_ratio(
     group_crashes: pd.DataFrame,
     cube: pd.DataFrame,
@@ -108,14 +145,7 @@ def adjusted_rate_ratio(
     None (with a ``note``) when the model cannot estimate it.
     """
     covs = [c for c in covariates if c != attribute]
-    model_attrs = [attribute, *covs]
-    cells = cube.dropna(subset=model_attrs)
-    cells = cells.groupby(model_attrs, observed=True, sort=False)["node_days"].sum().reset_index()
-    cells = cells.loc[cells["node_days"] > 0]
-    crashes = group_crashes.dropna(subset=model_attrs)
-    counts = crashes.groupby(model_attrs, observed=True, sort=False).size().rename("crashes")
-    cells = cells.join(counts, on=model_attrs).fillna({"crashes": 0})
-    lost = len(crashes) - int(cells["crashes"].sum())
+    cells, lost = _model_cells(group_crashes, cube, [attribute, *covs])
 
     def no_estimate(note: str, kept: Sequence[str] = covs) -> AdjustedRatio:
         return AdjustedRatio(attribute, value, None, None, None, None, tuple(kept), note)
@@ -131,20 +161,7 @@ def adjusted_rate_ratio(
             "(separation): the adjusted ratio is not estimable; the crude ratio stands"
         )
     weights = cells["node_days"].to_numpy(dtype=np.float64)
-    columns = [np.ones(len(cells)), target]
-    kept: list[str] = []
-    dropped: list[str] = []
-    base = np.column_stack(columns)
-    for c in covs:
-        mat, _ = _dummies(cells[c], weights)
-        if mat.shape[1] == 0:
-            continue
-        trial = np.column_stack([base, mat])
-        if np.linalg.matrix_rank(trial) < trial.shape[1]:
-            dropped.append(c)
-            continue
-        base = trial
-        kept.append(c)
+    base, kept, dropped = _design(cells, target, covs, weights)
     notes: list[str] = []
     if dropped:
         notes.append(

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from coreepi.epi.config import EpiConfig
-from coreepi.epi.tables import EXPOSURE_COLUMNS, attribute_columns
+from coreepi.epi.tables import EXPOSURE_COLUMNS, EXPOSURE_MEASURES, attribute_columns
 
 __all__ = [
     "NODE_DAY_SECONDS",
@@ -269,7 +269,7 @@ def prepare_attributes(
     compare) are dropped from the plan. ``attach=False``: the crashes already
     carry their interval's values and ``in_exposure`` (see :func:`attach_sets`).
     """
-    attrs = attribute_columns(exposure, (*EXPOSURE_COLUMNS, "node_days"))
+    attrs = attribute_columns(exposure, (*EXPOSURE_COLUMNS, *EXPOSURE_MEASURES))
     if attach:
         crashes = attach_attributes(crashes, exposure, attrs)
     exposure = exposure.copy()

@@ -4,7 +4,10 @@ Pydantic models with stable JSON keys (documented, key by key, in
 ``docs/epidemiology.md``; a test checks the two agree). Numbers that are
 undefined or unbounded (a rate over zero exposure, the upper limit of a
 ratio whose reference group has no crash) are ``null`` in JSON and ``None``
-in Python. Rates are crashes per ``config.rate_per`` (default 1,000)
+in Python; every ratio carries a status (:data:`RatioStatus`) saying which:
+``unbounded`` (k/0, k > 0) or ``undefined`` (0/0). Evidence is data (a kind,
+its numbers, its values), never prose: ``coreepi.reporting`` words it.
+Rates are crashes per ``config.rate_per`` (default 1,000)
 node-days; exposure is in node-days; times are UTC.
 """
 
@@ -24,21 +27,39 @@ __all__ = [
     "Concentration",
     "DayCount",
     "Evidence",
+    "EvidenceKind",
     "FleetFindings",
     "GroupFinding",
     "HostCount",
     "HostFinding",
     "NamedCount",
+    "AdjustedEstimate",
+    "RatioStatus",
+    "Tally",
+    "TelemetryLead",
     "TelemetrySummary",
     "Verdict",
     "Window",
     "num",
+    "ratio_status",
+    "sir_status",
 ]
 
-FINDINGS_SCHEMA_VERSION = "1.1.0"
+FINDINGS_SCHEMA_VERSION = "2.0.0"
 """Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""
 
 Verdict = Literal["hardware-suspect", "software", "environment-triggered", "undetermined"]
+
+RatioStatus = Literal["finite", "unbounded", "undefined"]
+"""A ratio's status: a number, ``unbounded`` (k/0 with k > 0: no event on the
+reference side) or ``undefined`` (0/0: nothing to compare)."""
+
+EvidenceKind = Literal[
+    "sample-size", "host-concentration", "concentration-without-signs", "fleet-spread",
+    "rate-ratio", "confounding", "hardware-phenotypes", "diversity", "private-signatures",
+    "telemetry", "sir", "excess-without-signs", "group-verdicts",
+]  # fmt: skip
+"""What an :class:`Evidence` item states (each kind documented in docs/epidemiology.md)."""
 
 
 def num(x: Any) -> float | None:
@@ -49,23 +70,92 @@ def num(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def ratio_status(x: Any) -> RatioStatus:
+    """``finite``; ``unbounded`` for ±inf (k/0); ``undefined`` for None or NaN (0/0)."""
+    if x is None:
+        return "undefined"
+    f = float(x)
+    if math.isnan(f):
+        return "undefined"
+    return "finite" if math.isfinite(f) else "unbounded"
+
+
+def sir_status(observed: int, expected: float | None, fleet_node_days: float) -> RatioStatus:
+    """The status of a host's O/E: ``unbounded`` when E = 0 < O; ``undefined`` when
+    O = E = 0, or when the fleet has no exposure (its rate, hence every E, is then
+    undefined whatever number the table holds)."""
+    if fleet_node_days <= 0 or expected is None or math.isnan(expected):
+        return "undefined"
+    if expected > 0:
+        return "finite"
+    return "unbounded" if observed > 0 else "undefined"
+
+
 class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null")
 
 
-class Evidence(_Out):
-    """One checkable statement behind an attribution."""
+class AdjustedEstimate(_Out):
+    """A rate ratio adjusted for other attributes (Poisson GLM, :mod:`.confounding`)."""
 
-    kind: str = Field(
-        description="sample-size, host-concentration, spread, attribute-association, "
-        "confounding, hardware-phenotypes, diversity, private-signatures, telemetry, excess, "
-        "group-verdicts"
-    )
+    ratio: float | None = Field(description="adjusted rate ratio (None: not estimable)")
+    ratio_status: RatioStatus
+    ci_low: float | None
+    ci_high: float | None
+    adjusted_for: list[str] = Field(description="the other attributes in the model")
+
+
+class Tally(_Out):
+    """A name and how many times it occurs (phenotype crashes, events, crashes per verdict)."""
+
+    name: str
+    count: int
+
+
+class TelemetryLead(_Out):
+    """The commonest (kind, component) among a host's hardware events before its crashes."""
+
+    event_kind: str = Field(description="telemetry event kind (edac_ue, mce, xid, ...)")
+    component: str | None = Field(description="the component named by the events, if any")
+    events: int
+
+
+class Evidence(_Out):
+    """One checkable statement behind an attribution, as data.
+
+    Which fields a kind fills is listed in ``docs/epidemiology.md`` ("Evidence
+    kinds"); the others stay null/empty. ``coreepi.reporting.phrases`` turns
+    it into a sentence.
+    """
+
+    kind: EvidenceKind
     supports: Verdict | None = Field(description="the verdict this statement points to, if any")
-    text: str = Field(description="one sentence a person can check against the data")
     strength: float = Field(
         description="ranking weight (about -log10 of the p-value when there is one)"
     )
+    host_ids: list[str] = Field(default_factory=list, description="the hosts it is about")
+    attribute: str | None = None
+    level: str | None = Field(default=None, description="the attribute value it is about")
+    observed: int | None = Field(
+        default=None, description="the count observed (crashes, signatures)"
+    )
+    total: int | None = Field(default=None, description="the count it is a part of")
+    expected: float | None = Field(default=None, description="the count expected")
+    ratio: float | None = None
+    ratio_status: RatioStatus | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p: float | None = None
+    q: float | None = None
+    share: float | None = None
+    hosts: int | None = Field(default=None, description="distinct hosts")
+    minimum: int | None = Field(default=None, description="the threshold it falls short of")
+    adjusted: AdjustedEstimate | None = None
+    note: str | None = Field(default=None, description="why there is no adjusted ratio")
+    tallies: list[Tally] = Field(default_factory=list)
+    window_days: float | None = Field(default=None, description="telemetry window before a crash")
+    lead: TelemetryLead | None = None
+    example: str | None = Field(default=None, description="one event summary, verbatim")
 
 
 class Attribution(_Out):
@@ -90,12 +180,17 @@ class Association(_Out):
     )
     expected: float | None = Field(description="crashes expected with this value at equal rates")
     irr: float | None = Field(description="crude incidence rate ratio, value vs rest")
+    irr_status: RatioStatus = Field(description="finite, unbounded (no crash in the rest) or "
+                                    "undefined (added in 2.0.0)")
     irr_lower: float | None
     irr_upper: float | None
     p_value: float | None = Field(description="two-sided exact conditional binomial test")
     q_value: float | None = Field(description="Benjamini–Hochberg over all tests of the window")
     adjusted_irr: float | None = Field(
         default=None, description="Poisson GLM rate ratio adjusted for adjusted_for"
+    )
+    adjusted_status: RatioStatus | None = Field(
+        default=None, description="status of adjusted_irr; None when no model was fitted"
     )
     adjusted_lower: float | None = None
     adjusted_upper: float | None = None
@@ -181,6 +276,8 @@ class HostFinding(_Out):
     node_days: float
     expected: float = Field(description="crashes expected at the fleet's rate(s)")
     sir: float | None = Field(description="standardized incidence ratio observed / expected")
+    sir_status: RatioStatus = Field(description="finite, unbounded (expected 0) or undefined "
+                                    "(0/0, or no fleet rate) (added in 2.0.0)")
     sir_lower: float | None
     sir_upper: float | None
     p_value: float | None = Field(description="one-sided exact Poisson P(X ≥ crashes)")

@@ -29,6 +29,9 @@ column                 type and meaning
 ``start``, ``end``     timezone-aware datetimes (UTC); ``end`` > ``start``;
                        intervals of one host should not overlap (the store
                        rejects overlaps; overlapping rows are counted twice)
+``seconds``,           optional: the interval's length, as the store reports
+``node_days``          it; a measure of exposure, never an attribute (the
+                       engine clips and measures the intervals itself)
 *any other column*     an **attribute** in effect during the interval. The
                        store merges the static ``hosts.csv`` attributes into
                        every interval row, so each row carries the full set.
@@ -94,6 +97,7 @@ from coreepi.errors import InputError
 __all__ = [
     "CRASH_COLUMNS",
     "EXPOSURE_COLUMNS",
+    "EXPOSURE_MEASURES",
     "EXPOSURE_SET",
     "TELEMETRY_COLUMNS",
     "NodeTime",
@@ -116,7 +120,11 @@ CRASH_COLUMNS: tuple[str, ...] = (
 """Fixed columns of the crashes table; every other column is an attribute."""
 
 EXPOSURE_COLUMNS: tuple[str, ...] = ("host_id", "start", "end")
-"""Fixed columns of the exposure table; every other column is an attribute."""
+"""Fixed columns of the exposure table; every other column but the measures is an attribute."""
+
+EXPOSURE_MEASURES: tuple[str, ...] = ("seconds", "node_days")
+"""Optional exposure columns that measure an interval: never tested as attributes, so the
+interval path tests the same attributes as the summed path (:class:`NodeTime`)."""
 
 TELEMETRY_COLUMNS: tuple[str, ...] = ("host_id", "ts", "kind", "hardware_indicative", "summary")
 """Columns of the telemetry table."""

@@ -11,7 +11,8 @@ FleetFindings JSON, every key (``docs/report-json.md``); ``markdown`` the same
 tables in GitHub-flavoured Markdown; ``html`` one self-contained page with
 inline SVG charts (epidemic curves, observed vs expected per host, a forest
 plot of rate ratios). Modules: ``build`` (store → findings), ``summary``
-(what the tables show), ``text``, ``markdown``, ``html`` + ``svg``.
+(what the tables show), ``phrases`` (every number format and sentence: the
+evidence items in words), ``text``, ``markdown``, ``html`` + ``svg``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from datetime import timedelta
 from html import escape
 
 from coreepi.epi.models import FleetFindings, GroupFinding
-from coreepi.reporting.summary import (
+from coreepi.reporting.phrases import (
+    evidence_text,
     fmt_ci,
     fmt_n,
     fmt_p,
@@ -20,10 +21,8 @@ from coreepi.reporting.summary import (
     fmt_rate,
     fmt_ratio,
     headline,
-    strongest_associations,
-    suspect_hosts,
-    top_groups,
 )
+from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
 from coreepi.reporting.svg import epidemic_curve, forest_plot, host_bars
 
 __all__ = ["html_report"]
@@ -92,7 +91,7 @@ def html_report(findings: FleetFindings) -> str:
     out.append(f"<h2>Crash groups by rate (per {per} node-days)</h2>")
     rows = []
     for g in top_groups(f):
-        ev = g.attribution.evidence[0].text if g.attribution.evidence else ""
+        ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
         rows.append([_e(g.kind), f"<code>{_e(g.key)}</code>", f"{g.crashes:,}", f"{g.hosts:,}",
                      _e(f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})"),
                      _verdict(g.attribution.verdict), _e(ev)])
@@ -121,9 +120,9 @@ def html_report(findings: FleetFindings) -> str:
         rows = []
         for h in hosts:
             hw = ", ".join(f"{p.name} ×{p.crashes}" for p in h.hardware_phenotypes)
-            evidence = "<br>".join(_e(e.text) for e in h.attribution.evidence[:4])
+            evidence = "<br>".join(_e(evidence_text(e)) for e in h.attribution.evidence[:4])
             rows.append([f"<code>{_e(h.host_id)}</code>", f"{h.crashes:,}", _e(fmt_n(h.expected)),
-                         _e(fmt_ratio(h.sir, h.sir_lower, h.sir_upper)),
+                         _e(fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status)),
                          _e(f"{h.distinct_signatures} ({fmt_n(h.expected_distinct_signatures)})"),
                          _e(hw), _verdict(h.attribution.verdict), evidence])
         out.append(_table(["host", "crashes", "expected", "SIR (95% CI)",
@@ -145,11 +144,11 @@ def html_report(findings: FleetFindings) -> str:
         rows = []
         for r in assoc:
             a = r.association
-            adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper)
+            adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper, a.adjusted_status)
                    if a.adjusted_irr is not None else "")
             rows.append([f"<code>{_e(r.group.key)}</code>", _e(f"{a.attribute}={a.value}"),
                          _e(f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}"),
-                         _e(fmt_ratio(a.irr, a.irr_lower, a.irr_upper)), _e(adj),
+                         _e(fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status)), _e(adj),
                          _e(fmt_p(a.p_value)), _e(fmt_q(a.q_value))])
         out.append(_table(["group", "attribute", "crashes", "rate ratio (95% CI)",
                            "adjusted (95% CI)", "p", "q"], rows, {2, 3, 4}))

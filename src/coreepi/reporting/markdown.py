@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 
 from coreepi.epi.models import FleetFindings
-from coreepi.reporting.summary import (
+from coreepi.reporting.phrases import (
+    evidence_text,
     fmt_ci,
     fmt_n,
     fmt_p,
@@ -17,10 +18,8 @@ from coreepi.reporting.summary import (
     fmt_rate,
     fmt_ratio,
     headline,
-    strongest_associations,
-    suspect_hosts,
-    top_groups,
 )
+from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
 
 __all__ = ["markdown_report", "md_escape"]
 
@@ -51,7 +50,7 @@ def markdown_report(findings: FleetFindings) -> str:
     out += [f"## Crash groups by rate (per {per} node-days)", ""]
     rows = []
     for g in top_groups(f):
-        ev = g.attribution.evidence[0].text if g.attribution.evidence else ""
+        ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
         rows.append([g.kind, md_escape(g.key), f"{g.crashes:,}", f"{g.hosts:,}",
                      md_escape(f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})"),
                      f"**{g.attribution.verdict}**", md_escape(ev)])
@@ -65,9 +64,9 @@ def markdown_report(findings: FleetFindings) -> str:
         rows = []
         for h in hosts:
             hw = ", ".join(f"{p.name} ×{p.crashes}" for p in h.hardware_phenotypes)
-            ev = h.attribution.evidence[0].text if h.attribution.evidence else ""
+            ev = evidence_text(h.attribution.evidence[0]) if h.attribution.evidence else ""
             rows.append([md_escape(h.host_id), f"{h.crashes:,}", md_escape(fmt_n(h.expected)),
-                         md_escape(fmt_ratio(h.sir, h.sir_lower, h.sir_upper)),
+                         md_escape(fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status)),
                          md_escape(f"{h.distinct_signatures} "
                                    f"({fmt_n(h.expected_distinct_signatures)})"),
                          md_escape(hw), f"**{h.attribution.verdict}**", md_escape(ev)])
@@ -83,11 +82,12 @@ def markdown_report(findings: FleetFindings) -> str:
         rows = []
         for r in assoc:
             a = r.association
-            adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper)
+            adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper, a.adjusted_status)
                    if a.adjusted_irr is not None else "")
             rows.append([md_escape(r.group.key), md_escape(f"{a.attribute}={a.value}"),
                          f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}",
-                         md_escape(fmt_ratio(a.irr, a.irr_lower, a.irr_upper)), md_escape(adj),
+                         md_escape(fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status)),
+                         md_escape(adj),
                          md_escape(fmt_p(a.p_value)), md_escape(fmt_q(a.q_value))])
         out += _table(["group", "attribute", "crashes", "rate ratio (95% CI)",
                        "adjusted (95% CI)", "p", "q"], rows, {2, 3, 4})

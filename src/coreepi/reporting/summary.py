@@ -7,8 +7,8 @@
 * :func:`strongest_associations` — the significant attribute associations of
   all groups, smallest p-value first.
 
-Plus the number formats the renderers share (:func:`fmt_rate`,
-:func:`fmt_ci`, …). Pure functions of :class:`~coreepi.epi.FleetFindings`.
+Pure functions of :class:`~coreepi.epi.FleetFindings`; the words and number
+formats are in :mod:`coreepi.reporting.phrases`.
 """
 
 from __future__ import annotations
@@ -16,65 +16,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from coreepi.epi.attribution import fmt_n, fmt_p
 from coreepi.epi.models import Association, FleetFindings, GroupFinding, HostFinding
 
 __all__ = [
     "AssociationRow",
-    "fmt_ci",
-    "fmt_n",
-    "fmt_p",
-    "fmt_q",
-    "fmt_rate",
-    "fmt_ratio",
-    "headline",
     "strongest_associations",
     "suspect_hosts",
-    "top_evidence",
     "top_groups",
 ]
-
-
-def fmt_rate(x: float | None) -> str:
-    """A rate or ratio with three significant digits (``n/a`` when undefined)."""
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    if x == 0:
-        return "0"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
-
-
-def fmt_ci(lo: float | None, hi: float | None) -> str:
-    """``1.2–3.4``; an undefined upper limit is ``unbounded``."""
-    return f"{fmt_rate(lo)}–{fmt_rate(hi) if hi is not None else 'unbounded'}"
-
-
-def fmt_ratio(x: float | None, lo: float | None, hi: float | None) -> str:
-    """``3.1 (2.0–4.7)``; an unbounded ratio (no crash outside the value) is ``∞``."""
-    return f"{'∞' if x is None else fmt_rate(x)} ({fmt_ci(lo, hi)})"
-
-
-def fmt_q(q: float | None) -> str:
-    return fmt_p(q).replace("p", "q", 1)
-
-
-def headline(f: FleetFindings) -> str:
-    """One line: window, exposure, hosts, crashes, overall rate."""
-    w = f.window
-    per = f.config.get("rate_per", 1000)
-    return (
-        f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC: "
-        f"{w.crashes:,} crashes on {w.hosts_with_crashes:,} of {w.hosts:,} hosts over "
-        f"{w.node_days:,.1f} node-days; {fmt_rate(w.rate)} per {per:,.0f} node-days "
-        f"(95% CI {fmt_ci(w.rate_lower, w.rate_upper)}); "
-        f"{w.signature_groups:,} signatures, {w.phenotype_groups:,} phenotypes"
-    )
-
-
-def top_evidence(attribution_evidence: list, n: int = 1) -> list[str]:  # type: ignore[type-arg]
-    return [e.text for e in attribution_evidence[:n]]
 
 
 def top_groups(f: FleetFindings, limit: int = 25) -> list[GroupFinding]:
@@ -130,7 +79,8 @@ def strongest_associations(
         for g in f.groups
         for a in g.associations
         if _significant(a, q_max)
-        and (not elevated_only or a.irr is None or a.irr > 1.0)
+        and (not elevated_only or a.irr_status == "unbounded"
+             or (a.irr is not None and a.irr > 1.0))
         and (a.irr_lower is None or a.irr_lower > 1.0 or not elevated_only)
     ]
     rows.sort(

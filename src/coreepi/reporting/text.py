@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from coreepi.epi.models import FleetFindings
-from coreepi.reporting.summary import (
+from coreepi.reporting.phrases import (
+    evidence_text,
     fmt_ci,
     fmt_n,
     fmt_p,
@@ -17,10 +18,8 @@ from coreepi.reporting.summary import (
     fmt_rate,
     fmt_ratio,
     headline,
-    strongest_associations,
-    suspect_hosts,
-    top_groups,
 )
+from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
 
 __all__ = ["VERDICT_STYLE", "render_text", "text_report"]
 
@@ -54,7 +53,7 @@ def render_text(findings: FleetFindings, console: Console) -> None:
                     ("top evidence", {"overflow": "fold"})):
         groups.add_column(col, **kw)
     for g in top_groups(f):
-        ev = g.attribution.evidence[0].text if g.attribution.evidence else ""
+        ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
         groups.add_row(
             g.kind, Text(g.key), f"{g.crashes:,}", f"{g.hosts:,}",
             f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})",
@@ -74,10 +73,10 @@ def render_text(findings: FleetFindings, console: Console) -> None:
             table.add_column(col, **kw)  # type: ignore[arg-type]
         for h in hosts:
             hw = ", ".join(f"{p.name} ×{p.crashes}" for p in h.hardware_phenotypes)
-            ev = h.attribution.evidence[0].text if h.attribution.evidence else ""
+            ev = evidence_text(h.attribution.evidence[0]) if h.attribution.evidence else ""
             table.add_row(
                 Text(h.host_id), f"{h.crashes:,}", fmt_n(h.expected),
-                fmt_ratio(h.sir, h.sir_lower, h.sir_upper),
+                fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status),
                 f"{h.distinct_signatures} ({fmt_n(h.expected_distinct_signatures)})",
                 Text(hw), _verdict(h.attribution.verdict), Text(ev),
             )
@@ -96,12 +95,12 @@ def render_text(findings: FleetFindings, console: Console) -> None:
             table.add_column(col, **kw)
         for r in rows:
             a = r.association
-            adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper)
+            adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper, a.adjusted_status)
                    if a.adjusted_irr is not None else "")
             table.add_row(
                 Text(r.group.key), Text(f"{a.attribute}={a.value}"),
                 f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}",
-                fmt_ratio(a.irr, a.irr_lower, a.irr_upper), adj, fmt_p(a.p_value),
+                fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status), adj, fmt_p(a.p_value),
                 fmt_q(a.q_value),
             )
         console.print(table)

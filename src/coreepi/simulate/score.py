@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from coreepi.epi.models import FleetFindings, GroupFinding
+from coreepi.reporting.phrases import evidence_text
 from coreepi.store import Store
 
 __all__ = [
@@ -215,7 +216,7 @@ def _cause(d: dict[str, Any]) -> str:
 
 
 def _deciding(ev: Sequence[Any]) -> str:
-    return ev[0].text if ev else ""
+    return evidence_text(ev[0]) if ev else ""
 
 
 def score(findings: FleetFindings, truth: dict[str, Any], links: Sequence[CrashLink]) -> FleetScore:
@@ -270,10 +271,10 @@ def score(findings: FleetFindings, truth: dict[str, Any], links: Sequence[CrashL
             attrs = ((d.get("cause") or {}).get("attributes") or {})
             if attrs and d["kind"] in ("software", "environment"):
                 ds.attribute_found = _attribute_found(g, attrs, d["kind"])
+                texts = [evidence_text(e) for e in g.attribution.evidence
+                         if e.kind == "rate-ratio"]
                 ds.attribute_evidence = next(
-                    (e.text for e in g.attribution.evidence
-                     if e.kind == "attribute-association"
-                     and any(f"{k}={v}" in e.text for k, v in attrs.items())), "")
+                    (t for t in texts if any(f"{k}={v}" in t for k, v in attrs.items())), "")
         out.append(ds)
     # merged: two diseases (noise included) whose crashes mostly share one group
     by_home: dict[str, list[str]] = defaultdict(list)

@@ -1,0 +1,290 @@
+"""Every number format and sentence of the reports: one place, used by text, Markdown and HTML.
+
+``coreepi.epi`` returns numbers and evidence as data
+(:class:`~coreepi.epi.models.Evidence`: a kind, its numbers, its values);
+this module words them:
+
+* numbers — :func:`fmt_n` (counts and expectations), :func:`fmt_p` /
+  :func:`fmt_q`, :func:`fmt_rate`, :func:`fmt_ci`, and ratios with their status
+  (:func:`fmt_ratio_value`, :func:`fmt_ratio`): a finite ratio is a number, an
+  unbounded one (k/0) ``unbounded`` (``∞`` in a table cell), an undefined one
+  (0/0) ``undefined (0/0)``;
+* sentences — :func:`evidence_text` (one per evidence kind, the table
+  :data:`PHRASES`) and :func:`headline`.
+
+Pure functions of their arguments; strings from crash data are returned as
+is (each renderer escapes for its medium).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from coreepi.epi.models import Evidence, FleetFindings, RatioStatus, Tally, TelemetryLead
+
+__all__ = [
+    "EVENT_WORDS",
+    "PHRASES",
+    "evidence_text",
+    "fmt_bound",
+    "fmt_ci",
+    "fmt_n",
+    "fmt_p",
+    "fmt_q",
+    "fmt_rate",
+    "fmt_ratio",
+    "fmt_ratio_value",
+    "headline",
+    "lead_text",
+]
+
+UNDEFINED = "undefined (0/0)"
+
+
+# --- numbers -----------------------------------------------------------------------------
+
+
+def fmt_p(p: float | None) -> str:
+    """``p < 1e-20``, ``p = 3.2e-05``, ``p = 0.031``, ``p = 1``; ``p n/a`` when undefined."""
+    if p is None or not math.isfinite(p):
+        return "p n/a"
+    if p < 1e-20:
+        return "p < 1e-20"
+    if p < 1e-3:
+        return f"p = {p:.1e}"
+    return f"p = {p:.2g}"
+
+
+def fmt_q(q: float | None) -> str:
+    """A q-value in the format of :func:`fmt_p`: ``q = 0.003``."""
+    return fmt_p(q).replace("p", "q", 1)
+
+
+def fmt_n(x: float | None) -> str:
+    """Two significant digits for small numbers, no exponent below a million; ``n/a`` for
+    None or NaN, ``unbounded`` for ±inf."""
+    if x is None or math.isnan(x):
+        return "n/a"
+    if not math.isfinite(x):
+        return "unbounded"
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 0.01:
+        return f"{x:.2g}" if abs(x) < 10 else f"{x:.3g}"
+    return f"{x:.1e}"
+
+
+def fmt_ratio_value(x: float | None, status: RatioStatus | None) -> str:
+    """A ratio in a sentence: a number, ``unbounded`` (k/0) or ``undefined (0/0)``."""
+    if status == "unbounded":
+        return "unbounded"
+    if status == "undefined":
+        return UNDEFINED
+    return fmt_n(x)
+
+
+def fmt_bound(x: float | None, status: RatioStatus | None) -> str:
+    """A confidence limit of a ratio: a missing limit is ``unbounded`` (the reference side
+    has no event), or ``n/a`` when the ratio itself is undefined."""
+    if x is None:
+        return "n/a" if status == "undefined" else "unbounded"
+    return fmt_n(x)
+
+
+def fmt_rate(x: float | None) -> str:
+    """A rate or ratio with three significant digits (``n/a`` when undefined)."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def fmt_ci(lo: float | None, hi: float | None) -> str:
+    """``1.2–3.4``; an undefined upper limit is ``unbounded``."""
+    return f"{fmt_rate(lo)}–{fmt_rate(hi) if hi is not None else 'unbounded'}"
+
+
+def fmt_ratio(
+    x: float | None, lo: float | None, hi: float | None, status: RatioStatus | None = "finite"
+) -> str:
+    """A table cell: ``3.1 (2.0–4.7)``; unbounded (k/0) ``∞ (2.0–unbounded)``; undefined
+    (0/0) ``undefined (0/0)``."""
+    if status == "undefined":
+        return UNDEFINED
+    return f"{'∞' if status == 'unbounded' or x is None else fmt_rate(x)} ({fmt_ci(lo, hi)})"
+
+
+def headline(f: FleetFindings) -> str:
+    """One line: window, exposure, hosts, crashes, overall rate."""
+    w = f.window
+    per = f.config.get("rate_per", 1000)
+    return (
+        f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC: "
+        f"{w.crashes:,} crashes on {w.hosts_with_crashes:,} of {w.hosts:,} hosts over "
+        f"{w.node_days:,.1f} node-days; {fmt_rate(w.rate)} per {per:,.0f} node-days "
+        f"(95% CI {fmt_ci(w.rate_lower, w.rate_upper)}); "
+        f"{w.signature_groups:,} signatures, {w.phenotype_groups:,} phenotypes"
+    )
+
+
+# --- evidence ----------------------------------------------------------------------------
+
+EVENT_WORDS = {
+    "edac_ue": "EDAC uncorrected error", "edac_ce": "EDAC corrected error",
+    "mce": "machine check", "xid": "NVIDIA Xid error", "aer": "PCIe AER error",
+    "sigbus_mce": "SIGBUS memory-error kill", "other": "hardware event",
+}  # fmt: skip
+"""Telemetry event kinds (:class:`coreepi.model.events.EventKind`) in words."""
+
+
+def _host(e: Evidence) -> str:
+    return ", ".join(e.host_ids)
+
+
+def _on_host(e: Evidence) -> str:
+    """``host h-017: `` for a host's evidence, nothing for a group's."""
+    return f"host {_host(e)}: " if e.host_ids else ""
+
+
+def _names(tallies: list[Tally]) -> str:
+    return ", ".join(f"{t.count} {t.name}" for t in tallies)
+
+
+def _sample_size(e: Evidence) -> str:
+    if e.host_ids:
+        return (f"host {_host(e)}: only {e.observed} crash(es); at least {e.minimum} "
+                "are needed")
+    return f"only {e.observed} crash(es) on {e.hosts} host(s); at least {e.minimum} are needed"
+
+
+def _concentration(e: Evidence) -> str:
+    return (f"{e.observed} of {e.total} crashes on host {_host(e)}, expected "
+            f"{fmt_n(e.expected)}, {fmt_p(e.p)}")
+
+
+def _without_signs(e: Evidence) -> str:
+    return (f"host {_host(e)} shows no hardware sign (diversity, private signatures, "
+            "hardware phenotypes, hardware telemetry): a workload or configuration only "
+            "that host has is as likely as its hardware")
+
+
+def _spread(e: Evidence) -> str:
+    top = (f"; the top host {_host(e)} has {e.observed} ({e.share or 0.0:.0%}), expected "
+           f"{fmt_n(e.expected)}" if e.host_ids else "")
+    return f"{e.total} crashes on {e.hosts} hosts{top}"
+
+
+def _adjusted(e: Evidence) -> str:
+    a = e.adjusted
+    assert a is not None
+    return (f"{fmt_ratio_value(a.ratio, a.ratio_status)} ({fmt_bound(a.ci_low, a.ratio_status)}"
+            f"–{fmt_bound(a.ci_high, a.ratio_status)})")
+
+
+def _crude(e: Evidence) -> str:
+    return (f"{fmt_ratio_value(e.ratio, e.ratio_status)} ({fmt_bound(e.ci_low, e.ratio_status)}"
+            f"–{fmt_bound(e.ci_high, e.ratio_status)})")
+
+
+def _rate_ratio(e: Evidence) -> str:
+    lead = (f"{e.share:.0%} of its crashes with a known {e.attribute} have "
+            f"{e.attribute}={e.level}; " if e.share is not None else "")
+    text = (f"{e.attribute}={e.level}: {e.observed} crashes, rate ratio "
+            f"{fmt_ratio_value(e.ratio, e.ratio_status)} (95% CI "
+            f"{fmt_bound(e.ci_low, e.ratio_status)}–{fmt_bound(e.ci_high, e.ratio_status)}) vs "
+            f"the rest of the fleet, {fmt_p(e.p)}, q = {fmt_n(e.q)}")
+    if e.adjusted is not None:
+        text += f"; adjusted for {', '.join(e.adjusted.adjusted_for) or 'nothing'}: {_adjusted(e)}"
+    elif e.note:
+        text += f" ({e.note})"
+    return lead + text
+
+
+def _confounding(e: Evidence) -> str:
+    adjusted_for = ", ".join(e.adjusted.adjusted_for) if e.adjusted else ""
+    return (f"{e.attribute}={e.level}: crude rate ratio {_crude(e)} falls to "
+            f"{_adjusted(e) if e.adjusted else 'n/a'} adjusted for {adjusted_for}: explained "
+            "by confounding")
+
+
+def _hardware_phenotypes(e: Evidence) -> str:
+    return (f"{_on_host(e)}{e.observed} of {e.total} crashes hardware-indicative "
+            f"({_names(e.tallies)})")
+
+
+def _diversity(e: Evidence) -> str:
+    return (f"host {_host(e)}: {e.observed} distinct signatures in {e.total} crashes where the "
+            f"fleet's signature mix predicts {fmt_n(e.expected)}")
+
+
+def _private(e: Evidence) -> str:
+    return f"host {_host(e)}: {e.observed} of its signatures occur on no other host"
+
+
+def lead_text(lead: TelemetryLead) -> str:
+    """``3 EDAC uncorrected errors on DIMM_B2``."""
+    word = EVENT_WORDS.get(lead.event_kind, lead.event_kind)
+    return f"{lead.events} {word}{'s' if lead.events != 1 else ''}" + (
+        f" on {lead.component}" if lead.component else "")
+
+
+def _telemetry(e: Evidence) -> str:
+    kinds = _names(e.tallies)
+    example = f': "{e.example}"' if e.example else ""
+    days = e.window_days or 0.0
+    hours = days * 24
+    window = f"{hours:g} h" if hours < 72 else f"{fmt_n(days)} days"
+    if e.lead is not None:
+        return (f"host {_host(e)}: {lead_text(e.lead)} in the {window} before {e.observed} of "
+                f"its {e.total} crashes (events in the window: {kinds}){example}")
+    return (f"host {_host(e)}: {e.observed} of {e.total} crashes within {fmt_n(days)} days "
+            f"after a hardware event ({kinds}){example}")
+
+
+def _sir(e: Evidence) -> str:
+    s = e.ratio_status
+    # an undefined SIR (no fleet rate) has no meaningful expectation nor p-value, whatever
+    # numbers the table holds
+    expected = "n/a" if s == "undefined" else fmt_n(e.expected)
+    p = fmt_p(None if s == "undefined" else e.p)
+    return (f"host {_host(e)}: {e.observed} crashes where {expected} expected (SIR "
+            f"{fmt_ratio_value(e.ratio, s)}, 95% CI {fmt_bound(e.ci_low, s)}–"
+            f"{fmt_bound(e.ci_high, s)}, {p})")
+
+
+def _excess_without_signs(e: Evidence) -> str:
+    return f"host {_host(e)}: excess crashes without a hardware sign"
+
+
+def _group_verdicts(e: Evidence) -> str:
+    parts = ", ".join(f"{t.count} in {t.name} groups" for t in e.tallies)
+    return f"host {_host(e)}: of its {e.total} crashes, {parts}"
+
+
+PHRASES: dict[str, Callable[[Evidence], str]] = {
+    "sample-size": _sample_size,
+    "host-concentration": _concentration,
+    "concentration-without-signs": _without_signs,
+    "fleet-spread": _spread,
+    "rate-ratio": _rate_ratio,
+    "confounding": _confounding,
+    "hardware-phenotypes": _hardware_phenotypes,
+    "diversity": _diversity,
+    "private-signatures": _private,
+    "telemetry": _telemetry,
+    "sir": _sir,
+    "excess-without-signs": _excess_without_signs,
+    "group-verdicts": _group_verdicts,
+}
+"""One sentence per evidence kind (a test checks every kind of EvidenceKind has one)."""
+
+
+def evidence_text(e: Evidence) -> str:
+    """The sentence for one evidence item, a person can check it against the data."""
+    return PHRASES[e.kind](e)
