@@ -5,7 +5,8 @@ Reads every file of ``tests/data/vendored/kernel-oops-syzkaller/`` (747 real
 console logs from ``google/syzkaller`` ``pkg/report/testdata/linux/report/``,
 each with header lines ``TITLE:``, ``CORRUPTED:`` … a blank line, the raw
 log, and optionally an expected ``REPORT:`` section), feeds the raw log only
-to :func:`coreepi.parse.kernel.oops.parse_kernel_log`, and compares the first
+to :func:`coreepi.parse.kernel.oops.parse_kernel_log` (then
+:func:`coreepi.analyze.analyze`, which makes the signature), and compares the first
 report's title with ``TITLE:``.
 
 Writes ``docs/parsers/kernel-oops-agreement.md``: the agreement rate and
@@ -124,6 +125,7 @@ def _categorize(case: Case, got_title: str | None, got_corrupted: bool | None) -
 def evaluate(testdata: Path) -> Evaluation:
     """Parse every ground-truth file and compare with its header."""
     sys.path.insert(0, str(ROOT / "src"))
+    from coreepi.analyze import analyze
     from coreepi.parse.kernel.oops import parse_kernel_log
 
     result = Evaluation()
@@ -131,7 +133,7 @@ def evaluate(testdata: Path) -> Evaluation:
         if not re.fullmatch(r"[0-9]+", path.name):
             continue
         case = load_case(path)
-        reports = parse_kernel_log(case.log, name=case.name)
+        reports = [analyze(r) for r in parse_kernel_log(case.log, name=case.name)]
         got_title = got_corrupted = None
         if reports:
             first = reports[0]

@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testdata import vendored
 
+from coreepi.analyze import analyze
+from coreepi.analyze.signature.jvm import normalize_cpp
 from coreepi.model.report import CrashReport, Source
 from coreepi.parse.jvm.hs_err import HsErrLimits, looks_like_hs_err, parse_hs_err
-from coreepi.parse.jvm.signature import normalize_cpp
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = vendored("jvm-hs_err-krashpad")
@@ -29,12 +30,19 @@ EXPECTED: dict[str, dict[str, Any]] = tomllib.loads(
 )
 
 
+def hs_err_report(source: Any, **kwargs: Any) -> CrashReport | None:
+    """parse_hs_err, then the one analyze() every artifact goes through
+    (phenotypes and signature are analysis, not parsing)."""
+    report = parse_hs_err(source, **kwargs)
+    return None if report is None else analyze(report)
+
+
 def _basename(path: str | None) -> str | None:
     return None if path is None else re.split(r"[/\\]", path)[-1]
 
 
 def _parse_dataset(name: str) -> CrashReport:
-    report = parse_hs_err(DATA / f"{name}.txt")
+    report = hs_err_report(DATA / f"{name}.txt")
     assert report is not None, f"{name}: no crash found"
     return report
 
@@ -166,16 +174,16 @@ def test_real_log_matches_hand_read_values(name: str) -> None:
 def test_every_real_log_gives_a_report_with_a_stable_id() -> None:
     ids: dict[str, list[str]] = {}
     for path in sorted(DATA.glob("dataset*.txt")):
-        report = parse_hs_err(path)
+        report = hs_err_report(path)
         assert report is not None, path.name
         assert report == CrashReport.model_validate_json(report.model_dump_json())
-        again = parse_hs_err(path.read_text(encoding="utf-8"), name=str(path))
+        again = hs_err_report(path.read_text(encoding="utf-8"), name=str(path))
         assert again is not None and again.crash_id == report.crash_id, "same log, same id"
         ids.setdefault(report.crash_id, []).append(path.name)
         text = path.read_text(encoding="utf-8")
         if "jvm.error_line" in report.host.extra and "\n-----" in text:
             body = text.index("\n-----")  # the header identifies the crash; cut after it
-            cut = parse_hs_err(text[: body + (len(text) - body) // 2], name=str(path))
+            cut = hs_err_report(text[: body + (len(text) - body) // 2], name=str(path))
             assert cut is not None and cut.crash_id == report.crash_id, "truncated copy, same crash"
     # Distinct crashes get distinct ids; krashpad's set holds a few copies of one
     # crash (e.g. 35/37, 27/28, 44/51 share pid, time and error line).
@@ -345,7 +353,7 @@ END.
 
 
 def test_jdk17_temurin_log() -> None:
-    report = parse_hs_err(JDK17)
+    report = hs_err_report(JDK17)
     assert report is not None
     assert (report.runtime.version, report.runtime.vendor) == ("17.0.8+7", "Eclipse Adoptium")
     assert (
@@ -398,7 +406,7 @@ def test_jit_addresses_and_generated_names_do_not_make_new_signatures() -> None:
         .replace("(33 bytes)", "(31 bytes)")
         .replace("pid=1,", "pid=7,")
     )
-    first, second = parse_hs_err(JDK17), parse_hs_err(other)
+    first, second = hs_err_report(JDK17), hs_err_report(other)
     assert first is not None and second is not None
     assert first.signature is not None and second.signature is not None
     assert first.signature.signature == second.signature.signature
@@ -411,7 +419,7 @@ def test_jit_addresses_and_generated_names_do_not_make_new_signatures() -> None:
         "[0x00007f3b0d5a1a80+0x00000000000000ac]\n",
         "",
     )
-    report = parse_hs_err(lambda_frame)
+    report = hs_err_report(lambda_frame)
     assert report is not None and report.signature is not None
     assert "com.example.Cache$$Lambda$<N>.apply" in report.signature.signature
 
@@ -440,7 +448,7 @@ siginfo:si_signo=SIGSEGV: si_errno=0, si_code=1 (SEGV_MAPERR), si_addr=0x0000000
 
 
 def test_jdk6_log() -> None:
-    report = parse_hs_err(JDK6)
+    report = hs_err_report(JDK6)
     assert report is not None
     assert (report.runtime.version, report.runtime.vendor) == ("1.6.0_45-b06", "Oracle")
     assert (
@@ -480,7 +488,7 @@ siginfo: EXCEPTION_ACCESS_VIOLATION (0xc0000005), writing address 0x000000000000
 
 
 def test_windows_exception() -> None:
-    report = parse_hs_err(WINDOWS)
+    report = hs_err_report(WINDOWS)
     assert report is not None and report.signal is not None
     assert (report.signal.number, report.signal.name) == (0xC0000005, "EXCEPTION_ACCESS_VIOLATION")
     assert (report.signal.si_code_name, report.signal.fault_address) == (
@@ -521,7 +529,7 @@ R1=0x0000ffff8c01a000
 
 
 def test_internal_error_jdk21_aarch64() -> None:
-    report = parse_hs_err(INTERNAL_JDK21)
+    report = hs_err_report(INTERNAL_JDK21)
     assert report is not None
     assert (report.runtime.version, report.runtime.vendor, report.arch) == (
         "21.0.1+12-LTS",
@@ -554,7 +562,7 @@ def test_native_oom_jdk21_error_detail() -> None:
         "# Native memory allocation (mmap) failed to map 65536 bytes. Error detail: committing reserved memory.\n"
         "#  Out of Memory Error (os_linux.cpp:2774), pid=8, tid=9\n"
     )
-    report = parse_hs_err(text)
+    report = hs_err_report(text)
     assert report is not None and report.signature is not None
     oom = _phenotype(report, "jvm-native-oom")
     assert oom is not None and (oom["allocator"], oom["size_bytes"], oom["purpose"]) == (
@@ -567,7 +575,7 @@ def test_native_oom_jdk21_error_detail() -> None:
 
 def test_second_log_in_one_file_is_not_mixed_in() -> None:
     text = JDK6 + "\n---------------  S Y S T E M  ---------------\n\nOS:A\n" + JDK17
-    report = parse_hs_err(text)
+    report = hs_err_report(text)
     assert report is not None and report.process.pid == 31337 and report.host.os == "A"
     assert any("second crash log" in w for w in report.analysis.warnings)
 
@@ -645,7 +653,7 @@ def test_unreadable_path_raises_oserror(tmp_path: Path) -> None:
     ],
 )
 def test_not_an_hs_err_log_is_no_crash(text: str) -> None:
-    assert parse_hs_err(text) is None
+    assert hs_err_report(text) is None
     assert not looks_like_hs_err(text.encode())
 
 
@@ -654,12 +662,12 @@ def test_sniffing_and_compressed_paths(tmp_path: Path) -> None:
         assert looks_like_hs_err(path.read_bytes()[:4096]), path.name
     packed = tmp_path / "hs_err_pid26950.log.gz"
     packed.write_bytes(gzip.compress((DATA / "dataset11.txt").read_bytes()))
-    report = parse_hs_err(packed)
+    report = hs_err_report(packed)
     assert report is not None and report.process.pid == 26950 and report.core.sha256 is not None
     with open(DATA / "dataset11.txt", "rb") as handle:  # binary and text file objects too
-        from_binary = parse_hs_err(handle)
+        from_binary = hs_err_report(handle)
     with open(DATA / "dataset11.txt", encoding="utf-8") as text:
-        from_text = parse_hs_err(text)
+        from_text = hs_err_report(text)
     assert from_binary is not None and from_text is not None
     assert from_binary.crash_id == from_text.crash_id == report.crash_id
     assert looks_like_hs_err(JDK17.encode()) and looks_like_hs_err(b"\xff\xfe" + JDK6.encode())
@@ -673,7 +681,7 @@ def test_kernel_logs_are_not_hs_err_logs() -> None:
     for path in sorted(KERNEL_LOGS.iterdir()):
         data = path.read_bytes()
         assert not looks_like_hs_err(data), path.name
-        assert parse_hs_err(data) is None, path.name
+        assert hs_err_report(data) is None, path.name
 
 
 # --- robustness: mutated real logs -----------------------------------------------------------
@@ -722,7 +730,7 @@ def mutated_logs(draw: st.DrawFn) -> bytes:
 @given(mutated_logs())
 def test_mutated_logs_never_raise(data: bytes) -> None:
     for source in (data, data.decode("utf-8", "replace"), io.BytesIO(data)):
-        report = parse_hs_err(source)
+        report = hs_err_report(source)
         assert report is None or isinstance(report, CrashReport)
         if report is not None:
             assert len(report.crash_id) == 32
@@ -750,7 +758,7 @@ _HOSTILE_LINES = (
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_HOSTILE_LINES), max_size=40), st.text(max_size=50))
 def test_shuffled_section_lines_never_raise(lines: list[str], noise: str) -> None:
-    report = parse_hs_err([*lines, noise])
+    report = hs_err_report([*lines, noise])
     assert report is None or isinstance(report, CrashReport)
     if report is not None:
         assert not any("parser error" in w for w in report.analysis.warnings), "no fallback needed"

@@ -18,12 +18,14 @@ import sys
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testdata import vendored
 
+from coreepi.analyze import analyze
 from coreepi.model.report import CrashReport, FrameTrust, Source
 from coreepi.parse.kernel.oops import (
     ScanLimits,
@@ -34,6 +36,12 @@ from coreepi.parse.kernel.oops import (
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTDATA = vendored("kernel-oops-syzkaller")
+
+
+def kernel_reports(source: Any, **kwargs: Any) -> list[CrashReport]:
+    """parse_kernel_log, then the one analyze() every artifact goes through
+    (phenotypes and signature are analysis, not parsing)."""
+    return [analyze(report) for report in parse_kernel_log(source, **kwargs)]
 
 
 def _agreement_module():  # type: ignore[no-untyped-def]
@@ -137,7 +145,7 @@ MCE_PANIC = """\
 
 
 def test_several_crashes_give_several_reports() -> None:
-    reports = parse_kernel_log(KASAN_THEN_GPF, name="two-crashes")
+    reports = kernel_reports(KASAN_THEN_GPF, name="two-crashes")
     assert [r.signature.signature for r in reports if r.signature] == [
         "KASAN: slab-use-after-free Read in ext4_fill_super",
         "general protection fault in nf_tables_newrule",
@@ -164,16 +172,16 @@ def test_several_crashes_give_several_reports() -> None:
     assert gpf.crashed_thread is not None and gpf.crashed_thread.registers["rax"] == 0xDFFFFC0000000000
     assert gpf.host.extra["modules_linked_in"] == "nf_tables nvidia"
     assert len({r.crash_id for r in reports}) == 2
-    assert [r.crash_id for r in parse_kernel_log(KASAN_THEN_GPF, name="two-crashes")] == [
+    assert [r.crash_id for r in kernel_reports(KASAN_THEN_GPF, name="two-crashes")] == [
         r.crash_id for r in reports
     ]
 
 
 def test_taint_flags_become_phenotypes() -> None:
-    gpf = parse_kernel_log(KASAN_THEN_GPF)[1]
+    gpf = kernel_reports(KASAN_THEN_GPF)[1]
     names = {p.name for p in gpf.phenotypes}
     assert "kernel-taint-out-of-tree" in names and "kernel-taint-machine-check" not in names
-    mce = parse_kernel_log(MCE_PANIC)
+    mce = kernel_reports(MCE_PANIC)
     assert len(mce) == 1
     assert mce[0].signature is not None and mce[0].signature.signature == "kernel panic: Fatal machine check"
     by_name = {p.name: p for p in mce[0].phenotypes}
@@ -187,10 +195,10 @@ def test_journal_and_dmesg_t_formats() -> None:
         "Mar 19 10:32:12 node17 kernel: " + line.split("] ", 1)[1] if "] " in line else line
         for line in KASAN_THEN_GPF.splitlines()
     )
-    titles = [r.signature.signature for r in parse_kernel_log(journal) if r.signature]
+    titles = [r.signature.signature for r in kernel_reports(journal) if r.signature]
     assert titles[0] == "KASAN: slab-use-after-free Read in ext4_fill_super"
     dmesg_t = re.sub(r"(?m)^\[ *[0-9]+\.[0-9]+\]", "[Tue Mar 19 10:32:12 2024]", KASAN_THEN_GPF)
-    reports = parse_kernel_log(dmesg_t)
+    reports = kernel_reports(dmesg_t)
     assert [r.signature.signature for r in reports if r.signature][:2] == [
         "KASAN: slab-use-after-free Read in ext4_fill_super",
         "general protection fault in nf_tables_newrule",
@@ -212,7 +220,7 @@ def test_hard_lockup_extension() -> None:
         "[  300.000009]  process_one_work+0x10/0x20\n"
         "[  300.000010]  worker_thread+0x10/0x20\n"
     )
-    (report,) = parse_kernel_log(log)
+    (report,) = kernel_reports(log)
     assert report.signature is not None and report.signature.signature == "BUG: hard lockup in mydrv_poll"
     assert report.phenotypes[0].name == "kernel-lockup"
     assert report.signature.trail[0].rule.startswith("coreepi-title:")
@@ -224,29 +232,29 @@ def test_hard_lockup_extension() -> None:
      "BUG", "WARNING: /etc/ssh/moduli does not exist, using fixed modulus\n", "\x00\xff\ufffd" * 100],
 )
 def test_no_crash_found(text: str) -> None:
-    assert parse_kernel_log(text) == []
+    assert kernel_reports(text) == []
 
 
 def test_partial_report_is_kept_and_marked() -> None:
     truncated = "[  1.0] BUG: unable to handle kernel NULL pointer dereference at 0000000000000008\n[  1.1] IP:"
-    (report,) = parse_kernel_log(truncated)
+    (report,) = kernel_reports(truncated)
     assert report.phenotypes[0].evidence["corrupted"] is True
     assert any(w.startswith("corrupted report: ") for w in report.analysis.warnings)
 
 
 def test_input_kinds(tmp_path: Path) -> None:
-    expected = [r.signature.signature for r in parse_kernel_log(KASAN_THEN_GPF) if r.signature]
+    expected = [r.signature.signature for r in kernel_reports(KASAN_THEN_GPF) if r.signature]
     raw = KASAN_THEN_GPF.encode()
     plain, gz = tmp_path / "console.log", tmp_path / "console.log.gz"
     plain.write_bytes(raw.replace(b"\n", b"\r\n"))
     gz.write_bytes(gzip.compress(raw))
     for source in (plain, gz, raw, KASAN_THEN_GPF.splitlines(), KASAN_THEN_GPF.splitlines(keepends=True),
                    [line.encode() for line in KASAN_THEN_GPF.splitlines()]):
-        got = [r.signature.signature for r in parse_kernel_log(source) if r.signature]  # type: ignore[arg-type]
+        got = [r.signature.signature for r in kernel_reports(source) if r.signature]  # type: ignore[arg-type]
         assert got == expected, type(source)
     with plain.open("rb") as handle:
-        assert [r.signature.signature for r in parse_kernel_log(handle) if r.signature] == expected
-    assert parse_kernel_log(plain)[0].crash_id == parse_kernel_log(plain)[0].crash_id
+        assert [r.signature.signature for r in kernel_reports(handle) if r.signature] == expected
+    assert kernel_reports(plain)[0].crash_id == kernel_reports(plain)[0].crash_id
 
 
 def test_looks_like_kernel_log() -> None:
@@ -308,19 +316,19 @@ def _check(reports: list[CrashReport]) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sample=st.sampled_from(range(len(SAMPLES))), seed=st.integers(0, 2**32), ops=st.integers(1, 40))
 def test_mutated_real_logs_never_raise(sample: int, seed: int, ops: int) -> None:
-    _check(parse_kernel_log(_mutate(SAMPLES[sample], seed, ops)))
+    _check(kernel_reports(_mutate(SAMPLES[sample], seed, ops)))
 
 
 @settings(max_examples=100, deadline=None)
 @given(data=st.binary(max_size=4096))
 def test_arbitrary_bytes_never_raise(data: bytes) -> None:
-    _check(parse_kernel_log(data))
+    _check(kernel_reports(data))
 
 
 @settings(max_examples=100, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(list("BUG:WARNINGKernel panic[] 0123.\n\t?+x/<>CPUTrace")), max_size=2000))
 def test_kernel_flavoured_text_never_raises(text: str) -> None:
-    _check(parse_kernel_log(text))
+    _check(kernel_reports(text))
 
 
 def _huge_log(lines: int) -> Iterator[str]:
@@ -361,11 +369,12 @@ def test_one_giant_line_file_is_bounded(tmp_path: Path) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    reports = [analyze(report) for report in reports]
     assert len(reports) == 1 and reports[0].phenotypes[0].evidence["corrupted"] is True
     assert peak < 16 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
 
 
 def test_report_count_is_capped() -> None:
     log = "".join(f"[{i}.0] WARNING: CPU: 0 PID: 1 at kernel/foo.c:{i} foo+0x1/0x2\n" for i in range(1, 60))
-    reports = parse_kernel_log(log, max_reports=5)
+    reports = kernel_reports(log, max_reports=5)
     assert len(reports) == 5 and "more than 5" in reports[-1].analysis.warnings[-1]

@@ -12,7 +12,10 @@ that do not end. Format (see docs/phenotypes.md and examples/case-defs.toml)::
     when = 'signal == "SIGSEGV" && functions.exists(f, f.startsWith("Parser::"))'
     hardware_indicative = false
 
-Definitions are evaluated in file order after the built-in phenotypes; a
+A case definition is a :class:`~coreepi.analyze.phenotypes.base.PhenotypeRule`
+like the built-ins, and applies to every artifact kind (cores, hs_err logs,
+kernel reports): :func:`coreepi.analyze.analyze` evaluates the definitions
+it is given in file order after the built-in rules of the report's kind; a
 definition that fires is added to ``report.phenotypes`` like a built-in
 (evidence: the file and the expression), and later definitions see it in
 ``phenotypes``. A file that cannot be read, is not TOML, or holds a bad
@@ -27,11 +30,14 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import celpy
 from celpy import celtypes
 
+from coreepi.analyze.context import KINDS, AnalysisContext, Kind
+from coreepi.analyze.phenotypes import builtin_names
+from coreepi.analyze.phenotypes.base import PhenotypeRule
 from coreepi.errors import InputError
 from coreepi.model.report import CrashReport, Phenotype
 
@@ -47,15 +53,45 @@ INT64_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
-class CaseDefinition:
-    """One user case definition, its expression compiled."""
+class CaseDefinition(PhenotypeRule):
+    """One user case definition, its expression compiled: a phenotype rule
+    of every artifact kind."""
 
+    kinds: ClassVar[frozenset[Kind]] = KINDS
     name: str
     when: str
     description: str = ""
     hardware_indicative: bool = False
     source: str = "<string>"  # the file it came from
     program: Any = field(default=None, repr=False, compare=False)  # celpy Runner
+
+    def evaluate(self, ctx: AnalysisContext) -> Phenotype | None:
+        """The phenotype when the expression is true on ``ctx.report`` (with
+        the phenotypes fired so far). An expression that fails or gives no
+        boolean does not fire: a warning naming the definition and its file
+        goes to ``report.analysis.warnings``."""
+        variables = _variables(ctx)
+        activation = {k: celpy.json_to_cel(v) for k, v in variables.items()}
+        warnings = ctx.report.analysis.warnings
+        try:
+            result = self.program.evaluate(activation)
+        except celpy.CELEvalError as exc:
+            warnings.append(
+                f"case definition {self.name!r} ({self.source}): "
+                f"evaluation error: {_eval_error_text(exc)}"
+            )
+            return None
+        if not isinstance(result, celtypes.BoolType):
+            warnings.append(
+                f"case definition {self.name!r} ({self.source}): expression gave "
+                f"{type(result).__name__}, not a boolean; treated as not firing"
+            )
+            return None
+        if not bool(result):
+            return None
+        return self.fire(
+            case_definition=self.source, expression=self.when, description=self.description
+        )
 
     @classmethod
     def compile(
@@ -96,9 +132,7 @@ def load_case_definitions(path: str | os.PathLike[str]) -> list[CaseDefinition]:
     cases = data.get("case", [])
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise InputError(source, "'case' must be an array of tables ([[case]])")
-    from coreepi.analyze.phenotypes import builtin_rules  # the built-in names are reserved
-
-    reserved = {rule.name for rule in builtin_rules()}
+    reserved = builtin_names()
     definitions: list[CaseDefinition] = []
     for number, case in enumerate(cases, start=1):
         label = case.get("name") if isinstance(case.get("name"), str) else f"#{number}"
@@ -174,44 +208,32 @@ def _present(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if v is not None}
 
 
+def _variables(ctx: AnalysisContext) -> dict[str, Any]:
+    """:func:`case_variables` of the report, made once per analysis, with
+    ``phenotypes`` (and the report's) as fired so far."""
+    variables: dict[str, Any] | None = ctx.shared.get("case_variables")
+    if variables is None:
+        variables = case_variables(ctx.report)
+        variables["report"]["phenotypes"] = [p.model_dump(mode="json") for p in ctx.fired]
+        ctx.shared["case_variables"] = variables
+    variables["phenotypes"] = [p.name for p in ctx.fired]
+    return variables
+
+
 def evaluate_case_definitions(
     report: CrashReport, definitions: list[CaseDefinition]
 ) -> list[Phenotype]:
-    """The phenotypes of the definitions that fire on ``report``, in file order.
+    """The phenotypes of the definitions that fire on ``report`` (already
+    analysed: its phenotypes are those the expressions see), in file order.
     Does not change ``report.phenotypes``, but does record evaluation errors
-    as warnings in ``report.analysis.warnings``."""
-    variables = case_variables(report)
-    fired: list[Phenotype] = []
+    as warnings in ``report.analysis.warnings``. :func:`coreepi.analyze.analyze`
+    runs the definitions as rules; this runs them alone."""
+    ctx = AnalysisContext(report, fired=list(report.phenotypes))
     for definition in definitions:
-        activation = {k: celpy.json_to_cel(v) for k, v in variables.items()}
-        try:
-            result = definition.program.evaluate(activation)
-        except celpy.CELEvalError as exc:
-            report.analysis.warnings.append(
-                f"case definition {definition.name!r} ({definition.source}): "
-                f"evaluation error: {_eval_error_text(exc)}"
-            )
-            continue
-        if not isinstance(result, celtypes.BoolType):
-            report.analysis.warnings.append(
-                f"case definition {definition.name!r} ({definition.source}): expression gave "
-                f"{type(result).__name__}, not a boolean; treated as not firing"
-            )
-            continue
-        if bool(result):
-            fired.append(
-                Phenotype(
-                    name=definition.name,
-                    hardware_indicative=definition.hardware_indicative,
-                    evidence={
-                        "case_definition": definition.source,
-                        "expression": definition.when,
-                        "description": definition.description,
-                    },
-                )
-            )
-            variables["phenotypes"] = [*variables["phenotypes"], definition.name]
-    return fired
+        phenotype = definition.evaluate(ctx)
+        if phenotype is not None:
+            ctx.fired.append(phenotype)
+    return ctx.fired[len(report.phenotypes) :]
 
 
 def _eval_error_text(exc: celpy.CELEvalError) -> str:

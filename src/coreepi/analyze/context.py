@@ -1,22 +1,25 @@
-"""What an analysis rule sees: the crash report, the process memory, and
-helpers every rule needs (registers of the crashing thread, mappings,
-instruction decoding with capstone)."""
+"""What an analysis rule sees: the crash report, its kind, the process
+memory, the phenotypes fired so far, and helpers every rule needs (registers
+of the crashing thread, mappings, instruction decoding with capstone)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import capstone
 
-from coreepi.model.report import CrashReport, Thread
+from coreepi.model.report import CrashReport, Phenotype, Source, Thread
 
-if TYPE_CHECKING:
-    from coreepi.analyze.casedefs import CaseDefinition
+__all__ = ["KINDS", "AnalysisContext", "Instruction", "Kind", "Memory", "RegionLike", "kind_of"]
 
-__all__ = ["AnalysisContext", "Instruction", "Memory", "RegionLike"]
+#: The artifact kinds analysis tells apart: each has its own phenotype rules
+#: and signature rule list (``native``: ELF cores, systemd-coredump, minidumps;
+#: ``jvm``: hs_err logs; ``kernel``: kernel oops / panic reports).
+Kind = Literal["native", "jvm", "kernel"]
+KINDS: Final[frozenset[Kind]] = frozenset({"native", "jvm", "kernel"})
+_KIND_OF_SOURCE: Final[dict[Source, Kind]] = {Source.HS_ERR: "jvm", Source.KERNEL_OOPS: "kernel"}
 
 PC = {"x86_64": "rip", "aarch64": "pc"}
 SP = {"x86_64": "rsp", "aarch64": "sp"}
@@ -55,16 +58,29 @@ class Instruction:
     groups: tuple[str, ...] = field(default=())
 
 
+def kind_of(report: CrashReport) -> Kind:
+    """The artifact kind of ``report``, from its ``source``."""
+    return _KIND_OF_SOURCE.get(report.source, "native")
+
+
 @dataclass
 class AnalysisContext:
     """Input of every analysis rule. ``memory`` is None when the report came
-    without its core (e.g. an uploaded report): memory-based rules then do
-    not fire."""
+    without its core (a log, an uploaded report): memory-based rules then
+    do not fire. ``fired``: the phenotypes fired so far in this analysis, in
+    rule order (the pipeline stores them in ``report.phenotypes`` at the
+    end). ``shared``: values several rules compute from the same report,
+    kept for the length of one analysis (e.g. the CEL variables)."""
 
     report: CrashReport
     memory: Memory | None = None
-    #: user case definitions to evaluate after the built-in phenotypes
-    case_definitions: Sequence[CaseDefinition] = ()
+    fired: list[Phenotype] = field(default_factory=list)
+    shared: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> Kind:
+        """``native``, ``jvm`` or ``kernel`` (see :data:`KINDS`)."""
+        return kind_of(self.report)
 
     @property
     def arch(self) -> str:

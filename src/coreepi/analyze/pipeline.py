@@ -1,4 +1,9 @@
-"""Run the analysis steps over one crash report.
+"""Run the analysis steps over one crash report, whatever its kind.
+
+One :func:`analyze` for every artifact: an ELF core (with its memory), an
+hs_err log, a kernel oops. The report's kind (:func:`coreepi.analyze.context.kind_of`)
+picks the built-in phenotype rules and the signature rule list; the user's
+case definitions are rules of every kind, run after the built-ins.
 
 Steps run in a fixed order (plain data below). One failing step or rule
 never fails the crash: the failure becomes a warning naming the step and the
@@ -9,7 +14,6 @@ same).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from coreepi.analyze.context import AnalysisContext, Memory
 from coreepi.analyze.phenotypes import PhenotypeRule, builtin_rules
@@ -17,18 +21,17 @@ from coreepi.analyze.signature import run_signature
 from coreepi.analyze.stackscan import run_stack_scan
 from coreepi.model.report import CrashReport
 
-if TYPE_CHECKING:
-    from coreepi.analyze.casedefs import CaseDefinition
-
 __all__ = ["analyze", "run_phenotypes"]
 
 Step = Callable[[AnalysisContext], None]
 
 
 def run_phenotypes(ctx: AnalysisContext, rules: Sequence[PhenotypeRule] | None = None) -> None:
-    """Evaluate every rule; replace the report's phenotypes with those that fire."""
-    fired = []
-    for rule in builtin_rules() if rules is None else rules:
+    """Evaluate ``rules`` (default: the built-ins of the report's kind) in
+    order; set the report's phenotypes to those that fire. A rule sees the
+    phenotypes fired before it in ``ctx.fired``; one that raises becomes a
+    warning ``phenotype rule NAME failed: ERROR``."""
+    for rule in builtin_rules(ctx.kind) if rules is None else rules:
         try:
             phenotype = rule.evaluate(ctx)
         except Exception as exc:  # one rule's bug must not cost the crash its analysis
@@ -37,44 +40,36 @@ def run_phenotypes(ctx: AnalysisContext, rules: Sequence[PhenotypeRule] | None =
             )
             continue
         if phenotype is not None:
-            fired.append(phenotype)
-    ctx.report.phenotypes = fired
-
-
-def run_case_definitions(ctx: AnalysisContext) -> None:
-    """Add the user case definitions that fire (after the built-in phenotypes)."""
-    if ctx.case_definitions:
-        from coreepi.analyze.casedefs import evaluate_case_definitions
-
-        ctx.report.phenotypes.extend(
-            evaluate_case_definitions(ctx.report, list(ctx.case_definitions))
-        )
-
-
-# Order matters: phenotypes read frames (so stack scanning, which adds frames,
-# goes before them), and the signature reads phenotypes (an unusable stack's
-# phenotype heads it) and the scanned frames, so it goes last.
-STEPS: list[tuple[str, Step]] = [
-    ("stack-scan", run_stack_scan),
-    ("phenotypes", run_phenotypes),
-    ("case-definitions", run_case_definitions),  # after the built-ins they may name
-    ("signature", run_signature),
-]
+            ctx.fired.append(phenotype)
+    ctx.report.phenotypes = list(ctx.fired)
 
 
 def analyze(
     report: CrashReport,
     memory: Memory | None = None,
     *,
-    case_definitions: Sequence[CaseDefinition] = (),
+    case_definitions: Sequence[PhenotypeRule] = (),
 ) -> CrashReport:
-    """Enrich ``report`` in place with phenotypes (and, as steps are added,
-    scanned frames and a signature); returns it. ``memory`` is the crashed
-    process's memory when the core is at hand. ``case_definitions``: user
-    case definitions (:func:`coreepi.analyze.casedefs.load_case_definitions`)
-    evaluated after the built-in phenotypes."""
-    ctx = AnalysisContext(report, memory, case_definitions=case_definitions)
-    for name, step in STEPS:
+    """Enrich ``report`` in place with scanned frames (cores), phenotypes and
+    a signature; returns it. Any phenotypes and signature it had are
+    replaced. ``memory``: the crashed process's memory when the core is at
+    hand (None for logs and uploaded reports). ``case_definitions``: user
+    case definitions (:func:`coreepi.analyze.casedefs.load_case_definitions`),
+    evaluated after the built-in rules, in order. Never raises: a failing
+    step or rule becomes a line in ``report.analysis.warnings``."""
+    ctx = AnalysisContext(report, memory)
+    rules = [*builtin_rules(ctx.kind), *case_definitions]
+    # Order matters: phenotypes read frames (so stack scanning, which adds
+    # frames, goes before them), user definitions may name built-ins (so they
+    # come after them), and the signature reads phenotypes (an unusable
+    # stack's phenotype heads it, a JVM out-of-memory's allocator too) and
+    # the scanned frames, so it goes last.
+    steps: list[tuple[str, Step]] = [
+        ("stack-scan", run_stack_scan),
+        ("phenotypes", lambda c: run_phenotypes(c, rules)),
+        ("signature", run_signature),
+    ]
+    for name, step in steps:
         try:
             step(ctx)
         except Exception as exc:

@@ -212,8 +212,6 @@ def inspect_file(
     definitions = _case_definitions(case_defs)
     kind, compression = sniff(name)
     if kind in (ArtifactKind.KERNEL_LOG, ArtifactKind.HS_ERR):
-        # Their parsers set phenotypes and signature from the log itself;
-        # only the user's case definitions are added.
         if kind is ArtifactKind.KERNEL_LOG:
             from coreepi.parse.kernel.oops import parse_kernel_log
 
@@ -223,11 +221,11 @@ def inspect_file(
 
             hs_err = parse_hs_err(Path(name), name=name)
             reports = [hs_err] if hs_err is not None else []
-        if run_analysis and definitions:
-            from coreepi.analyze.casedefs import evaluate_case_definitions
+        if run_analysis:  # the same analyze() as a core's, without memory
+            from coreepi.analyze import analyze
 
             for report in reports:
-                report.phenotypes.extend(evaluate_case_definitions(report, definitions))
+                analyze(report, case_definitions=definitions)
         return reports
     if kind is ArtifactKind.UNKNOWN:
         raise NotACoreError(name, "not an ELF core dump, a JVM hs_err log or a kernel log")

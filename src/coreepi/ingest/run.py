@@ -224,17 +224,16 @@ def _kernel_report_times(path: Path, line_numbers: set[int]) -> dict[int, tuple[
 
 
 def _report_line(report: CrashReport) -> int:
-    evidence = report.phenotypes[0].evidence if report.phenotypes else {}
-    try:
-        return int(evidence.get("line_number") or 0)
-    except (TypeError, ValueError):
-        return 0
+    """The 1-based line of the log where ``report`` starts; 0 when unknown."""
+    artifact = report.artifact
+    return (artifact.line or 0) if artifact is not None else 0
 
 
 def _ingest_telemetry_log(store: Store, path: Path, host: str, summary: IngestSummary,
                           known: set[str] | None) -> None:
     """Hardware events (idempotent by event_id) and kernel crashes of host
     ``host`` from one log; the ledger key is the path and the host."""
+    from coreepi.analyze import analyze
     from coreepi.parse.kernel.oops import iter_kernel_log
     from coreepi.parse.telemetry.logs import parse_telemetry
 
@@ -266,7 +265,7 @@ def _ingest_telemetry_log(store: Store, path: Path, host: str, summary: IngestSu
         summary.notes.append(
             f"{path}: {no_clock} of {events} events have only seconds since boot (no wall-clock "
             "time): stored, but not joined to crashes")
-    reports = list(iter_kernel_log(path, name=str(path)))
+    reports = [analyze(r) for r in iter_kernel_log(path, name=str(path))]
     times = _kernel_report_times(path, {_report_line(r) for r in reports}) if reports else {}
     mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC)
     records = []

@@ -41,11 +41,14 @@ __all__ = [
     "SCHEMA_VERSION",
     "Address",
     "AnalysisInfo",
+    "ArtifactInfo",
     "CoreInfo",
     "CrashReport",
     "Frame",
     "FrameTrust",
     "HostFacts",
+    "JvmErrorInfo",
+    "KernelReportInfo",
     "Mapping",
     "Module",
     "Phenotype",
@@ -60,7 +63,7 @@ __all__ = [
     "stable_crash_id",
 ]
 
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "1.2.0"
 
 _U64_MAX = (1 << 64) - 1
 
@@ -237,12 +240,32 @@ class Mapping(_Model):
 
 
 class RuntimeFrame(_Model):
-    """A frame of a managed runtime (Java method, Python function …)."""
+    """A frame of a managed runtime (Java method, Python function …).
+
+    The fields after ``kind`` are what the runtime's own log printed of the
+    frame (HotSpot's hs_err frame lines); None where it printed nothing.
+    Analysis reads them (JVM signatures, ``jvm-crash-in-jit-code``).
+    """
 
     function: str
     file: str | None = None
     line: int | None = None
     kind: str | None = Field(default=None, description="runtime's own frame kind, e.g. J, j, V")
+    text: str | None = Field(default=None, description="the frame's line as printed, ≤500 chars")
+    module: str | None = Field(default=None, description="native frame: module name as printed")
+    module_offset: Address | None = Field(
+        default=None, description="native frame: offset in bytes into the module, as printed"
+    )
+    symbol: str | None = Field(default=None, description="native frame: symbol as printed")
+    symbol_offset: Address | None = Field(
+        default=None, description="native frame: offset in bytes into the symbol"
+    )
+    pc: Address | None = Field(default=None, description="absolute pc, where the line prints one")
+    method: str | None = Field(default=None, description="Java frame: class, name, descriptor")
+    compiler: str | None = Field(default=None, description="compiled Java frame: c1, c2, jvmci")
+    compile_id: int | None = Field(default=None, description="compiled Java frame: JIT task id")
+    osr: bool = Field(default=False, description="compiled Java frame: on-stack replacement")
+    stub: str | None = Field(default=None, description="VM-generated stub frame: its name")
 
 
 class Runtime(_Model):
@@ -273,6 +296,74 @@ class Signature(_Model):
     signature: str
     frames_used: list[int] = Field(default_factory=list, description="frame indexes used")
     trail: list[SignatureStep] = Field(default_factory=list)
+
+
+class KernelReportInfo(_Model):
+    """What a kernel log says of one crash report, beyond the thread and
+    host facts (``source = kernel-oops``)."""
+
+    raw_title: str = Field(description="the title before ADDR/NUM/LINE normalization")
+    title_rule: str = Field(description="how the title was read: the header and its format")
+    first_line: str = Field(description="first line of the report's window, ≤500 chars")
+    crash_type: str = Field(description="KASAN, BUG, WARNING, panic, hung task, lockup, MCE …")
+    guilty_frame: str | None = Field(default=None, description="function the title names")
+    taint: str = Field(default="", description="taint letters ('' when not tainted)")
+    tainted: bool = False
+    corrupted_reason: str | None = Field(
+        default=None, description="why the report is damaged (truncated, interleaved …)"
+    )
+    truncated: bool = Field(default=False, description="window cut at the scanner's size limit")
+    cpu: int | None = None
+    fault_address: Address | None = None
+    uptime_seconds: float | None = Field(default=None, description="the oops line's timestamp")
+    modules_linked_in: list[str] = Field(default_factory=list)
+    out_of_tree_modules: list[str] = Field(
+        default_factory=list, description="linked-in modules flagged P, O or E"
+    )
+
+
+class JvmErrorInfo(_Model):
+    """What an hs_err log says of the fatal error itself (``source = hs_err``)."""
+
+    error_kind: Literal["signal", "internal", "oom"] | None = Field(
+        default=None, description="None: a fragment without its error line"
+    )
+    error_line: str | None = Field(default=None, description="the header's error line, ≤500")
+    location: str | None = Field(default=None, description="'file.cpp:123' of the error line")
+    message: str | None = Field(
+        default=None, description="the out-of-memory message, or an internal error's text"
+    )
+    pc: Address | None = Field(default=None, description="pc of a signal crash")
+    sp: Address | None = Field(default=None, description="sp of the crashing thread")
+    stack_low: Address | None = Field(default=None, description="the thread's stack bounds")
+    stack_high: Address | None = None
+    instruction_bytes: str | None = Field(
+        default=None, description="up to 16 bytes at pc from 'Instructions:', lower-case hex"
+    )
+    memory: str | None = Field(default=None, description="the 'Memory:' line as printed")
+    container_memory_limit_bytes: int | None = Field(default=None, gt=0)
+    thread_state: str | None = Field(default=None, description="_thread_in_native …")
+    home: str | None = Field(default=None, description="JVM home directory (from libjvm's path)")
+
+
+class ArtifactInfo(_Model):
+    """Where in its artifact a crash was read, and what only that kind of
+    artifact tells. Set by the log parsers (None for a core); read by
+    ``coreepi.analyze`` and by ingest."""
+
+    line: int | None = Field(
+        default=None, ge=1, description="1-based line of the log where the report starts"
+    )
+    text: str | None = Field(default=None, description="that line, ≤500 chars")
+    title: str | None = Field(
+        default=None,
+        description="kernel: the report's title in syzkaller's style (the header when the "
+        "report could not be read)",
+    )
+    kernel: KernelReportInfo | None = Field(
+        default=None, description="kernel report facts; None when the report could not be read"
+    )
+    jvm: JvmErrorInfo | None = None
 
 
 class HostFacts(_Model):
@@ -341,6 +432,9 @@ class CrashReport(_Model):
     modules: list[Module] = Field(default_factory=list)
     memory_map: list[Mapping] = Field(default_factory=list)
     runtime: Runtime = Field(default_factory=Runtime)
+    artifact: ArtifactInfo | None = Field(
+        default=None, description="where in a log the crash was read, and the log's own facts"
+    )
     phenotypes: list[Phenotype] = Field(default_factory=list)
     signature: Signature | None = None
     host: HostFacts = Field(default_factory=HostFacts)

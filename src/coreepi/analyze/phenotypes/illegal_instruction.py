@@ -9,11 +9,17 @@ bytes at pc.
 * a valid, ordinary base-ISA instruction: the CPU refused an instruction it
   must execute, or decoded something else than what memory holds:
   hardware-suspect.
+
+An hs_err log has no memory: the bytes at pc come from its
+``Instructions:`` dump, and the rule says only whether they are the ``ud2``
+that C2 and the template interpreter plant on purpose (never
+hardware-indicative: the log cannot tell more).
 """
 
 from __future__ import annotations
 
 from coreepi.analyze.context import AnalysisContext
+from coreepi.analyze.phenotypes._jvm import ILLEGAL, error, hex_or_none
 from coreepi.analyze.phenotypes._x86 import instruction_evidence
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
 from coreepi.model.report import Phenotype
@@ -29,6 +35,7 @@ BASE_GROUPS = {
 @register
 class IllegalInstruction(PhenotypeRule):
     name = "illegal-instruction"
+    kinds = frozenset({"native", "jvm"})
     hardware_indicative = True
     description = (
         "SIGILL from the CPU; the instruction at pc is decoded: a valid base-ISA "
@@ -37,6 +44,8 @@ class IllegalInstruction(PhenotypeRule):
 
     def evaluate(self, ctx: AnalysisContext) -> Phenotype | None:
         sig = ctx.report.signal
+        if ctx.kind == "jvm":
+            return self._from_log(ctx)
         if sig is None or sig.name != "SIGILL" or sig.si_code is None or sig.si_code <= 0:
             return None  # si_code <= 0: sent by kill/tgkill, not raised by an instruction
         pc = ctx.pc
@@ -60,3 +69,21 @@ class IllegalInstruction(PhenotypeRule):
         if extensions:
             return self.fire(hardware_indicative=False, verdict="isa-extension", **evidence)
         return self.fire(hardware_indicative=True, verdict="valid-ordinary-instruction", **evidence)
+
+    def _from_log(self, ctx: AnalysisContext) -> Phenotype | None:
+        """An hs_err log: SIGILL or a Windows illegal/privileged instruction."""
+        sig = ctx.report.signal
+        if sig is None or sig.name not in ILLEGAL:
+            return None
+        info = error(ctx)
+        pc = info.pc if info is not None else None
+        text = info.instruction_bytes if info is not None and pc is not None else None
+        code = bytes.fromhex(text) if text else None
+        return self.fire(
+            hardware_indicative=False,
+            si_code=sig.si_code_name,
+            pc=hex_or_none(pc),
+            instruction_bytes=code.hex(" ") if code else None,
+            # C2 and the template interpreter plant ud2 on purpose (halt, unreachable code).
+            deliberate_trap=code[:2] == b"\x0f\x0b" if code and ctx.arch in ("x86_64", "x86") else None,
+        )

@@ -1,8 +1,13 @@
-"""null-deref: a memory fault at an address in the first pages."""
+"""null-deref: a memory fault at an address in the first pages.
+
+Cores and hs_err logs: a JVM log gives the signal (or Windows exception)
+and its siginfo, so the same limit applies to what HotSpot printed.
+"""
 
 from __future__ import annotations
 
 from coreepi.analyze.context import AnalysisContext
+from coreepi.analyze.phenotypes._jvm import ACCESS, fault_is_real
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
 from coreepi.model.report import Phenotype
 
@@ -14,10 +19,13 @@ NULL_PAGE_LIMIT = 0x10000
 @register
 class NullDeref(PhenotypeRule):
     name = "null-deref"
+    kinds = frozenset({"native", "jvm"})
     description = "SIGSEGV/SIGBUS at a fault address below 64 KiB: a NULL pointer (plus offset)."
 
     def evaluate(self, ctx: AnalysisContext) -> Phenotype | None:
         sig = ctx.report.signal
+        if ctx.kind == "jvm":
+            return self._from_log(ctx)
         if sig is None or sig.name not in ("SIGSEGV", "SIGBUS") or sig.fault_address is None:
             return None
         if sig.fault_address >= NULL_PAGE_LIMIT:
@@ -31,3 +39,15 @@ class NullDeref(PhenotypeRule):
             offset_from_null=sig.fault_address,
             access=access,
         )
+
+    def _from_log(self, ctx: AnalysisContext) -> Phenotype | None:
+        """An hs_err log: Windows access violations count too; a fault
+        address that is not one (SI_KERNEL, kill) does not. No ``access``:
+        the log's pc and fault address are not compared."""
+        sig = ctx.report.signal
+        fault = sig.fault_address if sig is not None else None
+        if sig is None or sig.name not in ACCESS or fault is None or fault >= NULL_PAGE_LIMIT:
+            return None
+        if not fault_is_real(sig):
+            return None
+        return self.fire(fault_address=f"0x{fault:x}", si_code=sig.si_code_name, offset_from_null=fault)

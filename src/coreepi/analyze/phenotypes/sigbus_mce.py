@@ -10,6 +10,7 @@ from coreepi.model.report import Phenotype
 @register
 class SigbusMce(PhenotypeRule):
     name = "sigbus-mce"
+    kinds = frozenset({"native", "jvm"})  # an hs_err log prints the siginfo too
     hardware_indicative = True
     description = (
         "SIGBUS with si_code BUS_MCEERR_AR/AO: the kernel's memory-failure handler saw an "

@@ -36,6 +36,10 @@ Confidence is 0.9 when the psABI alignment agrees with the off-by-8 reading,
 the code is ordinary compiled code: pc in a file-backed module (for
 ``after-ret``: the whole process) and no anonymous executable memory (JIT,
 hand-made trampolines) in the process.
+
+An hs_err log (no memory): rsp is judged at the entry of the problematic
+native frame (symbol offset 0), where the psABI wants rsp ≡ 8 (mod 16);
+never hardware-indicative, the log cannot exclude JIT code's own stacks.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from __future__ import annotations
 from capstone import x86 as cs_x86
 
 from coreepi.analyze.context import AnalysisContext
+from coreepi.analyze.phenotypes._jvm import top_frame
 from coreepi.analyze.phenotypes._stack import call_before, reached_by_ret
 from coreepi.analyze.phenotypes._x86 import instruction_evidence, memory_operands
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
@@ -71,6 +76,7 @@ ALIGNED_VEX = {
 @register
 class StackMisaligned(PhenotypeRule):
     name = "stack-misaligned"
+    kinds = frozenset({"native", "jvm"})
     hardware_indicative = True
     description = (
         "A ret (or an aligned SSE stack access) ran with rsp 8 bytes away from the return "
@@ -78,6 +84,8 @@ class StackMisaligned(PhenotypeRule):
     )
 
     def evaluate(self, ctx: AnalysisContext) -> Phenotype | None:
+        if ctx.kind == "jvm":
+            return self._from_log(ctx)
         pc, sp = ctx.pc, ctx.sp
         if ctx.arch != "x86_64" or pc is None or sp is None or ctx.report.signal is None:
             return None
@@ -163,6 +171,20 @@ class StackMisaligned(PhenotypeRule):
     @staticmethod
     def _ordinary_code(ctx: AnalysisContext, pc: int) -> bool:
         return ctx.report.module_for(pc) is not None and StackMisaligned._ordinary_process(ctx)
+
+    def _from_log(self, ctx: AnalysisContext) -> Phenotype | None:
+        top, rsp = top_frame(ctx), ctx.register("rsp")
+        if ctx.report.signal is None or ctx.arch != "x86_64" or top is None or rsp is None:
+            return None
+        if not top.kind or top.kind not in "CV" or top.symbol_offset != 0 or rsp % 16 == 8:
+            return None
+        return self.fire(
+            hardware_indicative=False,
+            rsp=f"0x{rsp:x}",
+            rsp_mod_16=rsp % 16,
+            function=top.symbol,
+            expected="rsp % 16 == 8 at function entry (System V ABI)",
+        )
 
     @staticmethod
     def _ordinary_process(ctx: AnalysisContext) -> bool:

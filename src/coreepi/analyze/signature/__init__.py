@@ -1,5 +1,7 @@
 """Signatures: the normalized, human-readable key of a crash's stack
-(Socorro's sense), with the trail of every rule that shaped it.
+(Socorro's sense), with the trail of every rule that shaped it. One
+generator for every artifact kind, one rule list per kind
+(:data:`RULESETS`: native, jvm, kernel).
 
 ``run_signature`` is the analysis pipeline's step; :func:`generate_signature`
 and :class:`SignatureGenerator` make one on demand (e.g. with another
@@ -12,6 +14,7 @@ from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.signature.config import SignatureConfig, load_lists
 from coreepi.analyze.signature.generator import (
     RULES,
+    RULESETS,
     SignatureGenerator,
     SignatureResult,
     generate_signature,
@@ -20,6 +23,7 @@ from coreepi.analyze.signature.normalize import frame_text, normalize_function
 
 __all__ = [
     "RULES",
+    "RULESETS",
     "SignatureConfig",
     "SignatureGenerator",
     "SignatureResult",
@@ -32,5 +36,6 @@ __all__ = [
 
 
 def run_signature(ctx: AnalysisContext) -> None:
-    """Pipeline step: set ``report.signature`` with the default configuration."""
+    """Pipeline step: set ``report.signature`` with the default configuration
+    (None when there is nothing to sign)."""
     ctx.report.signature = generate_signature(ctx.report)

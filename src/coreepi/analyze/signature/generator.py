@@ -1,17 +1,29 @@
-"""Make a crash report's signature: its frames, normalized and filtered, joined
-by `` | ``; headed by a phenotype when the stack is unusable.
+"""Make a crash report's signature, for every artifact kind: one pipeline of
+small rules, one rule list per kind (:data:`RULESETS`).
 
-Like Socorro's ``SignatureGenerator`` (``socorro/signature/generator.py``):
-an ordered list of small rules, each recording what it changed, and one
-failing rule never costs the crash its signature (the failure is reported and
-the other rules still run).
+* native (cores): the frames, normalized and filtered, joined by `` | ``;
+  headed by a phenotype when the stack is unusable (:data:`RULES`);
+* jvm (hs_err logs): the problematic frame and the next significant ones,
+  HotSpot-normalized, headed by ``OOM | …`` / ``Internal Error (…)``
+  (:data:`coreepi.analyze.signature.jvm.JVM_RULES`);
+* kernel (oops reports): the report's syzbot-style title
+  (:data:`coreepi.analyze.signature.kernel.KERNEL_RULES`).
+
+Like Socorro's ``SignatureGenerator`` (``socorro/signature/generator.py``),
+whose one pipeline serves C++, Rust and Java frames: an ordered list of
+small rules, each recording what it changed, and one failing rule never
+costs the crash its signature (the failure is reported and the other rules
+still run).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from coreepi.analyze.context import Kind, kind_of
 from coreepi.analyze.signature.config import SignatureConfig, load_lists
+from coreepi.analyze.signature.jvm import JVM_RULES
+from coreepi.analyze.signature.kernel import KERNEL_RULES
 from coreepi.analyze.signature.rules import (
     CollapseRecursion,
     DropNonCodeFrames,
@@ -29,7 +41,7 @@ from coreepi.analyze.signature.rules import (
 )
 from coreepi.model.report import CrashReport, Signature
 
-__all__ = ["RULES", "SignatureGenerator", "SignatureResult", "generate_signature"]
+__all__ = ["RULES", "RULESETS", "SignatureGenerator", "SignatureResult", "generate_signature"]
 
 # Order matters:
 # - NormalizeFrames first: every later rule matches the normalized text.
@@ -59,44 +71,64 @@ RULES: tuple[type[SignatureRule], ...] = (
     Truncate,
 )
 
+#: The rule list of each artifact kind (see :func:`coreepi.analyze.context.kind_of`).
+RULESETS: dict[Kind, tuple[type[SignatureRule], ...]] = {
+    "native": RULES,
+    "jvm": JVM_RULES,
+    "kernel": KERNEL_RULES,
+}
+
 
 @dataclass
 class SignatureResult:
-    """The signature and the rules that failed on this report (``rule: error``)."""
+    """The signature (None when the rules found nothing to sign: an hs_err
+    fragment without frames, a kernel report without a title) and the rules
+    that failed on this report (``rule: error``)."""
 
-    signature: Signature
+    signature: Signature | None
     errors: list[str] = field(default_factory=list)
 
 
 class SignatureGenerator:
-    """Runs :data:`RULES` (or ``rules``) with one configuration."""
+    """Runs the rule list of each report's kind (:data:`RULESETS`), or
+    ``rules`` for every kind, with one configuration. Raises ValueError
+    for a malformed frame list."""
 
     def __init__(
         self,
         config: SignatureConfig | None = None,
-        rules: tuple[type[SignatureRule], ...] = RULES,
+        rules: tuple[type[SignatureRule], ...] | None = None,
     ) -> None:
         self.config = config or SignatureConfig()
         self.lists = load_lists(self.config.list_dirs, self.config.builtin_lists)
-        self.rules = [rule() for rule in rules]
+        self.rulesets = {
+            kind: [rule() for rule in (RULESETS[kind] if rules is None else rules)]
+            for kind in RULESETS
+        }
 
     def generate(self, report: CrashReport) -> SignatureResult:
+        """The signature of ``report`` by its kind's rules; ``report`` is not changed."""
         state = SignatureState(report, self.config, self.lists, limit=self.config.top_n)
         errors = []
-        for rule in self.rules:
+        for rule in self.rulesets[kind_of(report)]:
             try:
                 if rule.predicate(state):
                     rule.action(state)
             except Exception as exc:  # noqa: BLE001 - a rule's bug must not cost the crash its signature
                 errors.append(f"{rule.name}: {type(exc).__name__}: {exc}")
                 state.record(rule.name, "", f"rule failed: {type(exc).__name__}")
+        if not state.signature:
+            return SignatureResult(None, errors)
         signature = Signature(signature=state.signature, frames_used=state.used, trail=state.trail)
         return SignatureResult(signature, errors)
 
 
-def generate_signature(report: CrashReport, config: SignatureConfig | None = None) -> Signature:
-    """The signature of ``report`` (not stored in it); rule failures are
-    appended to ``report.analysis.warnings``."""
+def generate_signature(
+    report: CrashReport, config: SignatureConfig | None = None
+) -> Signature | None:
+    """The signature of ``report`` (not stored in it), None when there is
+    nothing to sign; rule failures are appended to
+    ``report.analysis.warnings``."""
     result = SignatureGenerator(config).generate(report)
     report.analysis.warnings.extend(f"signature rule {e}" for e in result.errors)
     return result.signature

@@ -1,5 +1,10 @@
 """Turn the facts scanned from an hs_err log into a CrashReport.
 
+Phenotypes and the signature are not made here: the facts they need travel
+as ``report.artifact.jvm`` (:class:`~coreepi.model.report.JvmErrorInfo`) and
+the detailed ``runtime.frames``, and :func:`coreepi.analyze.analyze` reads
+them.
+
 Frames: the crashing thread's ``Native frames:`` list (or, when the log was
 cut before it, the ``Problematic frame``) becomes ``Thread.frames`` and, with
 HotSpot's frame kinds, ``runtime.frames``; index i is the same frame in
@@ -19,10 +24,12 @@ from typing import Final
 from coreepi import __version__
 from coreepi.model.report import (
     AnalysisInfo,
+    ArtifactInfo,
     CoreInfo,
     CrashReport,
     Frame,
     FrameTrust,
+    JvmErrorInfo,
     Mapping,
     Module,
     ProcessInfo,
@@ -36,8 +43,6 @@ from coreepi.model.report import (
 from coreepi.parse.jvm.facts import HsErrFacts
 from coreepi.parse.jvm.jvm import JvmFacts, crash_time, host_facts, jvm_facts
 from coreepi.parse.jvm.lines import RawFrame
-from coreepi.parse.jvm.phenotypes import CrashContext, phenotypes
-from coreepi.parse.jvm.signature import build_signature
 from coreepi.parse.signals import si_code_name, signal_name
 
 __all__ = ["ANALYZER", "build_report"]
@@ -188,6 +193,7 @@ def _frames(
 
 
 def _runtime_frame(raw: RawFrame) -> RuntimeFrame:
+    """The frame with HotSpot's kind and everything its line printed."""
     if raw.kind in "CV":
         if raw.symbol:
             function = raw.symbol
@@ -195,8 +201,25 @@ def _runtime_frame(raw: RawFrame) -> RuntimeFrame:
             function = f"{raw.module}+0x{raw.module_offset:x}"
         else:
             function = f"0x{raw.pc or 0:x}"
-        return RuntimeFrame(function=function, file=raw.module, kind=raw.kind)
-    return RuntimeFrame(function=_function(raw) or raw.text[:200], kind=raw.kind)
+        file = raw.module
+    else:
+        function, file = _function(raw) or raw.text[:200], None
+    return RuntimeFrame(
+        function=function,
+        file=file,
+        kind=raw.kind,
+        text=raw.text[:500],
+        module=raw.module,
+        module_offset=raw.module_offset,
+        symbol=raw.symbol,
+        symbol_offset=raw.symbol_offset,
+        pc=raw.pc,
+        method=raw.method,
+        compiler=raw.compiler,
+        compile_id=raw.compile_id,
+        osr=raw.osr,
+        stub=raw.stub,
+    )
 
 
 def _tid(facts: HsErrFacts) -> int | None:
@@ -253,15 +276,6 @@ def _cmdline(facts: HsErrFacts) -> list[str]:
     if facts.command_line:
         return facts.command_line.split()
     return (facts.jvm_args or "").split() + (facts.java_command or "").split()
-
-
-def _head(facts: HsErrFacts, error_kind: str | None, oom_allocator: str | None) -> str | None:
-    if facts.oom:
-        return f"OOM | {oom_allocator}" if oom_allocator else "OOM"
-    if error_kind == "internal" and facts.error is not None:
-        location = facts.error.location or "?"
-        return f"Internal Error ({_basename(location)})"
-    return None
 
 
 def _jvm_extra(facts: HsErrFacts, jvm: JvmFacts, home: str | None) -> dict[str, str]:
@@ -338,6 +352,47 @@ def _warnings(facts: HsErrFacts, frames_unknown: int, frames_total: int) -> list
     return warnings
 
 
+def _instruction_bytes(facts: HsErrFacts, pc: int | None) -> str | None:
+    """Up to 16 bytes at ``pc`` from the ``Instructions:`` dump, as hex."""
+    if pc is None:
+        return None
+    for address, data in facts.instructions.items():
+        if address <= pc < address + len(data):
+            following = facts.instructions.get(address + len(data), b"")
+            return (data[pc - address :] + following)[:16].hex()
+    return None
+
+
+def _error_info(
+    facts: HsErrFacts,
+    error_kind: str | None,
+    pc: int | None,
+    sp: int | None,
+    arch: str | None,
+    home: str | None,
+) -> JvmErrorInfo:
+    """The fatal error as the log states it, for the analysis rules."""
+    limit = facts.container.get("memory_limit_in_bytes") or facts.container.get("memory_limit")
+    stack = facts.stack
+    return JvmErrorInfo(
+        error_kind=error_kind,  # type: ignore[arg-type]
+        error_line=facts.error_line,
+        location=facts.error.location if facts.error else None,
+        message=facts.oom_message if facts.oom else (" ".join(facts.error_message) or None),
+        pc=pc,
+        sp=sp,
+        stack_low=stack[0] if stack else None,
+        stack_high=stack[1] if stack else None,
+        instruction_bytes=_instruction_bytes(facts, pc),
+        memory=facts.memory,
+        container_memory_limit_bytes=(
+            int(limit) if limit and limit.lstrip("-").isdigit() and int(limit) > 0 else None
+        ),
+        thread_state=facts.current.state if facts.current else None,
+        home=home,
+    )
+
+
 def build_report(
     facts: HsErrFacts,
     *,
@@ -384,32 +439,6 @@ def build_report(
     captured_at, local_time, time_note = crash_time(facts)
     if local_time:
         host.extra["time_local"] = local_time
-    ctx = CrashContext(
-        facts=facts,
-        error_kind=error_kind,
-        signal=signal,
-        top=stack[0] if stack and error_kind in ("signal", None) else None,
-        stack=stack,
-        pc=crash_pc,
-        sp=sp,
-        arch=jvm.arch,
-        registers=facts.registers,
-        memory_map=memory_map,
-        library_paths={_basename(m.path).lower(): m.path for m in modules},
-        jvm_home=home,
-    )
-    found = phenotypes(ctx)
-    oom = next((p for p in found if p.name == "jvm-native-oom"), None)
-    signature = build_signature(
-        stack,
-        java_tail,
-        head=_head(facts, error_kind, oom.evidence.get("allocator") if oom else None),
-        head_source=facts.oom_message or facts.error_line,
-        error_kind=error_kind,
-        resolve=lambda pc: next(
-            ((_basename(m.path), pc - m.base) for m in modules if m.base <= pc < m.end), None
-        ),
-    )
     warnings = _warnings(facts, unknown, len(frames))
     if time_note:
         warnings.append(time_note)
@@ -427,8 +456,9 @@ def build_report(
         modules=modules,
         memory_map=memory_map,
         runtime=Runtime(kind="jvm", version=jvm.version, vendor=jvm.vendor, frames=runtime_frames),
-        phenotypes=found,
-        signature=signature,
+        artifact=ArtifactInfo(
+            jvm=_error_info(facts, error_kind, crash_pc, sp, jvm.arch, home),
+        ),
         host=host,
         core=CoreInfo(size_bytes=size_bytes, sha256=sha256, truncated=not facts.end_seen),
         analysis=AnalysisInfo(

@@ -22,8 +22,11 @@ header, then THREAD, PROCESS and SYSTEM sections (JDK 11+ add a SUMMARY).
   from ``Dynamic libraries``, ``host`` (OS, kernel, CPU, microcode,
   hypervisor, memory, container limits; JVM facts under ``host.extra``
   ``jvm.*``), ``captured_at`` from the crash time when its zone is known;
-* ``signature`` (see :mod:`coreepi.parse.jvm.signature`) and
-  ``phenotypes`` (see :mod:`coreepi.parse.jvm.phenotypes`);
+* ``artifact.jvm``: the fatal error as the log states it (kind, error
+  line, location, message, pc, sp, stack bounds, bytes at pc, memory,
+  container limit, thread state, JVM home) — what the analysis needs;
+  phenotypes and signature are left empty: :func:`coreepi.analyze.analyze`
+  makes them (``docs/phenotypes.md``, ``docs/signatures.md``);
 * ``analysis.warnings``: ``partial report: …`` when the log is cut
   (truncation is common: HotSpot may die while writing it) — partial
   reports are kept, never dropped; ``core`` describes the log itself

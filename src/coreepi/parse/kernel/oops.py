@@ -10,15 +10,14 @@ machine-check panics …), in log order; ``[]`` when there is none.
 
 Each report carries:
 
-* ``signature.signature``: the title, in syzbot's style (``KASAN:
-  use-after-free Read in ip6_send_skb``), so buckets match syzbot's; the
-  trail names the rule that produced it. Source of the conventions:
-  syzkaller's Linux reporter (``google/syzkaller`` ``pkg/report``).
-* a phenotype ``kernel-<type>`` (type: ``KASAN``, ``WARNING``, ``BUG``,
-  ``panic``, ``hung task``, ``lockup``, ``RCU stall``, ``MCE`` … slugified)
-  with evidence ``title``, ``type``, ``guilty_frame``, ``taint``,
-  ``corrupted`` …; ``kernel-taint-machine-check`` (hardware-indicative) when
-  the taint has ``M``; ``kernel-taint-out-of-tree`` for ``P``/``O``/``E``.
+* ``artifact``: the report's line in the log and that line, its title in
+  syzbot's style (``KASAN: use-after-free Read in ip6_send_skb``) and the
+  facts analysis needs (``artifact.kernel``: crash type, guilty frame,
+  taint, corruption …). Source of the title conventions: syzkaller's Linux
+  reporter (``google/syzkaller`` ``pkg/report``). Phenotypes and signature
+  are left empty: :func:`coreepi.analyze.analyze` makes them (the signature
+  is the title; ``kernel-<type>`` and taint phenotypes, see
+  ``docs/phenotypes.md``).
 * the crashed thread (the task of the ``CPU: … PID: … Comm:`` line) with the
   call trace as frames (function, offset, ``[module]``, file:line if
   symbolised); kernel release in ``host.kernel``; the ``Hardware name:``
@@ -47,17 +46,16 @@ from typing import IO, Final
 from coreepi import __version__
 from coreepi.model.report import (
     AnalysisInfo,
+    ArtifactInfo,
     CrashReport,
     HostFacts,
-    Phenotype,
+    KernelReportInfo,
     ProcessInfo,
-    Signature,
-    SignatureStep,
     Source,
     Thread,
     stable_crash_id,
 )
-from coreepi.parse.kernel.facts import OUT_OF_TREE_TAINTS, TAINT_FLAGS, KernelFacts, read_facts
+from coreepi.parse.kernel.facts import OUT_OF_TREE_TAINTS, KernelFacts, read_facts
 from coreepi.parse.kernel.formats import crash_type
 from coreepi.parse.kernel.scan import (
     ScanLimits,
@@ -147,10 +145,6 @@ def _lines(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: in
         yield from _item_lines(source)  # type: ignore[arg-type]
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
 def _host(facts: KernelFacts) -> HostFacts:
     host = HostFacts(kernel=facts.kernel)
     if facts.hardware_name:
@@ -166,62 +160,47 @@ def _host(facts: KernelFacts) -> HostFacts:
     return host
 
 
-def _phenotypes(title: TitleResult, kind: str, facts: KernelFacts, scanned: ScannedReport) -> list[Phenotype]:
-    guilty = title.frames[0] if title.frames else None
-    uptime = re.search(r"\[ *([0-9]+\.[0-9]+)\]", scanned.oops_line)
-    evidence = {
-        "title": title.title,
-        "raw_title": title.raw_title,
-        "type": kind,
-        "guilty_frame": guilty,
-        "taint": facts.taint if facts.tainted else "",
-        "tainted": facts.tainted,
-        "corrupted": title.corrupted_reason is not None,
-        "corrupted_reason": title.corrupted_reason,
-        "truncated": scanned.truncated,
-        "cpu": facts.cpu,
-        "pid": facts.pid,
-        "comm": facts.comm,
-        "fault_address": f"0x{facts.fault_address:x}" if facts.fault_address is not None else None,
-        "uptime_seconds": float(uptime.group(1)) if uptime else None,
-        "line_number": scanned.line_number,
-        "oops_line": scanned.oops_line[:500],
-        "modules_linked_in": facts.modules,
-        "out_of_tree_modules": sorted(m for m, f in facts.module_flags.items() if set(f) & OUT_OF_TREE_TAINTS),
-    }
-    found = [Phenotype(name=f"kernel-{_slug(kind)}", hardware_indicative=kind == "MCE", evidence=evidence)]
-    letters = set(facts.taint) if facts.tainted else set()
-    if "M" in letters:
-        found.append(Phenotype(
-            name="kernel-taint-machine-check", hardware_indicative=True,
-            evidence={"taint": facts.taint, "meaning": TAINT_FLAGS["M"]},
-        ))
-    if letters & OUT_OF_TREE_TAINTS:
-        found.append(Phenotype(
-            name="kernel-taint-out-of-tree",
-            evidence={"taint": facts.taint,
-                      "flags": {f: TAINT_FLAGS[f] for f in sorted(letters & OUT_OF_TREE_TAINTS)}},
-        ))
-    return found
-
-
-def _signature(title: TitleResult, scanned: ScannedReport, thread: Thread) -> Signature:
+def _title_rule(title: TitleResult, scanned: ScannedReport) -> str:
+    """How the title was read: syzkaller's header (or coreepi's extension)
+    and the title format that matched."""
     rule = f"syzkaller-title:{scanned.kind.header.strip()}"
     if scanned.kind.extension:
         rule = f"coreepi-title:{scanned.kind.header.strip()}"
     if title.format is not None:
         rule += f" -> '{title.format.template}'"
-    trail = [SignatureStep(rule=rule, before=scanned.lines[0][:500], after=title.raw_title)]
-    if title.raw_title != title.title:
-        trail.append(SignatureStep(rule="normalize-title (ADDR/NUM/LINE, 120 bytes)",
-                                   before=title.raw_title, after=title.title))
-    used = [f.index for f in thread.frames if title.frames and f.function == title.frames[0]][:1]
-    return Signature(signature=title.title, frames_used=used, trail=trail)
+    return rule
+
+
+def _artifact(title: TitleResult, facts: KernelFacts, scanned: ScannedReport) -> ArtifactInfo:
+    """Where the report is in the log and what the log says of it."""
+    uptime = re.search(r"\[ *([0-9]+\.[0-9]+)\]", scanned.oops_line)
+    return ArtifactInfo(
+        line=scanned.line_number or None,
+        text=scanned.oops_line[:500],
+        title=title.title,
+        kernel=KernelReportInfo(
+            raw_title=title.raw_title,
+            title_rule=_title_rule(title, scanned),
+            first_line=scanned.lines[0][:500],
+            crash_type=crash_type(title.title, scanned.kind.header),
+            guilty_frame=title.frames[0] if title.frames else None,
+            taint=facts.taint if facts.tainted else "",
+            tainted=facts.tainted,
+            corrupted_reason=title.corrupted_reason,
+            truncated=scanned.truncated,
+            cpu=facts.cpu,
+            fault_address=facts.fault_address,
+            uptime_seconds=float(uptime.group(1)) if uptime else None,
+            modules_linked_in=list(facts.modules),
+            out_of_tree_modules=sorted(
+                m for m, f in facts.module_flags.items() if set(f) & OUT_OF_TREE_TAINTS
+            ),
+        ),
+    )
 
 
 def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
     title = title_report(scanned)
-    kind = crash_type(title.title, scanned.kind.header)
     facts = read_facts(scanned.lines, scanned.prefix)
     warnings: list[str] = []
     if title.corrupted_reason:
@@ -236,8 +215,7 @@ def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
         arch=facts.arch,
         process=ProcessInfo(pid=facts.pid, tid=facts.pid, comm=facts.comm),
         threads=[thread],
-        phenotypes=_phenotypes(title, kind, facts, scanned),
-        signature=_signature(title, scanned, thread),
+        artifact=_artifact(title, facts, scanned),
         host=_host(facts),
         analysis=AnalysisInfo(analyzer_version=ANALYZER, warnings=warnings),
     )
@@ -245,14 +223,14 @@ def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
 
 def _fallback(scanned: ScannedReport, name: str | None, error: Exception) -> CrashReport:
     """A minimal report when building the full one failed: a crash was seen
-    and must be counted even if its details could not be read."""
+    and must be counted even if its details could not be read
+    (``artifact.kernel`` is None)."""
     header = scanned.kind.header
     return CrashReport(
         crash_id=stable_crash_id("kernel-oops", name, scanned.line_number, scanned.oops_line, header),
         source=Source.KERNEL_OOPS,
-        phenotypes=[Phenotype(name="kernel-unparsed", evidence={"oops_line": scanned.oops_line[:500],
-                                                                "corrupted": True})],
-        signature=Signature(signature=header),
+        artifact=ArtifactInfo(line=scanned.line_number or None, text=scanned.oops_line[:500],
+                              title=header),
         analysis=AnalysisInfo(analyzer_version=ANALYZER,
                               warnings=[f"corrupted report: parser error {type(error).__name__}: {error}"[:500]]),
     )

@@ -1,4 +1,4 @@
-"""Signatures of JVM crashes, Socorro-style.
+"""The JVM rule list of the signature generator: hs_err crashes, Socorro-style.
 
 A signature is the crash's normalized stack key: the problematic frame and
 the next significant frames of the crashing thread, joined with `` | ``.
@@ -26,18 +26,35 @@ Error-reporting frames (``VMError::report_and_die`` …) and thread plumbing
 allocation helpers (``memcpy``, ``malloc``, arraycopy stubs) are *prefix*
 frames: kept, but the next frame is added too. Native out-of-memory and
 internal errors start with ``OOM | mmap`` / ``Internal Error (file:line)``.
+
+The rules read what the hs_err parser recorded: ``runtime.frames`` (HotSpot's
+frame kinds and what each line printed; the first ``len(crashed thread's
+frames)`` are the crashing thread's stack, the rest the Java frames printed
+separately when the native walk stopped short), ``artifact.jvm`` (error
+kind, line, location, message) and the ``jvm-native-oom`` phenotype (its
+allocator names the head). The C++ normalization here is HotSpot's own
+(``Foo<T>::bar``, ``(anonymous namespace)``), kept apart from the native
+rule list's :mod:`coreepi.analyze.signature.normalize` so JVM signatures
+stay what they were.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final
 
-from coreepi.model.report import Signature, SignatureStep
-from coreepi.parse.jvm.lines import RawFrame
+from coreepi.analyze.signature.rules import SignatureRule, SignatureState
+from coreepi.model.report import JvmErrorInfo, RuntimeFrame
 
-__all__ = ["SIGNATURE_DEPTH", "build_signature", "normalize_frame"]
+__all__ = [
+    "JVM_RULES",
+    "SIGNATURE_DEPTH",
+    "JvmErrorHead",
+    "JvmFrames",
+    "normalize_cpp",
+    "normalize_frame",
+]
 
 SIGNATURE_DEPTH: Final = 3  # significant frames; prefix frames come on top
 _MAX_PARTS: Final = 8
@@ -173,6 +190,7 @@ def normalize_cpp(symbol: str) -> str:
 
 
 def _normalize_java(method: str) -> tuple[str, list[str]]:
+    """A Java method without descriptor, generated class numbers as ``<N>``."""
     rules = ["java-method"]
     name = method.split("(", 1)[0]
     for pattern, replacement in _GENERATED:
@@ -184,6 +202,7 @@ def _normalize_java(method: str) -> tuple[str, list[str]]:
 
 
 def _normalize_module(module: str) -> str:
+    """A module name without the random part of a temporary file's name."""
     for pattern, replacement in _TEMP_MODULE:
         module = pattern.sub(replacement, module)
     return module
@@ -193,10 +212,12 @@ Resolver = Callable[[int], "tuple[str, int] | None"]
 
 
 def normalize_frame(
-    frame: RawFrame, resolve: Resolver | None = None
+    frame: RuntimeFrame, resolve: Resolver | None = None
 ) -> tuple[str | None, list[str]]:
-    """The signature part of one frame and the names of the rules applied."""
-    if frame.kind in "JAj" and frame.method:
+    """The signature part of one frame (None: nothing to sign) and the names
+    of the normalizations applied. ``resolve(pc)``: the module name and
+    offset holding ``pc``, or None."""
+    if frame.kind is not None and frame.kind in "JAj" and frame.method:
         return _normalize_java(frame.method)
     if frame.kind == "v" and frame.stub:
         return frame.stub.lstrip("~").strip(), ["stub"]
@@ -224,56 +245,97 @@ def _irrelevant(name: str, error_kind: str | None) -> bool:
     return error_kind == "oom" and name in _OOM_IRRELEVANT
 
 
-def _is_prefix(name: str, frame: RawFrame) -> bool:
+def _is_prefix(name: str, frame: RuntimeFrame) -> bool:
     return frame.kind == "v" or name in _PREFIX
 
 
-def build_signature(
-    stack: Sequence[RawFrame],
-    java_tail: Sequence[RawFrame],
-    *,
-    head: str | None,
-    head_source: str | None,
-    error_kind: str | None,
-    resolve: Resolver | None = None,
-) -> Signature | None:
-    """Signature of the crashing thread. ``stack``: its frames as the log
-    lists them (index i is ``Thread.frames[i]``); ``java_tail``: Java frames
-    printed separately that continue the stack; ``head``: ``OOM | mmap`` /
-    ``Internal Error (x.cpp:12)`` or None for a signal. None when there is
-    nothing to sign."""
-    trail: list[SignatureStep] = []
-    parts: list[str] = []
-    used: list[int] = []
-    if head:
-        trail.append(SignatureStep(rule="error-kind", before=(head_source or "")[:500], after=head))
-    significant = 0
-    candidates: list[tuple[int | None, RawFrame]] = [(i, f) for i, f in enumerate(stack)]
-    candidates += [(None, f) for f in java_tail]
-    for index, frame in candidates:
-        name, rules = normalize_frame(frame, resolve)
-        if name is None:
-            continue
-        if _irrelevant(name, error_kind):
-            if len(trail) < _MAX_TRAIL:
-                trail.append(
-                    SignatureStep(rule="skip-irrelevant-frame", before=frame.text[:500], after="")
-                )
-            continue
-        prefix = _is_prefix(name, frame)
-        if prefix:
-            rules = [*rules, "prefix-frame"]
-        if len(trail) < _MAX_TRAIL:
-            trail.append(SignatureStep(rule="+".join(rules), before=frame.text[:500], after=name))
-        parts.append(name)
-        if index is not None:
-            used.append(index)
-        if not prefix:
-            significant += 1
-        if significant >= SIGNATURE_DEPTH or len(parts) >= _MAX_PARTS:
-            break
-    if not parts and not head:
-        return None
-    return Signature(
-        signature=" | ".join(([head] if head else []) + parts), frames_used=used, trail=trail
-    )
+def _basename(path: str) -> str:
+    return re.split(r"[/\\]", path)[-1]
+
+
+def _error(state: SignatureState) -> JvmErrorInfo | None:
+    artifact = state.report.artifact
+    return artifact.jvm if artifact is not None else None
+
+
+class JvmErrorHead(SignatureRule):
+    """A native out-of-memory (``OOM | mmap``, the allocator read by the
+    ``jvm-native-oom`` phenotype) or an internal error (``Internal Error
+    (file.cpp:12)``) heads the signature."""
+
+    name = "error-kind"
+
+    def predicate(self, state: SignatureState) -> bool:
+        info = _error(state)
+        return info is not None and (
+            info.error_kind == "oom" or (info.error_kind == "internal" and info.error_line is not None)
+        )
+
+    def action(self, state: SignatureState) -> None:
+        info = _error(state)
+        assert info is not None
+        if info.error_kind == "oom":
+            oom = next((p for p in state.report.phenotypes if p.name == "jvm-native-oom"), None)
+            allocator = oom.evidence.get("allocator") if oom else None
+            state.head = f"OOM | {allocator}" if allocator else "OOM"
+            source = info.message or info.error_line
+        else:
+            state.head = f"Internal Error ({_basename(info.location or '?')})"
+            source = info.error_line
+        state.record(self.name, (source or "")[:500], state.head)
+
+
+class JvmFrames(SignatureRule):
+    """The crashing thread's frames, then the separately printed Java frames:
+    each normalized (:func:`normalize_frame`); irrelevant ones skipped, prefix
+    ones kept with the next; up to :data:`SIGNATURE_DEPTH` significant frames
+    (and ``_MAX_PARTS`` in all), joined with `` | `` after the head. No
+    signature (empty) when neither a frame nor a head is left."""
+
+    name = "jvm-frames"
+
+    def action(self, state: SignatureState) -> None:
+        report = state.report
+        crashed = report.crashed_thread
+        depth = len(crashed.frames) if crashed is not None else 0
+        info = _error(state)
+        error_kind = info.error_kind if info is not None else None
+        candidates: list[tuple[int | None, RuntimeFrame]] = [
+            (i if i < depth else None, f) for i, f in enumerate(report.runtime.frames)
+        ]
+
+        def resolve(pc: int) -> tuple[str, int] | None:
+            return next(
+                ((_basename(m.path), pc - m.base) for m in report.modules if m.base <= pc < m.end),
+                None,
+            )
+
+        parts: list[str] = []
+        significant = 0
+        for index, frame in candidates:
+            name, rules = normalize_frame(frame, resolve)
+            if name is None:
+                continue
+            text = (frame.text or "")[:500]
+            if _irrelevant(name, error_kind):
+                if len(state.trail) < _MAX_TRAIL:
+                    state.record("skip-irrelevant-frame", text, "")
+                continue
+            prefix = _is_prefix(name, frame)
+            if prefix:
+                rules = [*rules, "prefix-frame"]
+            if len(state.trail) < _MAX_TRAIL:
+                state.record("+".join(rules), text, name)
+            parts.append(name)
+            if index is not None:
+                state.used.append(index)
+            if not prefix:
+                significant += 1
+            if significant >= SIGNATURE_DEPTH or len(parts) >= _MAX_PARTS:
+                break
+        if parts or state.head:
+            state.signature = " | ".join(([state.head] if state.head else []) + parts)
+
+
+# Order matters: the head's trail step comes first, as it heads the signature.
+JVM_RULES: Final[tuple[type[SignatureRule], ...]] = (JvmErrorHead, JvmFrames)
