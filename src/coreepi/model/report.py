@@ -308,7 +308,9 @@ class KernelReportInfo(_Model):
     crash_type: str = Field(description="KASAN, BUG, WARNING, panic, hung task, lockup, MCE …")
     guilty_frame: str | None = Field(default=None, description="function the title names")
     taint: str = Field(default="", description="taint letters ('' when not tainted)")
-    tainted: bool = False
+    tainted: bool | None = Field(
+        default=None, description="None: the report has no 'Tainted:' / 'Not tainted' line"
+    )
     corrupted_reason: str | None = Field(
         default=None, description="why the report is damaged (truncated, interleaved …)"
     )
