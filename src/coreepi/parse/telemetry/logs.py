@@ -49,13 +49,10 @@ from coreepi.parse.kernel.oops import _lines
 from coreepi.parse.telemetry.aer import AerParser
 from coreepi.parse.telemetry.base import Context, FamilyParser, split_prefix
 from coreepi.parse.telemetry.edac import EdacParser
-from coreepi.parse.telemetry.mce import (
-    GhesParser,
-    KernelMceParser,
-    McelogParser,
-    MemoryFailureParser,
-    RasMcCtlParser,
-)
+from coreepi.parse.telemetry.ghes import GhesParser
+from coreepi.parse.telemetry.mce import KernelMceParser, MemoryFailureParser
+from coreepi.parse.telemetry.mcelog import McelogParser
+from coreepi.parse.telemetry.rasdaemon import RasMcCtlParser
 from coreepi.parse.telemetry.xid import XidParser, xid_info, xid_table
 
 __all__ = [

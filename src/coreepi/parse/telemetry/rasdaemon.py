@@ -1,0 +1,147 @@
+"""rasdaemon's error listing into events.
+
+* **rasdaemon** ``ras-mc-ctl --errors`` (``util/ras-mc-ctl.in``, ``sub
+  errors``): the ``Memory controller events:`` (-> ``edac_*``), ``PCIe AER
+  events:`` (-> ``aer``) and ``MCE events:`` sections, one record a line.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from coreepi.model.events import EventKind, TelemetryEvent
+from coreepi.parse.telemetry.base import Context, LogLine, Record, make_event
+from coreepi.parse.telemetry.mca import hex_text, mce_event
+
+__all__ = ["RasMcCtlParser"]
+
+# --------------------------------------------------------------------------- rasdaemon
+
+_RAS_DATE: Final = r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?: [+-]\d{4})?)"
+_RAS_MC: Final = re.compile(r"^(\d{1,12}) " + _RAS_DATE + r" (\d{1,10}) (\w{1,20}) error\(s\): ?(.*)$")
+_RAS_AER: Final = re.compile(
+    r"^(\d{1,12}) " + _RAS_DATE + r" (?:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) )?(.{1,40}?) error: ?(.*)$"
+)
+_RAS_MCE: Final = re.compile(r"^(\d{1,12}) " + _RAS_DATE + r" error: ?(.*)$")
+_RAS_KV: Final = re.compile(
+    r"\b(mcgcap|mcgstatus|status|addr|misc|ip|tsc|walltime|cpu|cpuid|apicid|socketid|cs|bank|ppin|microcode)"
+    r"=(0x[0-9a-fA-F]{1,16}|\d{1,20})"
+)
+_RAS_SECTIONS: Final = {"Memory controller events:": "mc", "PCIe AER events:": "aer", "MCE events:": "mce"}
+
+
+def _ras_time(text: str) -> datetime | None:
+    for fmt in ("%Y-%m-%d %H:%M:%S %z", "%Y-%m-%d %H:%M:%S"):
+        try:
+            when = datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+        return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+    return None
+
+
+def _ras_int(text: str) -> int | None:
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return None
+
+
+class RasMcCtlParser:
+    """``ras-mc-ctl --errors`` output: one event per record line."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._section: str | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._section is not None
+
+    def feed(self, line: LogLine) -> list[TelemetryEvent]:
+        body = line.message.strip()
+        if body in _RAS_SECTIONS:
+            self._section = _RAS_SECTIONS[body]
+            return []
+        if self._section is None:
+            return []
+        if not body or (body[0].isalpha() and body.endswith(":")):
+            self._section = None  # a blank line or another section ends this one
+            return []
+        if self._section == "mc":
+            match = _RAS_MC.match(body)
+            return [self._mc(line, match)] if match is not None else []
+        if self._section == "aer":
+            match = _RAS_AER.match(body)
+            return [self._aer(line, match)] if match is not None else []
+        match = _RAS_MCE.match(body)
+        return [self._mce(line, match)] if match is not None else []
+
+    def flush(self) -> list[TelemetryEvent]:
+        return []
+
+    def _mc(self, line: LogLine, match: re.Match[str]) -> TelemetryEvent:
+        from coreepi.parse.telemetry.edac import edac_fields
+
+        rid, when, count, kind, rest = match.groups()
+        text, _, after = rest.partition(" at ")
+        label, _, after = after.partition(" location: ")
+        location, _, after = after.partition(", addr ")
+        addr, _, after = after.partition(", grain ")
+        grain, _, after = after.partition(", syndrome ")
+        syndrome, _, driver = after.strip().partition(" ")
+        corrected = kind.lower() == "corrected"
+        layers = location.split(":")
+        labels = [x.strip() for x in label.split(" or ") if x.strip() and x.strip() not in ("any memory", "unknown memory")]
+        detail: dict[str, Any] = {
+            "source": "rasdaemon", "record_id": int(rid), "count": int(count), "error_type": kind,
+            "corrected": corrected, "message": text.strip() or None,
+            "dimm_label": labels[0] if labels else None, "dimm_labels": labels,
+            "controller": f"MC{layers[0]}" if layers and layers[0].lstrip("-").isdigit() else None,
+            "layers": [int(x) for x in layers if x.lstrip("-").isdigit()],
+            "address": addr.strip() or None, "grain": grain.strip() or None, "syndrome": syndrome or None,
+            "fields": edac_fields(driver),
+        }
+        component = labels[0] if labels else detail["controller"]
+        what = "corrected" if corrected else kind.lower()
+        summary = f"{count} {what} memory error(s) on {component or 'unknown memory'} (rasdaemon)"
+        return make_event(self.ctx, [line], EventKind.EDAC_CE if corrected else EventKind.EDAC_UE, summary,
+                          severity=what, component=component, detail=detail, ts=_ras_time(when))
+
+    def _aer(self, line: LogLine, match: re.Match[str]) -> TelemetryEvent:
+        rid, when, device, kind, message = match.groups()
+        from coreepi.parse.telemetry.aer import aer_severity
+
+        severity = aer_severity(kind)
+        detail = {"source": "rasdaemon", "record_id": int(rid), "device": device, "error_type": kind,
+                  "errors": [x.strip() for x in message.split(",") if x.strip()][:32]}
+        component = f"PCIe {device}" if device else None
+        summary = f"PCIe AER {kind} error" + (f" on {device}" if device else "") + f": {message.strip()}"
+        return make_event(self.ctx, [line], EventKind.AER, summary, severity=severity, component=component,
+                          detail=detail, ts=_ras_time(when))
+
+    def _mce(self, line: LogLine, match: re.Match[str]) -> TelemetryEvent:
+        rid, when, rest = match.groups()
+        record = Record("rasdaemon")
+        record.add(line)
+        f = record.fields
+        values = {k: _ras_int(v) for k, v in _RAS_KV.findall(rest)}
+        f["status"] = values.get("status")
+        f["mcg_status"] = values.get("mcgstatus")
+        for key in ("addr", "misc", "tsc", "mcgcap", "ppin", "microcode"):
+            f[key] = values.get(key)
+        full = f["status"] is not None  # ras-mc-ctl leaves out fields that are 0
+        for key, name in (("cpu", "cpu"), ("bank", "bank"), ("socketid", "socket"), ("apicid", "apic")):
+            f[name] = values.get(key, 0 if full else None)
+        if values.get("cpuid") is not None:
+            f["cpuid"] = hex_text(values["cpuid"])
+        for label, key in (("CPU", "cpu_vendor"), ("bank", "bank_name")):
+            found = re.search(rf", {label} ([^,=]{{1,100}})(?:,|$)", rest)
+            if found is not None:
+                f[key] = found.group(1).strip()
+        found = re.search(r", mci ([^,=]{1,200})(?:,|$)", rest)
+        f["flags"] = [found.group(1).strip()] if found else []
+        f["decoded"] = [rest.split(", ", 1)[0][:300]]
+        return mce_event(self.ctx, record, "rasdaemon", ts=_ras_time(when), extra={"record_id": int(rid)})
