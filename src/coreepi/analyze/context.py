@@ -39,13 +39,21 @@ class Memory(Protocol):
     arch: str
     regions: list[RegionLike]
 
-    def read(self, address: int, size: int) -> bytes | None: ...
+    def read(self, address: int, size: int) -> bytes | None:
+        """``size`` bytes at ``address``; None when any of them is unreadable."""
+        ...
 
-    def read_word(self, address: int) -> int | None: ...
+    def read_word(self, address: int) -> int | None:
+        """The pointer-sized little-endian word at ``address``, or None."""
+        ...
 
-    def region_for(self, address: int) -> RegionLike | None: ...
+    def region_for(self, address: int) -> RegionLike | None:
+        """The mapping holding ``address``, or None."""
+        ...
 
-    def is_executable(self, address: int) -> bool: ...
+    def is_executable(self, address: int) -> bool:
+        """Whether ``address`` is in an executable mapping."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,7 @@ class AnalysisContext:
 
     @property
     def arch(self) -> str:
+        """The report's arch (``x86_64``, ``aarch64`` …), "" when unknown."""
         return self.report.arch or ""
 
     @cached_property
@@ -92,15 +101,18 @@ class AnalysisContext:
         return self.report.crashed_thread
 
     def register(self, name: str) -> int | None:
+        """Register ``name`` (``rip``, ``x0`` …) of the crashing thread, or None."""
         thread = self.thread
         return None if thread is None else thread.registers.get(name)
 
     @property
     def pc(self) -> int | None:
+        """The crashing thread's pc register (``rip`` / ``pc``), or None."""
         return self.register(PC.get(self.arch, "pc"))
 
     @property
     def sp(self) -> int | None:
+        """The crashing thread's stack pointer (``rsp`` / ``sp``), or None."""
         return self.register(SP.get(self.arch, "sp"))
 
     def mapped(self, address: int) -> bool:
@@ -118,6 +130,7 @@ class AnalysisContext:
         return m.perms if m else None
 
     def executable(self, address: int) -> bool:
+        """Whether the mapping holding ``address`` is executable."""
         perms = self.perms_at(address)
         return perms is not None and "x" in perms
 

@@ -47,6 +47,7 @@ class AbortMessage:
     buffer_address: int  # the struct abort_msg_s it points to
 
     def evidence(self) -> dict[str, object]:
+        """These facts as phenotype evidence (addresses as ``0x…`` strings)."""
         return {
             "message": self.text,
             "message_kind": self.kind,

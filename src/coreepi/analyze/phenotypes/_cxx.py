@@ -49,6 +49,7 @@ class InFlightException:
     found_at: int  # the stack slot that pointed to it
 
     def evidence(self) -> dict[str, object]:
+        """These facts as phenotype evidence (addresses as ``0x…`` strings)."""
         return {
             "exception_type": self.type_name,
             "mangled_type": self.mangled_type,

@@ -99,6 +99,7 @@ class ReturnSlot:
     value: int  # == pc
 
     def evidence(self) -> dict[str, str]:
+        """These facts as phenotype evidence (addresses as ``0x…`` strings)."""
         return {"return_slot": f"0x{self.address:x}", "return_slot_value": f"0x{self.value:x}"}
 
 

@@ -86,6 +86,7 @@ class MemoryOperand:
     write: bool
 
     def evidence(self) -> dict[str, object]:
+        """These facts as phenotype evidence (addresses as ``0x…`` strings)."""
         return {
             "expression": self.expression,
             "address": None if self.address is None else f"0x{self.address:x}",

@@ -48,6 +48,7 @@ class SigFrame:
 
     @property
     def index(self) -> int:
+        """The frame's index in the crashing thread."""
         return self.frame.index
 
 
@@ -67,6 +68,7 @@ class SignatureState:
     trail: list[SignatureStep] = field(default_factory=list)
 
     def record(self, rule: str, before: str, after: str) -> None:
+        """Add one step to the trail: ``rule`` changed ``before`` into ``after``."""
         self.trail.append(SignatureStep(rule=rule, before=before, after=after))
 
     def drop(self, rule: str, keep: list[SigFrame]) -> None:

@@ -87,9 +87,13 @@ class FamilyParser(Protocol):
 
     busy: bool
 
-    def feed(self, line: LogLine) -> list[TelemetryEvent]: ...
+    def feed(self, line: LogLine) -> list[TelemetryEvent]:
+        """Read one line; the events of the records it closed (often [])."""
+        ...
 
-    def flush(self) -> list[TelemetryEvent]: ...
+    def flush(self) -> list[TelemetryEvent]:
+        """The end of the log: the events of the records still open."""
+        ...
 
 
 def _fraction(text: str | None) -> int:
@@ -280,6 +284,7 @@ class Record:
     last: int = 0
 
     def add(self, line: LogLine) -> None:
+        """Add ``line`` to the record (kept up to ``MAX_RECORD_LINES``)."""
         if len(self.lines) < MAX_RECORD_LINES:
             self.lines.append(line)
         self.last = line.number
