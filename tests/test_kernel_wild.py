@@ -35,10 +35,16 @@ DOCS_PAGE = ROOT / "docs" / "parsers" / "kernel-wild.md"
 
 
 def _parser():  # type: ignore[no-untyped-def]
-    """The kernel-log parser under test; the one place that names its module."""
+    """The kernel-log parser under test, followed by the one analyze() every
+    report goes through (it makes the title the signature and the taint and
+    modules phenotype evidence); the one place that names their modules."""
+    from coreepi.analyze import analyze
     from coreepi.parse.kernel.oops import parse_kernel_log
 
-    return parse_kernel_log
+    def parse(source: Any, **kwargs: Any) -> list[Any]:
+        return [analyze(report) for report in parse_kernel_log(source, **kwargs)]
+
+    return parse
 
 
 # truth arch -> CrashReport.arch
