@@ -135,7 +135,10 @@ def evaluate(testdata: Path) -> Evaluation:
         got_title = got_corrupted = None
         if reports:
             first = reports[0]
-            got_title = first.signature.signature if first.signature else None
+            # syzbot's title as coreepi reproduces it: the same as the signature
+            # except where syzbot writes its "corrupted" placeholder
+            got_title = first.phenotypes[0].evidence.get("syzbot_title") if first.phenotypes else None
+            got_title = got_title or (first.signature.signature if first.signature else None)
             got_corrupted = bool(first.phenotypes and first.phenotypes[0].evidence.get("corrupted"))
         outcome = Outcome(case, got_title, got_corrupted, len(reports))
         outcome.category = _categorize(case, got_title, got_corrupted)

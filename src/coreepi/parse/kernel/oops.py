@@ -222,7 +222,7 @@ def _signature(title: TitleResult, scanned: ScannedReport, thread: Thread) -> Si
 def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
     title = title_report(scanned)
     kind = crash_type(title.title, scanned.kind.header)
-    facts = read_facts(scanned.lines, scanned.prefix)
+    facts = read_facts(scanned.facts_lines, scanned.prefix)
     warnings: list[str] = []
     if title.corrupted_reason:
         warnings.append(f"corrupted report: {title.corrupted_reason}")
@@ -230,13 +230,16 @@ def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
         warnings.append("report window truncated at the scanner's size limit")
     thread = Thread(tid=facts.pid if facts.pid is not None else 0, name=facts.comm, crashed=True,
                     registers=facts.registers, frames=facts.frames)
+    phenotypes = _phenotypes(title, kind, facts, scanned)
+    # syzbot's own title (its "corrupted" placeholder included), for agreement with syzkaller
+    phenotypes[0].evidence["syzbot_title"] = title.syzbot_title
     return CrashReport(
         crash_id=stable_crash_id("kernel-oops", name, scanned.line_number, scanned.oops_line, title.title),
         source=Source.KERNEL_OOPS,
         arch=facts.arch,
         process=ProcessInfo(pid=facts.pid, tid=facts.pid, comm=facts.comm),
         threads=[thread],
-        phenotypes=_phenotypes(title, kind, facts, scanned),
+        phenotypes=phenotypes,
         signature=_signature(title, scanned, thread),
         host=_host(facts),
         analysis=AnalysisInfo(analyzer_version=ANALYZER, warnings=warnings),
