@@ -57,7 +57,8 @@ _PID_LINE: Final = re.compile(
 _HARDWARE: Final = re.compile(r"Hardware name: (.+?)\s*$")
 _MODULES: Final = re.compile(r"Modules linked in:(.*)$")
 _MODULE_TOKEN: Final = re.compile(r"([A-Za-z0-9_\-]+)(?:\(([A-Z+\-]+)\))?")
-_MODULE_LINE: Final = re.compile(r"^\s*(?:(?:[A-Za-z0-9_\-]+(?:\([A-Z+\-]+\))?|\[last unloaded: [^\]]*\])\s*)+$")
+_MODULE_WORD: Final = r"(?:[A-Za-z0-9_\-]+(?:\([A-Z+\-]+\))?|\[last unloaded: [^\]]*\])"
+_MODULE_LINE: Final = re.compile(rf"^\s*{_MODULE_WORD}(?:\s+{_MODULE_WORD})*\s*$")
 _FAULT_ADDR: Final = re.compile(
     r"(?:paging request at|page fault for address:|NULL pointer dereference at|"
     r"kernel paging request at virtual address|at addr|access at|address|Failing address:) (?:0x)?([0-9a-f]{8,16})\b"
@@ -136,22 +137,30 @@ _FALLBACKS: Final = (
 )
 # Architecture hints, strongest first: register dumps and faulting-pc lines
 # name it; the shape of trace frames is a weaker hint used when no register
-# line was printed (hung tasks, warnings, pastes).
-_ARCH_HINTS: Final = (
-    ("s390x", r"^\s*Krnl (?:PSW|GPRS)"),
-    ("x86_64", r"^\s*(?:RIP|RSP|RAX): "),
-    ("i386", r"^\s*(?:EIP: |EIP is at |eax: )"),
-    ("ppc64", r"^\s*(?:NIP[: ]|GPR00: )"),
-    ("aarch64", r"^\s*(?:pstate: |x29: )|\bpstate: [0-9a-f]{8}"),
-    ("arm", r"\bpsr: [0-9a-f]{8}\b"),
-    ("riscv64", r"^\s*epc : "),
-    ("ppc64", r"^\s*(?:\[[0-9a-f]{16}\] ){1,2}\.[A-Za-z_]|\] \.[A-Za-z_][A-Za-z0-9_]*\+0x"),
-    ("arm", r"^\s*\[<[0-9a-f]{8}>\] \([A-Za-z_]|^\s*[A-Za-z_][A-Za-z0-9_.]* from [A-Za-z_][A-Za-z0-9_.]*\+0x"),
-    ("x86_64", r"\[<ffffffff[0-9a-f]{8}>\]|arch/x86/"),
-    ("i386", r"^\s*\[<[0-9a-f]{8}>\] [A-Za-z_:]"),
-    ("aarch64", r"Call trace:"),
+# line was printed (hung tasks, warnings, pastes). Each hint is a substring
+# (a fast scan) and, where the substring is not enough, a regexp that must
+# also match.
+_ARCH_HINTS: Final[tuple[tuple[str, str, re.Pattern[str] | None], ...]] = (
+    ("s390x", "Krnl PSW", None),
+    ("s390x", "Krnl GPRS", None),
+    ("x86_64", "RIP: ", None),
+    ("i386", "EIP: ", None),
+    ("i386", "EIP is at ", None),
+    ("ppc64", "NIP: ", None),
+    ("ppc64", "NIP [", None),
+    ("ppc64", "GPR00: ", None),
+    ("aarch64", "pstate: ", None),
+    ("aarch64", "x29: ", None),
+    ("arm", "psr: ", re.compile(r"\bpsr: [0-9a-f]{8}\b")),
+    ("riscv64", "epc : ", None),
+    ("ppc64", "] .", re.compile(r"\] \.[A-Za-z_][A-Za-z0-9_]*\+0x")),
+    ("arm", ") from [<", None),
+    ("arm", " from ", re.compile(r"(?m)^[ \t]*[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]+\])? from [A-Za-z_][A-Za-z0-9_.]*\+0x")),
+    ("x86_64", "[<ffffffff", re.compile(r"\[<ffffffff[0-9a-f]{8}>\]")),  # 64-bit kernel text
+    ("x86_64", "arch/x86/", None),
+    ("i386", "[<", re.compile(r"\[<[0-9a-f]{8}>\] [A-Za-z_:]")),
+    ("aarch64", "Call trace:", None),
 )
-_ARCH_RE: Final = re.compile("|".join(f"(?P<h{i}>{p})" for i, (_, p) in enumerate(_ARCH_HINTS)), re.M)
 
 
 @dataclass
@@ -247,13 +256,10 @@ def _first_facts(lines: Sequence[str], facts: KernelFacts) -> None:
 
 
 def _arch(text: str) -> str | None:
-    best: int | None = None
-    for match in _ARCH_RE.finditer(text):
-        index = int(match.lastgroup[1:]) if match.lastgroup else len(_ARCH_HINTS)
-        best = index if best is None else min(best, index)
-        if best == 0:
-            break
-    return _ARCH_HINTS[best][0] if best is not None else None
+    for arch, substring, regexp in _ARCH_HINTS:
+        if substring in text and (regexp is None or regexp.search(text)):
+            return arch
+    return None
 
 
 def _registers(lines: Sequence[str], facts: KernelFacts) -> None:

@@ -141,9 +141,9 @@ _UNRELIABLE_LINE: Final = re.compile(r"\(unreliable\)\s*$")
 
 # Fault-injection stacks get interleaved with real reports; seeing one while
 # walking a trace makes the extracted frame untrustworthy.
-_CORRUPTED_LINES: Final = (
-    expand(r"^( \[\<?(?:0x)?[0-9a-f]+\>?\])? should_fail(slab)?(\.[a-z0-9.]+)?\+0x"),
-)
+_CORRUPTED_LINE: Final = expand(r"^( \[\<?(?:0x)?[0-9a-f]+\>?\])? should_fail(slab)?(\.[a-z0-9.]+)?\+0x")
+# STACK_START_RES as one search per line (the per-line test of a walk)
+_ANY_STACK_START: Final = re.compile("|".join(f"(?:{r.pattern})" for r in STACK_START_RES))
 
 # Generic helpers never named in a title (substring regexps, searched).
 # Grouped by why they are skipped.
@@ -405,7 +405,7 @@ def _walk_parts(
             idx = _collect_trace(walk, parts, idx, skip_re)
         else:
             while (line := walk.next_line()) is not None:
-                if any(c.search(line) for c in _CORRUPTED_LINES):
+                if "should_fail" in line and _CORRUPTED_LINE.search(line):
                     walk.ok = False
                     break
                 match = part.search(line)
@@ -423,10 +423,10 @@ def _collect_trace(
     (the caller then advances by one)."""
     following = parts[idx + 1] if idx + 1 < len(parts) else None
     while (line := walk.next_line()) is not None:
-        if any(c.search(line) for c in _CORRUPTED_LINES):
+        if "should_fail" in line and _CORRUPTED_LINE.search(line):
             walk.ok = False
             return idx
-        if any(s.search(line) for s in STACK_START_RES):
+        if _ANY_STACK_START.search(line):
             return idx
         if _UNRELIABLE_LINE.search(line):
             continue
@@ -462,7 +462,7 @@ def fallback_frame(stack: StackFormat, functions: Sequence[str]) -> GuiltyFrame 
     frame is a generic helper."""
     skip_re = _skip_regexp(stack.skip)
     # titles name functions without GCC's clone suffixes (".cold.0"), and a
-    # fault-injection frame marks the trace as someone else's (_CORRUPTED_LINES)
+    # fault-injection frame marks the trace as someone else's (_CORRUPTED_LINE)
     names = [f.split(".")[0] for f in functions]
     return _pick(stack, [f for f in names if f and not skip_re.search(f) and not f.startswith("should_fail")])
 

@@ -149,7 +149,10 @@ class ScanLimits:
     truncated); lines longer than ``max_line_chars`` are cut; at most
     ``max_open_reports`` windows are open at once (the oldest is closed).
     An oops line within ``follow_up_lines`` lines of a report from the same
-    context belongs to that report."""
+    context belongs to that report. In a log without caller context, a
+    report whose title window closed (another report started) takes
+    ``tail_lines`` more lines, then is complete; a report whose context
+    printed nothing for ``idle_lines`` lines is complete."""
 
     max_report_lines: int = 3000
     max_report_chars: int = 1 << 20
@@ -157,6 +160,8 @@ class ScanLimits:
     max_open_reports: int = 8
     prefix_lines: int = 200
     follow_up_lines: int = 10
+    tail_lines: int = 50
+    idle_lines: int = 100
 
 
 @dataclass
@@ -192,6 +197,8 @@ class ScannedReport:
     skip_text: bool = False
     cpu_traceback: bool = False
     full: bool = False
+    tail: int = 0  # lines taken since the title window closed
+    idle: int = 0  # lines since this report last took one
 
     def feed(self, raw: str, line: str, context: str, stripped: str, questionable: bool,
              kind: OopsKind | None, limits: ScanLimits) -> None:
@@ -210,6 +217,8 @@ class ScannedReport:
                 self._continue(raw, line)
             else:
                 self.last_raw = None
+                self.idle += 1
+                self.full = self.idle >= limits.idle_lines
             return
         self.text_lines += 1
         skip = self.skip_text
@@ -238,13 +247,17 @@ class ScannedReport:
         self.last_raw = raw
 
     def _append(self, raw: str, stripped: str, limits: ScanLimits) -> None:
-        self.last_raw = raw
+        self.last_raw, self.idle = raw, 0
         if len(self.facts_lines) < FACT_LINES:
             self.facts_lines.append(stripped)
         self.lines.append(stripped)
         self.chars += len(stripped) + 1
         if not self.next_report_seen or (self.context and self.context != CONSOLE):
             self.title_end = len(self.lines)
+        else:
+            # the title is fixed; the rest only serves the call-trace check
+            self.tail += 1
+            self.full = self.tail >= limits.tail_lines
         if len(self.lines) >= limits.max_report_lines or self.chars >= limits.max_report_chars:
             self.full = self.truncated = True
 
@@ -275,60 +288,89 @@ def _repeats_header(newest: ScannedReport, number: int, line: str, kind: OopsKin
     return " in " in line and line[line.find(kind.header):].split(" in ", 1)[0] == head
 
 
-def _drop_replayed(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
-    """Number the lines (1-based) and drop a line the console cut short when
-    printk replays it in full (the marker follows the partial line), and
-    the marker itself."""
-    held: tuple[int, str] | None = None
-    for number, line in enumerate(lines, start=1):
-        if _REPLAY_MARK in line:
-            held = None
+def _prefix(recent: deque[str], context: str, limit: int) -> list[str]:
+    """Up to ``limit`` latest non-blank, reliable lines of ``context`` among
+    the raw lines before a report (normalised here, when a report starts,
+    not for every line of the log)."""
+    found: list[str] = []
+    for raw in reversed(recent):
+        line = normalize_line(raw)
+        if _context(line) != context:
             continue
-        if held is not None:
-            yield held
-        held = (number, line)
-    if held is not None:
-        yield held
+        stripped, questionable = _strip(line, context)
+        if stripped and not questionable:
+            found.append(stripped)
+            if len(found) >= limit:
+                break
+    found.reverse()
+    return found
 
 
 def scan_lines(lines: Iterable[str], limits: ScanLimits = ScanLimits()) -> Iterator[ScannedReport]:
-    """Yield the crash reports of a log, in order, with bounded memory."""
-    recent: deque[tuple[str, str]] = deque(maxlen=limits.prefix_lines)
+    """Yield the crash reports of a log, in order, with bounded memory.
+
+    One prefilter decides what a line costs: while no report is open, a line
+    without any report header (one regexp search, :data:`_ANY_HEADER_RE`)
+    is only remembered, raw, for the prefix of a report that may follow.
+    """
+    recent: deque[str] = deque(maxlen=limits.prefix_lines)
     open_reports: deque[ScannedReport] = deque()
     seen_text = False
-    for number, raw in _drop_replayed(lines):
+    held: tuple[int, str] | None = None
+    number = 0
+    for raw in lines:
+        number += 1
+        # printk replays a line the console cut short: drop the partial one
+        if _REPLAY_MARK in raw:
+            held = None
+            continue
+        if held is None:
+            held = (number, raw)
+            continue
+        (line_no, raw), held = held, (number, raw)
         if len(raw) > limits.max_line_chars:
             raw = raw[: limits.max_line_chars]
-        raw = raw.rstrip("\r")
-        line = normalize_line(raw)
-        context = _context(line)
-        stripped, questionable = _strip(line, context)
-        kind = _match_kind(line)
-        if _GCE_HANGUP in line:
-            for rep in open_reports:
-                rep.console_hangup = True
-        if kind is not None and open_reports and _repeats_header(open_reports[-1], number, line, kind):
-            kind = None
-        for rep in open_reports:
-            rep.feed(raw, line, context, stripped, questionable, kind, limits)
-        if kind is not None and kind.header == "Booting the kernel." and not seen_text:
-            kind = None  # a log that starts with a boot is not a reboot
-        if kind is not None and (
-            not open_reports or not any(r.search(line) for r in REPORT_START_IGNORES)
-        ) and not _follow_up(open_reports, context, limits):
-            prefix_max = 50 if _TASK_CONTEXT_RE.search(context) else 5
-            prefix = [s for c, s in recent if c == context and s][-prefix_max:]
-            rep = ScannedReport(kind, context, number, line, prefix, text_lines=1)
-            rep._append(raw, stripped, limits)
-            open_reports.append(rep)
-            if len(open_reports) > limits.max_open_reports:
-                yield open_reports.popleft()
-        while open_reports and open_reports[0].full:
-            yield open_reports.popleft()
-        if not questionable:
-            recent.append((context, stripped))
-        seen_text = seen_text or bool(line.strip())
+        if not open_reports and _ANY_HEADER_RE.search(raw) is None:
+            recent.append(raw)
+            seen_text = seen_text or bool(raw.strip())
+            continue
+        yield from _scan_line(line_no, raw.rstrip("\r"), recent, open_reports, seen_text, limits)
+        seen_text = seen_text or bool(raw.strip())
+    if held is not None:
+        line_no, raw = held
+        yield from _scan_line(line_no, raw[: limits.max_line_chars].rstrip("\r"), recent, open_reports,
+                              seen_text, limits)
     yield from open_reports
+
+
+def _scan_line(number: int, raw: str, recent: deque[str], open_reports: deque[ScannedReport],
+               seen_text: bool, limits: ScanLimits) -> Iterator[ScannedReport]:
+    """One line that may start a report or belongs to open ones."""
+    line = normalize_line(raw)
+    context = _context(line)
+    stripped, questionable = _strip(line, context)
+    kind = _match_kind(line)
+    if _GCE_HANGUP in line:
+        for rep in open_reports:
+            rep.console_hangup = True
+    if kind is not None and open_reports and _repeats_header(open_reports[-1], number, line, kind):
+        kind = None
+    for rep in open_reports:
+        rep.feed(raw, line, context, stripped, questionable, kind, limits)
+    if kind is not None and kind.header == "Booting the kernel." and not seen_text:
+        kind = None  # a log that starts with a boot is not a reboot
+    if kind is not None and (
+        not open_reports or not any(r.search(line) for r in REPORT_START_IGNORES)
+    ) and not _follow_up(open_reports, context, limits):
+        prefix = _prefix(recent, context, 50 if _TASK_CONTEXT_RE.search(context) else 5)
+        rep = ScannedReport(kind, context, number, line, prefix, text_lines=1)
+        rep._append(raw, stripped, limits)
+        open_reports.append(rep)
+        if len(open_reports) > limits.max_open_reports:
+            yield open_reports.popleft()
+    while open_reports and open_reports[0].full:
+        yield open_reports.popleft()
+    recent.append(raw)
 
 
 @dataclass(frozen=True)
