@@ -14,11 +14,14 @@ CPU time (``time.process_time``; grep's from ``RUSAGE_CHILDREN``); rates are
 per CPU second, which a shared, loaded machine disturbs far less than wall
 time:
 
-    kernel     iter_kernel_log(path): every crash report of the 1 GB console log
+    kernel     iter_kernel_log(path): every crash report of the 1 GB console log;
+               counted: logs whose first report carries syzbot's TITLE (the
+               corpus truth; a report belongs to the log holding its header)
     telemetry  parse_telemetry(path): every hardware event of the same file
     hs_err     parse_hs_err(bytes) on each log of the hs_err file in turn
                (one report per log; the file is read once into memory
-               beforehand, per log, so only parsing is timed)
+               beforehand, per log, so only parsing is timed); counted: logs
+               whose pid and JDK version match tests/data/hs_err_expected.toml
     grep       grep -c PATTERN FILE (LC_ALL=C): the cost of reading and
                scanning the bytes once, a floor no parser can beat
 
@@ -30,6 +33,7 @@ Not a test; run it by hand::
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import platform
@@ -39,12 +43,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 TESTDATA = REPO / "tests" / "data" / "vendored"  # syzkaller and krashpad logs (tests/data/NOTICE)
 
+from coreepi.model.report import CrashReport
 from coreepi.parse.jvm.hs_err import parse_hs_err
 from coreepi.parse.kernel.oops import iter_kernel_log
 from coreepi.parse.kernel.scan import ScanLimits
@@ -55,22 +61,60 @@ KERNEL_GREP = r"BUG:\|Oops\|WARNING:\|general protection\|KASAN:\|Kernel panic"
 HS_ERR_GREP = "A fatal error has been detected"
 
 
-def _syzkaller_logs(folder: Path) -> list[bytes]:
-    out = []
+def _syzkaller_logs(folder: Path) -> tuple[list[bytes], list[str | None]]:
+    """The raw logs and, per log, syzbot's title of its first report (None:
+    the log holds no crash)."""
+    out, titles = [], []
     for f in sorted(folder.iterdir()):
         raw = f.read_bytes()
         head, sep, body = raw.partition(b"\n\n")
         if sep and b"TITLE:" in head:
             out.append(body if body.endswith(b"\n") else body + b"\n")
-    return out
+            title = next((h[6:].strip().decode() for h in head.split(b"\n") if h.startswith(b"TITLE:")), "")
+            titles.append(title or None)
+    return out, titles
 
 
-def _hs_err_logs(folder: Path) -> list[bytes]:
-    out = []
+def _correct_reports(reports: list[tuple[int, str]], pieces: list[bytes], titles: list[str | None],
+                     written: int) -> tuple[int, int]:
+    """(logs whose first report has syzbot's title, logs with a title) over
+    the ``written`` logs of the concatenated file; ``reports`` are (line
+    number, syzbot title) in log order. A report belongs to the log whose
+    lines hold its header line."""
+    starts, line = [], 1
+    for i in range(written):
+        starts.append(line)
+        line += pieces[i % len(pieces)].count(b"\n")
+    first: dict[int, str] = {}
+    for number, title in reports:
+        first.setdefault(bisect.bisect_right(starts, number) - 1, title)
+    expected = [(i, titles[i % len(titles)]) for i in range(written) if titles[i % len(titles)]]
+    return sum(first.get(i) == t for i, t in expected), len(expected)
+
+
+def _hs_err_logs(folder: Path) -> tuple[list[bytes], list[dict]]:
+    """The logs and their hand-read truth (``tests/data/hs_err_expected.toml``)."""
+    truth = tomllib.loads((REPO / "tests" / "data" / "hs_err_expected.toml").read_text(encoding="utf-8"))
+    out, wants = [], []
     for f in sorted(folder.iterdir()):
         raw = f.read_bytes()
         out.append(raw if raw.endswith(b"\n") else raw + b"\n")
-    return out
+        wants.append(truth.get(f.stem, {}))
+    return out, wants
+
+
+def _hs_err_right(report: CrashReport, want: dict) -> bool:
+    """The parse agrees with the hand-read pid and JDK version of its log."""
+    return bool(want) and report.process.pid == want.get("pid") and (
+        report.runtime.version == want.get("jdk_version"))
+
+
+def _kernel_key(report: CrashReport) -> tuple[int, str]:
+    """(header line, syzbot's title) of one kernel report."""
+    artifact = report.artifact
+    if artifact is None:
+        return 0, ""
+    return int(artifact.line or 0), artifact.kernel.syzbot_title if artifact.kernel else ""
 
 
 def _fill(path: Path, pieces: list[bytes], size: int) -> tuple[int, int]:
@@ -134,16 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="coreepi-bench-logs-", dir=args.workdir))
     results: list[dict] = []
     try:
-        kernel_logs = _syzkaller_logs(syz)
+        kernel_logs, kernel_titles = _syzkaller_logs(syz)
         kpath = tmp / "console.log"
         kbytes, kfiles = _fill(kpath, kernel_logs, size)
         print(f"kernel log: {kbytes / MB:.0f} MiB ({kfiles} syzkaller logs, "
               f"{len(kernel_logs)} distinct)", flush=True)
         limits = ScanLimits()
         t, c = _timed()
-        n = sum(1 for _ in iter_kernel_log(kpath, name="bench", limits=limits))
-        results.append(_row("kernel-oops parser", kbytes, time.perf_counter() - t,
-                            time.process_time() - c, n, "reports"))
+        found = [_kernel_key(r) for r in iter_kernel_log(kpath, name="bench", limits=limits)]
+        wall, cpu_k = time.perf_counter() - t, time.process_time() - c
+        right, titled = _correct_reports(found, kernel_logs, kernel_titles, kfiles)
+        results.append(_row("kernel-oops parser", kbytes, wall, cpu_k, right,
+                            f"logs whose first report has syzbot's title (of {titled:,}; "
+                            f"{len(found):,} reports)"))
         print(results[-1], flush=True)
         t, c = _timed()
         n = sum(1 for _ in parse_telemetry(kpath, name="bench"))
@@ -155,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         print(results[-1], flush=True)
         kpath.unlink()
 
-        hs_logs = _hs_err_logs(hs)
+        hs_logs, hs_truth = _hs_err_logs(hs)
         hpath = tmp / "hs_err.log"
         hbytes, hfiles = _fill(hpath, hs_logs, size)
         print(f"hs_err logs: {hbytes / MB:.0f} MiB ({hfiles} logs, {len(hs_logs)} distinct)",
@@ -164,16 +211,18 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = cpu_s = 0.0
         with open(hpath, "rb") as fh:  # the logs, one by one, as written
             while parsed < hfiles:
-                for log in hs_logs:
+                for log, want in zip(hs_logs, hs_truth):
                     data = fh.read(len(log))
                     t, c = _timed()
-                    n += parse_hs_err(data, name="bench") is not None
+                    report = parse_hs_err(data, name="bench")
                     elapsed += time.perf_counter() - t
                     cpu_s += time.process_time() - c
+                    n += report is not None and _hs_err_right(report, want)
                     parsed += 1
                     if parsed >= hfiles:
                         break
-        results.append(_row("hs_err parser", hbytes, elapsed, cpu_s, n, "reports"))
+        results.append(_row("hs_err parser", hbytes, elapsed, cpu_s, n,
+                            f"logs read right (pid, JDK version; of {hfiles:,})"))
         print(results[-1], flush=True)
         secs, cpu, hits = _grep(HS_ERR_GREP, hpath)
         results.append(_row(f"grep -c '{HS_ERR_GREP}'", hbytes, secs, cpu, hits, "lines"))

@@ -137,7 +137,11 @@ def evaluate(testdata: Path) -> Evaluation:
         got_title = got_corrupted = None
         if reports:
             first = reports[0]
-            got_title = first.signature.signature if first.signature else None
+            # syzbot's title as coreepi reproduces it: the same as the signature
+            # except where syzbot writes its "corrupted" placeholder
+            kernel = first.artifact.kernel if first.artifact else None
+            got_title = kernel.syzbot_title if kernel else None
+            got_title = got_title or (first.signature.signature if first.signature else None)
             got_corrupted = bool(first.phenotypes and first.phenotypes[0].evidence.get("corrupted"))
         outcome = Outcome(case, got_title, got_corrupted, len(reports))
         outcome.category = _categorize(case, got_title, got_corrupted)

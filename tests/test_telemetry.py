@@ -467,6 +467,34 @@ def test_xid_variants() -> None:
     assert (dbe.detail["pid"], dbe.detail["process"], dbe.severity) == (777, "python3", "uncorrected")
 
 
+def test_xid_own_severity_and_fall_off_the_bus_without_xid() -> None:
+    text = "\n".join([  # noqa: FLY002
+        # leptonai/gpud pull request 1160 (Apache-2.0): NVLink5 Xids state their own severity,
+        # the catalog says only "error" for 144-150
+        "NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 "
+        "0x00000000 0x00000000 0x00000000)",
+        "NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 "
+        "0x00000000 0x00000000 0x00000000)",
+        # NVIDIA/NVSentinel issue 155: a GPU that fell off the bus while the driver probed it, no Xid line
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0",
+        "               NVRM: (PCI ID: 10de:26b5) installed in this system has",
+        "               NVRM: fallen off the bus and is not responding to commands.",
+        "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).",
+        # the one-line form the driver prints ("NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.",
+        # quoted in Ubuntu questions), then an Xid 79 for the same GPU (constructed): one fall, one event
+        "[ 2000.000000] NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.",
+        "[ 2000.000100] NVRM: Xid (PCI:0000:01:00): 79, pid=1234, name=python3, GPU has fallen off the bus.",
+    ])
+    saw, netir, probe, short = events_of(text)
+    assert (saw.detail["code"], saw.severity, saw.detail["severity_from"]) == (144, "non-fatal", "line")
+    assert (netir.detail["code"], netir.severity) == (149, "fatal")
+    assert probe.detail["code"] == 79 and probe.detail["xid_line"] is False and probe.severity == "fatal"
+    assert probe.component == "GPU 0000:b3:00" and probe.hardware_indicative
+    assert probe.detail["message"] == ("The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:26b5) installed in this system "
+                                       "has fallen off the bus and is not responding to commands.")
+    assert short.detail["code"] == 79 and short.component == "GPU 0000:01:00" and short.detail["xid_line"] is False
+
+
 def test_xid_table_from_nvidia_docs() -> None:
     table = xid_table()
     for code in (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120):

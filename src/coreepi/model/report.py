@@ -303,6 +303,9 @@ class KernelReportInfo(_Model):
     host facts (``source = kernel-oops``)."""
 
     raw_title: str = Field(description="the title before ADDR/NUM/LINE normalization")
+    syzbot_title: str = Field(
+        default="", description="syzbot's own title (its placeholders kept), for agreement tests"
+    )
     title_rule: str = Field(description="how the title was read: the header and its format")
     first_line: str = Field(description="first line of the report's window, ≤500 chars")
     crash_type: str = Field(description="KASAN, BUG, WARNING, panic, hung task, lockup, MCE …")

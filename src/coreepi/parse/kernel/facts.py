@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from coreepi.model.report import Frame, FrameTrust
-from coreepi.parse.demangle import demangle_function
+from coreepi.model.report import Frame
+from coreepi.parse.kernel.trace import read_frames
 
-__all__ = ["KernelFacts", "TAINT_FLAGS", "read_facts"]
+__all__ = ["KernelFacts", "TAINT_FLAGS", "read_facts", "wrap_joiner"]
 
 # Taint letter -> meaning (kernel/panic.c taint_flags[]).
 TAINT_FLAGS: Final = {
@@ -43,34 +43,124 @@ TAINT_FLAGS: Final = {
 }
 OUT_OF_TREE_TAINTS: Final = frozenset("POE")
 
+# Taint letters; RHEL appends a run of dashes (its own support flags), which
+# are not letters. The greedy letters stop before a lower-case release.
+_TAINT: Final = r"(?:Not tainted|Tainted: ((?:[A-Z] *)+)(?:-{2,})?)"
 _CPU_LINE: Final = re.compile(
-    r"CPU: (\d+) (?:UID: \d+ )?PID: (\d+) Comm: (.+?) (?:Not tainted|Tainted: ((?:[A-Z] *)+))"
-    r" *(\S+)?(?: (#\S+.*))?$"
+    r"CPU: (\d+) (?:UID: \d+ )?PID: (\d+) Comm: (.+?)(?: Kdump: loaded)? " + _TAINT
+    + r"(?: *(\S+))?(?: +(.*?))?\s*$"
+)
+# x86 before 2.6.26 and RHEL 6: "Pid: 10729, comm: observer Tainted: G  W  2.6.32-220.el6.x86_64 #1"
+_PID_LINE: Final = re.compile(
+    r"Pid: (\d+), comm: (.+?) " + _TAINT + r"(?: *(\S+))?(?: +(.*?))?\s*$"
 )
 _HARDWARE: Final = re.compile(r"Hardware name: (.+?)\s*$")
 _MODULES: Final = re.compile(r"Modules linked in:(.*)$")
+_MODULE_TOKEN: Final = re.compile(r"([A-Za-z0-9_\-]+)(?:\(([A-Z+\-]+)\))?")
+_MODULE_WORD: Final = r"(?:[A-Za-z0-9_\-]+(?:\([A-Z+\-]+\))?|\[last unloaded: [^\]]*\])"
+_MODULE_LINE: Final = re.compile(rf"^\s*{_MODULE_WORD}(?:\s+{_MODULE_WORD})*\s*$")
 _FAULT_ADDR: Final = re.compile(
     r"(?:paging request at|page fault for address:|NULL pointer dereference at|"
-    r"kernel paging request at virtual address|at addr|access at|address) (?:0x)?([0-9a-f]{8,16})\b"
+    r"kernel paging request at virtual address|at addr|access at|address|Failing address:) (?:0x)?([0-9a-f]{8,16})\b"
 )
 _X86_REG: Final = re.compile(r"\b(R[A-Z0-9]{1,2}|EFLAGS|ORIG_RAX|E[A-Z]{2}|CR[0-4]): (?:[0-9a-f]{4}:)?([0-9a-f]{8,16})\b")
 _ARM_REG: Final = re.compile(r"(?:^|\s)(x\d{1,2}|sp|pstate|lr|ra|s\d+|t\d|a\d|gp|tp): ?([0-9a-f]{8,16})\b")
-_RIP: Final = re.compile(
-    r"^(?:RIP|EIP|IP|NIP|pc|PC is at|epc) *:? ?(?:[0-9a-f]{4}:)?(?:\[<?([0-9a-f]+)>?\] +){0,2}"
-    r"([A-Za-z_][A-Za-z0-9_.]*)\+0x([0-9a-f]+)/0x[0-9a-f]+(?: \[([A-Za-z0-9_\-]+)[^\]]*\])?"
+
+
+def _set_task(facts: KernelFacts, m: re.Match[str]) -> None:
+    facts.comm, facts.pid = m.group(1), int(m.group(2))
+
+
+def _set_taint(facts: KernelFacts, taint: str | None, tainted: bool) -> None:
+    if facts.tainted is None:
+        facts.tainted = tainted
+        facts.taint = "".join((taint or "").split())
+
+
+def _set_release(facts: KernelFacts, release: str | None) -> None:
+    if facts.kernel is None and release:
+        facts.kernel = release
+
+
+def _eip(facts: KernelFacts, m: re.Match[str]) -> None:
+    _set_taint(facts, m.group(1), m.group(0).find("Not tainted") < 0)
+
+
+def _regs(facts: KernelFacts, m: re.Match[str]) -> None:
+    _set_taint(facts, m.group(1), "Not tainted" not in m.group(0))
+    _set_release(facts, m.group(2))
+
+
+def _ppc_task(facts: KernelFacts, m: re.Match[str]) -> None:
+    facts.pid, facts.comm = int(m.group(1)), m.group(2)
+    if facts.cpu is None and m.group(3):
+        facts.cpu = int(m.group(3))
+
+
+def _taint_line(facts: KernelFacts, m: re.Match[str]) -> None:
+    _set_taint(facts, m.group(1), "Not tainted" not in m.group(0))
+    _set_release(facts, m.group(2))
+
+
+def _version_line(facts: KernelFacts, m: re.Match[str]) -> None:
+    _set_release(facts, m.group(1))
+    if m.group(2):
+        _set_taint(facts, m.group(3), "Not tainted" not in m.group(2))
+
+
+# Older and per-architecture places of the same facts, read only when the
+# "CPU: … PID: … Comm:" / "Pid: …, comm:" header did not give them:
+# (regexp, which fact it fills, how).
+_FALLBACKS: Final = (
+    # i386: "Process cc1 (pid: 24220, ti=…)"; arm: "Process swapper/3 (pid: 0, stack limit = …)"
+    (re.compile(r"Process (.+?) \(pid: (\d+)(?:,|\))"), "pid", _set_task),
+    # hung task: "INFO: task khubd:1966 blocked for more than 120 seconds."
+    (re.compile(r"INFO: task (.+):(\d+) blocked"), "pid", _set_task),
+    # lockdep before 2.6.3x: "umount/12641 is trying to acquire lock:", "swapper/0 [HC0[0]:SC1[1]:HE0:SE0] takes:"
+    (re.compile(r"^\s*(\S+)/(\d+) (?:is trying to acquire lock:|\[HC\d+\[\d+\]:SC\d+\[\d+\]:HE\d+:SE\d+\] takes:)"),
+     "pid", _set_task),
+    # ppc: "TASK = c00000012d9e5a40[7601] 'aio-dio-invalid' THREAD: c0000000e8a00000 CPU: 40"
+    (re.compile(r"TASK = [0-9a-f]+\[(\d+)\] '(.*?)' THREAD: [0-9a-f]+(?: CPU: (\d+))?"), "pid", _ppc_task),
+    # i386: "EIP:    0060:[<c0145fa0>]    Not tainted VLI" (VLI: the instruction-length marker)
+    (re.compile(r"EIP: +[0-9a-f]{4}:\[<[0-9a-f]+>\] +(?:Not tainted|Tainted: ((?:[A-Z] *)+?))\s*(?:VLI)?\s*$"),
+     "tainted", _eip),
+    # i386: "EFLAGS: 00010282   (2.6.19.1 #1)"
+    (re.compile(r"EFLAGS: [0-9a-f]+ +\((\S+?)(?: #[^)]*)?\)"), "kernel",
+     lambda facts, m: _set_release(facts, m.group(1))),
+    # ppc: "REGS: c0000000e8a03570 TRAP: 0700   Tainted: GF       W     (3.9.0-rc5+)"
+    (re.compile(r"REGS: [0-9a-f]+ TRAP: [0-9a-f]+ +" + _TAINT + r" +\((\S+?)\)"), "kernel", _regs),
+    # hung task / RCU stall: "      Not tainted 6.12.34-v8-+ #13" on a line of its own
+    (re.compile(r"^\s*" + _TAINT + r" +(\S+)(?: +#.*)?\s*$"), "tainted", _taint_line),
+    # lockdep: "2.6.19-rc6-mm2 #202", "6.2.0-rc1 #1 Not tainted"
+    (re.compile(r"^\s*([0-9]+\.[0-9]+[^\s]*) #\S+(?: +(Not tainted|Tainted: ((?:[A-Z] *)+)))?\s*$"), "kernel",
+     _version_line),
 )
-_FRAME: Final = re.compile(
-    r"^\s*(?:\[<?(?:0x)?([0-9a-f]+)>?\] ?){0,2}\s*\(?([A-Za-z_][A-Za-z0-9_.$]*)\+0x([0-9a-f]+)/0x[0-9a-f]+"
-    r"(?: \[([A-Za-z0-9_\-]+)[^\]]*\])?\)?(?: ([A-Za-z0-9_\-./]+\.[A-Za-z]+):(\d+))?"
+# Architecture hints, strongest first: register dumps and faulting-pc lines
+# name it; the shape of trace frames is a weaker hint used when no register
+# line was printed (hung tasks, warnings, pastes). Each hint is a substring
+# (a fast scan) and, where the substring is not enough, a regexp that must
+# also match.
+_ARCH_HINTS: Final[tuple[tuple[str, str, re.Pattern[str] | None], ...]] = (
+    ("s390x", "Krnl PSW", None),
+    ("s390x", "Krnl GPRS", None),
+    ("x86_64", "RIP: ", None),
+    ("i386", "EIP: ", None),
+    ("i386", "EIP is at ", None),
+    ("ppc64", "NIP: ", None),
+    ("ppc64", "NIP [", None),
+    ("ppc64", "GPR00: ", None),
+    ("aarch64", "pstate: ", None),
+    ("aarch64", "x29: ", None),
+    ("arm", "psr: ", re.compile(r"\bpsr: [0-9a-f]{8}\b")),
+    ("riscv64", "epc : ", None),
+    ("ppc64", "] .", re.compile(r"\] \.[A-Za-z_][A-Za-z0-9_]*\+0x")),
+    ("arm", ") from [<", None),
+    ("arm", " from ", re.compile(r"(?m)^[ \t]*[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]+\])? from [A-Za-z_][A-Za-z0-9_.]*\+0x")),
+    ("x86_64", "[<ffffffff", re.compile(r"\[<ffffffff[0-9a-f]{8}>\]")),  # 64-bit kernel text
+    ("x86_64", "arch/x86/", None),
+    ("i386", "[<", re.compile(r"\[<[0-9a-f]{8}>\] [A-Za-z_:]")),
+    ("aarch64", "Call trace:", None),
 )
-_INLINE: Final = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*) ([A-Za-z0-9_\-./]+\.[A-Za-z]+):(\d+) \[inline\]")
-_TRACE_START: Final = re.compile(r"Call (?:T|t)race:|Backtrace:|^\s*backtrace(?: \(crc [0-9a-f]+\))?:")
-_TRACE_MARKER: Final = re.compile(r"^\s*(?:</?(?:IRQ|TASK|NMI|EOI|SOFTIRQ)>|Exception stack.*|---\[ .* \]---)\s*$")
-_ARCH_HINTS: Final = (
-    ("RIP: ", "x86_64"), ("EIP: ", "i386"), ("NIP: ", "ppc64"), ("epc : ", "riscv64"),
-    ("pstate: ", "aarch64"), ("PC is at ", "arm"),
-)
-MAX_FRAMES: Final = 256
 
 
 @dataclass
@@ -93,10 +183,40 @@ class KernelFacts:
     frames: list[Frame] = field(default_factory=list)
 
 
-def _parse_modules(text: str, facts: KernelFacts) -> None:
+def wrap_joiner(previous_raw: str) -> str:
+    """How a line broken by a terminal or mail client joins the next one:
+    ``""`` when the physical line is a multiple of 80 columns long (an
+    80-column terminal cut it, possibly mid-word), else ``" "`` (a word wrap
+    ate the space)."""
+    return "" if previous_raw and len(previous_raw) % 80 == 0 else " "
+
+
+def _splits_name(previous: str, following: str) -> bool:
+    """Whether a line break inside ``Modules linked in:`` cut one module
+    name in two (untimestamped pastes re-wrapped by a mailer): the first
+    part ends or the second starts with ``_``/``-``, the second starts with
+    a digit, or the first is a lone fragment on a line of its own."""
+    if not previous or previous[-1].isspace() or following[:1].isspace():
+        return False
+    if wrap_joiner(previous) == "":
+        return True
+    if previous.endswith(("_", "-")) or following.startswith(("_", "-")) or following[:1].isdigit():
+        return True
+    return len(previous.split()) == 1 and len(previous) < 40
+
+
+def _modules(lines: Sequence[str], index: int, first: str, facts: KernelFacts) -> None:
+    """``Modules linked in:`` and its continuation lines (a long list is
+    continued on lines holding only module names)."""
+    text, previous = first, lines[index]
+    for line in lines[index + 1: index + 64]:
+        if not _MODULE_LINE.match(line):
+            break
+        text += ("" if _splits_name(previous, line) else " ") + line.strip()
+        previous = line
     text = re.sub(r"\[last unloaded: [^\]]*\]", "", text)
     for token in text.split():
-        match = re.fullmatch(r"([A-Za-z0-9_\-]+)(?:\(([A-Z+\-]+)\))?", token)
+        match = _MODULE_TOKEN.fullmatch(token)
         if match is None:
             continue
         name = match.group(1)
@@ -106,25 +226,40 @@ def _parse_modules(text: str, facts: KernelFacts) -> None:
             facts.module_flags[name] = match.group(2)
 
 
+def _header(facts: KernelFacts, m: re.Match[str], cpu: bool) -> None:
+    groups = m.groups() if cpu else (None, *m.groups())
+    facts.cpu = int(groups[0]) if groups[0] is not None else None
+    facts.pid, facts.comm = int(groups[1]), groups[2]
+    facts.tainted = groups[3] is not None
+    facts.taint = "".join((groups[3] or "").split())
+    facts.kernel, facts.build = groups[4], groups[5] or None
+
+
 def _first_facts(lines: Sequence[str], facts: KernelFacts) -> None:
-    for line in lines:
-        if facts.pid is None and (m := _CPU_LINE.search(line)):
-            facts.cpu, facts.pid, facts.comm = int(m.group(1)), int(m.group(2)), m.group(3)
-            facts.tainted = m.group(4) is not None
-            facts.taint = "".join((m.group(4) or "").split())
-            facts.kernel = m.group(5)
-            facts.build = m.group(6)
+    header = False
+    for i, line in enumerate(lines):
+        if not header and (m := _CPU_LINE.search(line) or _PID_LINE.search(line)):
+            _header(facts, m, m.re is _CPU_LINE)
+            header = True
         elif facts.hardware_name is None and (m := _HARDWARE.search(line)):
             facts.hardware_name = m.group(1)
         elif not facts.modules and (m := _MODULES.search(line)):
-            _parse_modules(m.group(1), facts)
+            _modules(lines, i, m.group(1), facts)
         if facts.fault_address is None and (m := _FAULT_ADDR.search(line)):
             facts.fault_address = int(m.group(1), 16)
-        if facts.arch is None:
-            for hint, arch in _ARCH_HINTS:
-                if line.startswith(hint) or f" {hint}" in line[:12]:
-                    facts.arch = arch
-                    break
+    if header:
+        return
+    for line in lines:
+        for regexp, fact, fill in _FALLBACKS:
+            if getattr(facts, fact) is None and (m := regexp.search(line)) is not None:
+                fill(facts, m)
+
+
+def _arch(text: str) -> str | None:
+    for arch, substring, regexp in _ARCH_HINTS:
+        if substring in text and (regexp is None or regexp.search(text)):
+            return arch
+    return None
 
 
 def _registers(lines: Sequence[str], facts: KernelFacts) -> None:
@@ -136,63 +271,24 @@ def _registers(lines: Sequence[str], facts: KernelFacts) -> None:
             started = True
             for name, value in found:
                 facts.registers.setdefault(name.lower(), int(value, 16))
-        elif started and not line.startswith(("Code:", "FS:", "CS:", "DR", "PKRU", "Call", "pc ", "lr ")):
+        elif started and not line.lstrip().startswith(("Code:", "FS:", "CS:", "DR", "PKRU", "Call", "pc ", "lr ")):
             if len(facts.registers) >= 3:
                 break
-
-
-def _frame_from(match: re.Match[str], index: int, trust: FrameTrust) -> Frame:
-    pc, function, offset, module = match.group(1), match.group(2), match.group(3), match.group(4)
-    file = line = None
-    if match.re is _FRAME and match.group(5):
-        file, line = match.group(5), int(match.group(6))
-    return Frame(
-        index=index, pc=int(pc, 16) if pc else None, module=module, function=demangle_function(function),
-        function_offset=int(offset, 16), file=file, line=line, trust=trust,
-    )
-
-
-def _frames(lines: Sequence[str], facts: KernelFacts) -> None:
-    """Frame 0 from the faulting-pc line, then the first call trace."""
-    start = 0
-    for i, line in enumerate(lines):
-        if i > 0 and (m := _RIP.match(line)) and not facts.frames:
-            facts.frames.append(_frame_from(m, 0, FrameTrust.CONTEXT))
-        if i > 0 and _TRACE_START.search(line):
-            start = i + 1
-            break
-    else:
-        # No trace keyword (KMSAN prints frames right after the title).
-        start = 1
-    in_trace = False
-    for line in lines[start:]:
-        if len(facts.frames) >= MAX_FRAMES:
-            break
-        if (m := _INLINE.match(line)) is not None:
-            facts.frames.append(Frame(index=len(facts.frames), pc=None, function=m.group(1), file=m.group(2),
-                                      line=int(m.group(3)), inlined=True, trust=FrameTrust.CFI))
-            in_trace = True
-        elif (m := _FRAME.match(line)) is not None:
-            facts.frames.append(_frame_from(m, len(facts.frames), FrameTrust.CFI))
-            in_trace = True
-        elif _TRACE_MARKER.match(line) or (not in_trace and not line.strip()):
-            continue
-        elif in_trace:
-            break
 
 
 def read_facts(lines: Sequence[str], prefix: Sequence[str] = ()) -> KernelFacts:
     """Facts from a report's lines (oops line first) and the lines before it.
 
     Frames carry ``pc=None`` when the kernel printed symbols only (modern
-    kernels hash or omit addresses): the model requires a pc. Trust is
-    ``context`` for the faulting-pc frame and ``cfi`` for call-trace frames
-    (the kernel's ORC / DWARF-based unwinders; unreliable ``?`` frames are
-    dropped before this point).
+    kernels hash or omit addresses). Trust is ``context`` for the
+    faulting-pc frame and ``cfi`` for call-trace frames (the kernel's ORC /
+    DWARF-based unwinders; unreliable ``?`` frames are dropped), see
+    :mod:`coreepi.parse.kernel.trace`.
     """
     facts = KernelFacts()
     window = list(lines[:400])
     _first_facts(list(prefix) + window, facts)
+    facts.arch = _arch("\n".join(window))
     _registers(window, facts)
-    _frames(window, facts)
+    facts.frames = read_frames(window)
     return facts

@@ -48,6 +48,9 @@ class TitleFormat:
     stack: StackFormat | None = None
     no_stack_trace: bool = False  # the report legitimately has no call trace
     corrupted: bool = False  # matching this format means the log is damaged
+    # syzbot's title where it differs from coreepi's: syzbot names a lost
+    # message "corrupted", a placeholder coreepi keeps out of titles
+    syzbot_template: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,13 @@ def _k(header: str, *formats: TitleFormat, suppress: tuple[str, ...] = (),
 # Where the faulting instruction is printed: x86 "RIP: 0010:func+0x1/0x2",
 # old x86 "IP: [<ffffffff…>] func+…", powerpc "NIP", arm64 "pc : func+…",
 # arm "PC is at func+…". Unsymbolised or NULL pcs capture nothing.
+# Also i386 "EIP is at func+…", s390 "Krnl PSW : <psw> (func+…)", arm64
+# "pc : func" without offset, and x86 under Xen PV ("RIP: e030:func+…").
 RIP_FRAME: Final = expand(
-    r"(?:IP|NIP|pc |PC is at):? (?:(?:[0-9]+:)?(?:{{PC}} +){0,2}{{FUNC}}"
+    r"(?:IP|NIP|pc |PC is at):? (?:(?:[0-9]+:|[0-9a-f]{4}:)?(?:{{PC}} +){0,2}{{FUNC}}"
     r"|(?:[0-9]+:)?0x[0-9a-f]+|(?:[0-9]+:)?{{PC}} +\[< *\(null\)>\] +\(null\)"
     r"|[0-9]+: +\(null\))"
+    r"|EIP is at {{FUNC}}|Krnl PSW : [0-9a-f]+ [0-9a-f]+ \({{FUNC}}|pc : ([a-zA-Z_][a-zA-Z0-9_]*)\s*$"
 )
 CALL_TRACE: Final = expand(r"(?:Call (?:T|t)race:)|(?:Backtrace:)")
 
@@ -121,8 +127,8 @@ _LOCK_AT = "(?:.*\\n)+?.*at: (?:{{PC}} +)?{{FUNC}}"
 _BUG = _k(
     "BUG:",
     _f("BUG: KASAN:", "KASAN: {1} {3} in {4}",
-       report=r"BUG: KASAN: ([a-z\-]+) in {{FUNC}}(?:.*\n)+?.*(Read|Write) (?:of size|at addr) (?:[0-9a-f]+)",
-       stack=_stack(expand(r"BUG: KASAN: (?:[a-z\-]+) in {{FUNC}}"), CALL_TRACE, TRACE,
+       report=r"BUG: KASAN: ([a-z\-]+) in {{IFUNC}}(?:.*\n)+?.*(Read|Write) (?:of size|at addr) (?:[0-9a-f]+)",
+       stack=_stack(expand(r"BUG: KASAN: (?:[a-z\-]+) in {{IFUNC}}"), CALL_TRACE, TRACE,
                     skip=("kernel_fault", "tag_check", "mem_abort", "^el1_", "^el1h_"))),
     _f("BUG: KASAN:", "KASAN: invalid-free in {2}",
        report=r"BUG: KASAN: (?:double-free or invalid-free|double-free|invalid-free) in {{FUNC}}",
@@ -210,7 +216,7 @@ _BUG = _k(
     # use the x86 title so both architectures land in one bucket.
     _f("BUG: Invalid wait context", "WARNING: locking bug in {1}",
        stack=_stack(CALL_TRACE, TRACE, skip=("lock_sock", "release_sock"))),
-    _f(r"BUG:\s*(?:\n|\Z)", "BUG: corrupted", corrupted=True),
+    _f(r"BUG:\s*(?:\n|\Z)", "BUG: message lost", corrupted=True, syzbot_template="BUG: corrupted"),
     suppress=("ODEBUG:", "Boot_DEBUG:", "xlog_status:", "DEBUG:", "BUG: no syscalls can create resource"),
 )
 
@@ -275,7 +281,12 @@ _WARNING = _k(
        no_stack_trace=True),
     _f("WARNING: kernel stack frame pointer .* has bad value", "WARNING: kernel stack regs has bad value",
        no_stack_trace=True),
-    _f(r"WARNING:\s*(?:\n|\Z)", "WARNING: corrupted", corrupted=True),
+    # Kernels before 2.6.3x: "WARNING: at kernel/irq.c:182 do_IRQ+0x126/0x140()",
+    # sometimes without the function; arm64 traces without offsets.
+    _f("WARNING: at {{SRC}} {{FUNC}}", "WARNING in {3}", stack=_warning_stack()),
+    _f("WARNING: at {{SRC}}[ \t]*\n", "WARNING in {2}", stack=_warning_stack()),
+    _f("WARNING: .* at {{SRC}} ([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*\n", "WARNING in {3}", stack=_warning_stack()),
+    _f(r"WARNING:\s*(?:\n|\Z)", "WARNING: message lost", corrupted=True, syzbot_template="WARNING: corrupted"),
     # Userspace and firmware print "WARNING:" too; these are not kernel bugs.
     suppress=("WARNING: /etc/ssh/moduli does not exist, using fixed modulus",
               "WARNING: workqueue cpumask: online intersect > possible intersect",
@@ -291,8 +302,19 @@ _WARNING = _k(
               r"XFS \(\w+\): WARNING"),
 )
 
+# Lock primitives an old kernel (before 2.6.2x) names as the acquiring site.
+_LOCK_PRIMITIVE = (r"(?:_?_?mutex_lock\w*|down(?:_read|_write)?\w*|_?_?raw_spin_lock\w*|spin_lock\w*"
+                   r"|_?read_lock\w*|_?write_lock\w*)")
+
 _INFO = _k(
     "INFO:",
+    # Old kernels record the lock primitive itself as where the lock is
+    # taken; the acquiring function is then the first non-lock frame of the
+    # "-> #0" dependency (the lock being taken, with the current stack).
+    _f("INFO: possible circular locking dependency detected", "possible deadlock in {1}",
+       report="INFO: possible circular locking dependency detected \\](?:.*\\n)+?.*is trying to acquire "
+              "lock:\\n.*at: {{PC}} +" + _LOCK_PRIMITIVE + "\\+",
+       stack=_stack(re.compile("-> #0 "), TRACE)),
     _f("INFO: possible circular locking dependency detected", "possible deadlock in {1}",
        report="INFO: possible circular locking dependency detected \\](?:.*\\n)+?.*is trying to acquire "
               "lock(?:.*\\n)+?.*at: {{PC}} +{{FUNC}}"),
@@ -310,7 +332,8 @@ _INFO = _k(
     # rcu_tasks* report stalled tasks, not CPUs; same title family.
     _f("INFO: rcu_(?:preempt|sched|bh|tasks(?:_rude|_trace)?) (?:self-)?detected(?: expedited)? stall", "INFO: rcu detected stall in {1}",
        stack=_stack(re.compile("apic_timer_interrupt"), RIP_FRAME, TRACE,
-                    parts2=(re.compile("(?:apic_timer_interrupt|Exception stack|el1h_64_irq)"), TRACE),
+                    parts2=(re.compile("(?:apic_timer_interrupt|Exception stack|el1h_64_irq"
+                                       "|--- (?:Exception|interrupt): [0-9a-f]+ at)"), TRACE),
                     skip=("apic_timer_interrupt", "rcu"), extractor=stall_frame)),
     _f("INFO: trying to register non-static key", "INFO: trying to register non-static key in {1}",
        stack=_stack(CALL_TRACE, TRACE, skip=("stack", "lock", "IRQ"))),
@@ -325,7 +348,7 @@ _INFO = _k(
        stack=_stack(CALL_TRACE, TRACE, skip=("schedule",))),
     # Old-style KASAN reports whose header line was lost.
     _f("INFO: (Freed|Allocated) in (.*)", "INFO: {1} in {2}", corrupted=True),
-    _f(r"INFO:\s*(?:\n|\Z)", "INFO: corrupted", corrupted=True),
+    _f(r"INFO:\s*(?:\n|\Z)", "INFO: message lost", corrupted=True, syzbot_template="INFO: corrupted"),
     suppress=("INFO: lockdep is turned off", "INFO: Stall ended before state dump start",
               "INFO: NMI handler", "INFO: recovery required on readonly filesystem",
               "(handler|interrupt).*took too long", "INFO: sys_.* is not present in /proc/kallsyms",
@@ -370,8 +393,12 @@ OOPS_KINDS: Final[tuple[OopsKind, ...]] = (
     _BUG,
     _WARNING,
     _INFO,
-    _fault("Unable to handle kernel", "Unable to handle kernel (paging request|NULL pointer dereference"
-           "|access to user memory)", "BUG: unable to handle kernel {1} in {2}"),
+    _k("Unable to handle kernel",
+       _f("Unable to handle kernel (paging request|NULL pointer dereference|access to user memory)",
+          "BUG: unable to handle kernel {1} in {2}", stack=_RIP_TRACE),
+       # s390: a translation or protection exception in kernel mode
+       _f("Unable to handle kernel pointer dereference in virtual (?:kernel|user) address space",
+          "BUG: unable to handle kernel paging request in {1}", stack=_RIP_TRACE)),
     # "general protection fault ... error:4 in libc.so" is a user-space fault.
     _fault("general protection fault", "general protection fault.*:", "general protection fault in {1}",
            suppress=(r"general protection fault .* error:\d+ in ",)),
@@ -388,10 +415,22 @@ OOPS_KINDS: Final[tuple[OopsKind, ...]] = (
        # skb helpers BUG_ON their arguments; the caller is at fault.
        _f("kernel BUG at (.*)", "kernel BUG in {2}", stack=_stack(RIP_FRAME, CALL_TRACE, TRACE, skip=("^skb_",)))),
     _k("Kernel BUG", _f("Kernel BUG (.*)", "kernel BUG {1}")),
-    _k("BUG kmalloc-", _f("BUG kmalloc-.*: Object already free", "BUG: Object already free")),
+    # SLUB debugging: "BUG kmalloc-64 (Not tainted): Padding overwritten. 0x…-0x…" —
+    # titled by cache and problem (the address range differs per crash).
+    _k("BUG ",
+       _f("BUG kmalloc-.*: Object already free", "BUG: Object already free"),
+       _f(r"BUG ([^\s:(]+) \((?:Not tainted|Tainted:[^)]*)\): ([^.\n]*?)(?:\.|\s+0x[0-9a-f]|\n|$)",
+          "BUG {1}: {2}", no_stack_trace=True),
+       # KASAN before 4.x printed this header over its own report: not a SLUB bug
+       suppress=(r"^(?!.*BUG [^\s:(]+ \((?:Not tainted|Tainted:[^)]*)\): )", r"\): kasan: ")),
     # x86 "Oops: int3: 0000 [#1]": a stray breakpoint trap (kernel 6.15+).
     _fault("Oops: int3:", "Oops: int3:", "int3 in {1}"),
     _fault("divide error:", "divide error: ", "divide error in {1}", stack=_RIP_ONLY),
+    # s390 "Oops: 0038 ilc:3 [#1]": its fault handler's die(); the code is a
+    # translation or protection exception. Printed after "Unable to handle
+    # kernel pointer dereference …", which a paste may have lost.
+    _fault("Oops: ", r"Oops: [0-9a-f]{4} ilc:[0-9]", "BUG: unable to handle kernel paging request in {1}",
+           suppress=("Oops: (?![0-9a-f]{4} ilc:)",)),
     # Misspelling introduced by the x86 IDTENTRY conversion (v5.8).
     _fault("divide_error:", "divide_error: ", "divide error in {1}", stack=_RIP_ONLY),
     _fault("invalid opcode:", "invalid opcode: ", "invalid opcode in {1}", stack=_RIP_ONLY),
@@ -446,7 +485,9 @@ OOPS_KINDS: Final[tuple[OopsKind, ...]] = (
 REPORT_START_IGNORES: Final = tuple(
     re.compile(p)
     for p in ("invalid opcode: 0000", "Kernel panic - not syncing", "unregister_netdevice: waiting for",
-              "PANIC: double fault", "Internal error:")
+              "PANIC: double fault", "Internal error:", "Oops: [0-9a-f]{4} ilc:",
+              # SLUB's details of its own BUG report
+              r"INFO: (?:Slab 0x|Object 0x|Allocated in |Freed in |0x[0-9a-f]+-0x[0-9a-f]+\. First byte)")
 )
 
 # Informational messages that carry a stack trace; one in the middle of a

@@ -41,6 +41,7 @@ __all__ = [
     "StackFormat",
     "expand",
     "extract_stack_frames",
+    "fallback_frame",
     "hung_task_frame",
     "stall_frame",
 ]
@@ -50,8 +51,12 @@ __all__ = [
 # preceded by one or two "[<ffffffff81000000>]" program counters.
 _PLACEHOLDERS: Final = {
     "{{ADDR}}": r"0x[0-9a-f]+",
-    "{{PC}}": r"\[\<?(?:0x)?[0-9a-f]+\>?\]",
-    "{{FUNC}}": r"([a-zA-Z0-9_]+)(?:\.|\+)",
+    # "[]": a paste whose addresses were stripped (RHEL's kernel.kptr_restrict)
+    "{{PC}}": r"\[\<?(?:0x)?[0-9a-f]*\>?\]",
+    # ppc64 (ELF v1) prints dot-symbols: ".ibmvfc_scsi_done+0x334/0x3e0"
+    "{{FUNC}}": r"\.?([a-zA-Z0-9_]+)(?:\.|\+)",
+    # a symboliser's inlined frame: "crypto_more_spawns crypto/algapi.c:105 [inline]"
+    "{{IFUNC}}": r"\.?([a-zA-Z0-9_]+)(?:\.|\+| [a-zA-Z0-9_/.\-]+:[0-9]+ \[inline\])",
     "{{SRC}}": r"([a-zA-Z0-9_/.\-]+\.[a-z]+:[0-9]+)",
 }
 
@@ -125,15 +130,20 @@ STACK_START_RES: Final[tuple[re.Pattern[str], ...]] = (
 # 32-bit ARM unwinder ("[<c0100000>] (foo) from [<c0100100>] (bar+0x10/0x20)"),
 # which names the caller too.
 FRAME_LINE_RES: Final[tuple[re.Pattern[str], ...]] = (
-    expand(r"^ *(?:{{PC}} ){0,2}{{FUNC}}"),
-    expand(r"^ *{{PC}} \(([a-zA-Z0-9_.]+)\) from {{PC}} \({{FUNC}}"),
+    # ":dvb_core:func+0x…": x86-64 kernels before 2.6.2x named the module first
+    expand(r"^ *(?:{{PC}} ){0,2}(?::[a-zA-Z0-9_]+:)?{{FUNC}}"),
+    expand(r"^ *{{PC}} \(([a-zA-Z0-9_.]+)(?: \[[^\]]+\])?\) from {{PC}} \({{FUNC}}"),
 )
+# Frames the unwinder itself does not trust (powerpc's "(unreliable)"; x86's
+# " ? " ones never match FRAME_LINE_RES): a timestamped log loses them in the
+# scanner, an untimestamped one here.
+_UNRELIABLE_LINE: Final = re.compile(r"\(unreliable\)\s*$")
 
 # Fault-injection stacks get interleaved with real reports; seeing one while
 # walking a trace makes the extracted frame untrustworthy.
-_CORRUPTED_LINES: Final = (
-    expand(r"^( \[\<?(?:0x)?[0-9a-f]+\>?\])? should_fail(slab)?(\.[a-z0-9.]+)?\+0x"),
-)
+_CORRUPTED_LINE: Final = expand(r"^( \[\<?(?:0x)?[0-9a-f]+\>?\])? should_fail(slab)?(\.[a-z0-9.]+)?\+0x")
+# STACK_START_RES as one search per line (the per-line test of a walk)
+_ANY_STACK_START: Final = re.compile("|".join(f"(?:{r.pattern})" for r in STACK_START_RES))
 
 # Generic helpers never named in a title (substring regexps, searched).
 # Grouped by why they are skipped.
@@ -145,7 +155,7 @@ SKIP_FUNCTIONS: Final[tuple[str, ...]] = (
     "print_address_description", "panic", "invalid_op", "report_bug",
     "fixup_bug", "print_report", "print_usage_bug", "do_error",
     r"_trap$|do_trap", "show_stack", "dump_stack", "walk_stack",
-    "dump_backtrace", "warn_slowpath", "warn_alloc", "warn_bogus", "__warn",
+    "dump_backtrace", "unwind_backtrace", "warn_slowpath", "warn_alloc", "warn_bogus", "__warn",
     # allocators and page cache
     "alloc_page", "k?v?(?:m|z|c)alloc", "krealloc", "kmem_cache",
     "allocate_slab", "__alloc_frozen_pages_noprof", "folio_(?:alloc|unlock)",
@@ -300,16 +310,26 @@ _HANG_SKIP: Final = (
 )
 
 
+# Where every kernel thread's stack starts: never the reason it hangs.
+_THREAD_ENTRY: Final = re.compile(r"^(?:ret_from_fork(?:_asm)?|kernel_thread_helper|child_rip|kernel_thread)$")
+
+
 def hung_task_frame(frames: Sequence[str]) -> tuple[str, int]:
     """Guilty frame of a hung task: an anchor family if present, else the
-    first frame that is not scheduling / waiting / locking."""
+    first frame that is not scheduling / waiting / locking; a kernel thread
+    that waits in its own loop (only thread entry code below ``kthread``)
+    hangs in ``kthread``."""
     for i, frame in enumerate(frames):
         for anchor, replacement in _HANG_ANCHORS:
             if anchor in frame:
                 return (replacement or frame), i
+    last = -1
     for i, frame in enumerate(frames):
+        if _THREAD_ENTRY.match(frame):
+            return (frames[last], last) if last >= 0 else ("", -1)
         if not any(s in frame for s in _HANG_SKIP):
             return frame, i
+        last = i
     return "", -1
 
 
@@ -374,7 +394,7 @@ def _walk_parts(
         if idx == len(parts) or (parts[idx] is PARSE_STACK_TRACE and traces > 0):
             chosen = pick(walk.raw_frames)
             if chosen is None:
-                chosen, walk.ok = GuiltyFrame("corrupted", "corrupted"), False
+                chosen, walk.ok = GuiltyFrame("", ""), False
             walk.results.append(chosen)
             walk.raw_frames = []
         if idx == len(parts):
@@ -385,7 +405,7 @@ def _walk_parts(
             idx = _collect_trace(walk, parts, idx, skip_re)
         else:
             while (line := walk.next_line()) is not None:
-                if any(c.search(line) for c in _CORRUPTED_LINES):
+                if "should_fail" in line and _CORRUPTED_LINE.search(line):
                     walk.ok = False
                     break
                 match = part.search(line)
@@ -403,11 +423,13 @@ def _collect_trace(
     (the caller then advances by one)."""
     following = parts[idx + 1] if idx + 1 < len(parts) else None
     while (line := walk.next_line()) is not None:
-        if any(c.search(line) for c in _CORRUPTED_LINES):
+        if "should_fail" in line and _CORRUPTED_LINE.search(line):
             walk.ok = False
             return idx
-        if any(s.search(line) for s in STACK_START_RES):
+        if _ANY_STACK_START.search(line):
             return idx
+        if _UNRELIABLE_LINE.search(line):
+            continue
         if isinstance(following, re.Pattern):
             match = following.search(line)
             if match is not None:
@@ -421,22 +443,41 @@ def _collect_trace(
     return idx
 
 
+def _pick(stack: StackFormat, raw: list[str]) -> GuiltyFrame | None:
+    """The guilty frame among frames already cleared of skipped helpers."""
+    if not raw:
+        return None
+    stripped = [_strip_prefixes(f) for f in raw]
+    if stack.extractor is None:
+        return GuiltyFrame(stripped[0], raw[0]) if stripped[0] else None
+    frame, index = stack.extractor(stripped)
+    return GuiltyFrame(frame, raw[index]) if frame else None
+
+
+def fallback_frame(stack: StackFormat, functions: Sequence[str]) -> GuiltyFrame | None:
+    """The guilty frame by the format's skip list and extractor, from frames
+    read another way (the faulting-pc frame, then the call trace, as
+    :mod:`coreepi.parse.kernel.trace` reads any architecture) — for reports
+    whose layout the format's own stack rules do not follow. None when every
+    frame is a generic helper."""
+    skip_re = _skip_regexp(stack.skip)
+    # titles name functions without GCC's clone suffixes (".cold.0"), and a
+    # fault-injection frame marks the trace as someone else's (_CORRUPTED_LINE)
+    names = [f.split(".")[0] for f in functions]
+    return _pick(stack, [f for f in names if f and not skip_re.search(f) and not f.startswith("should_fail")])
+
+
 def extract_stack_frames(stack: StackFormat, text: str) -> tuple[list[GuiltyFrame], bool]:
     """Guilty frame(s) of a report, text starting at the title match.
 
-    Returns the frames (one per trace the format asks for) and whether every
-    trace yielded a frame.
+    Returns the frames (one per trace the format asks for; ``GuiltyFrame("",
+    "")`` for a trace without a usable frame, which syzkaller titles
+    ``corrupted``) and whether every trace yielded a frame.
     """
     skip_re = _skip_regexp(stack.skip)
 
     def pick(raw: list[str]) -> GuiltyFrame | None:
-        if not raw:
-            return None
-        stripped = [_strip_prefixes(f) for f in raw]
-        if stack.extractor is None:
-            return GuiltyFrame(stripped[0], raw[0]) if stripped[0] else None
-        frame, index = stack.extractor(stripped)
-        return GuiltyFrame(frame, raw[index]) if frame else None
+        return _pick(stack, raw)
 
     frames, ok = _walk_parts(text, stack.parts, skip_re, pick)
     if ok or not stack.parts2:

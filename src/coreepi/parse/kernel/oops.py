@@ -81,19 +81,37 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+_CHUNK: Final = 1 << 20
+
+
 def _binary_lines(handle: IO[bytes], max_bytes: int) -> Iterator[str]:
     """Lines of a binary stream split on ``\\n`` only; a longer line is cut
     at ``max_bytes`` and its remainder skipped (so one 2 GB line costs
-    ``max_bytes`` of memory)."""
+    ``max_bytes`` of memory). Read in 1 MiB blocks, each decoded at once
+    (blocks end at a line break, so no character is split)."""
+    pending = b""
     discarding = False
     while True:
-        chunk = handle.readline(max_bytes)
-        if not chunk:
-            return
-        complete = chunk.endswith(b"\n")
-        if not discarding:
-            yield _decode(chunk[:-1] if complete else chunk)
-        discarding = not complete and len(chunk) >= max_bytes
+        block = handle.read(_CHUNK)
+        if not block:
+            break
+        data = pending + block
+        end = data.rfind(b"\n")
+        if end < 0:
+            if not discarding and len(data) >= max_bytes:
+                yield _decode(data[:max_bytes])
+                discarding, data = True, b""
+            pending = b"" if discarding else data
+            continue
+        lines = _decode(data[:end]).split("\n")
+        if discarding:
+            lines = lines[1:]
+            discarding = False
+        for line in lines:
+            yield line if len(line) <= max_bytes else line[:max_bytes]
+        pending = data[end + 1:]
+    if pending and not discarding:
+        yield _decode(pending[:max_bytes])
 
 
 def _open_path(path: Path) -> IO[bytes]:
@@ -180,6 +198,7 @@ def _artifact(title: TitleResult, facts: KernelFacts, scanned: ScannedReport) ->
         title=title.title,
         kernel=KernelReportInfo(
             raw_title=title.raw_title,
+            syzbot_title=title.syzbot_title,
             title_rule=_title_rule(title, scanned),
             first_line=scanned.lines[0][:500],
             crash_type=crash_type(title.title, scanned.kind.header),
@@ -201,7 +220,7 @@ def _artifact(title: TitleResult, facts: KernelFacts, scanned: ScannedReport) ->
 
 def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
     title = title_report(scanned)
-    facts = read_facts(scanned.lines, scanned.prefix)
+    facts = read_facts(scanned.facts_lines, scanned.prefix)
     warnings: list[str] = []
     if title.corrupted_reason:
         warnings.append(f"corrupted report: {title.corrupted_reason}")

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from coreepi.parse.kernel.facts import wrap_joiner
 from coreepi.parse.kernel.formats import (
     CORRUPTED_TITLES,
     INFO_MESSAGES_WITH_STACK,
@@ -43,12 +44,17 @@ from coreepi.parse.kernel.frames import (
     FRAME_LINE_RES,
     RISCV_STACK_START,
     STACK_START_RES,
+    GuiltyFrame,
+    StackFormat,
     extract_stack_frames,
+    fallback_frame,
 )
+from coreepi.parse.kernel.trace import read_frames
 
 __all__ = ["ScanLimits", "ScannedReport", "TitleResult", "normalize_line", "scan_lines", "title_report"]
 
 CONSOLE: Final = "console"
+FACT_LINES: Final = 400  # facts are read from a report's first lines
 
 # "[  123.456789] " or "[  123.456789][ T1234] " (CONFIG_PRINTK_CALLER), with
 # optional "<4>" log level and debris a console may glue in front.
@@ -70,6 +76,11 @@ _SYSLOG_RE: Final = re.compile(
 _MONOTONIC_RE: Final = re.compile(r"^(\[ *[0-9]+\.[0-9]+\]) \S+ kernel: ")
 _DMESG_T_RE: Final = re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} [0-9]{4}\] ")
 _DMESG_X_RE: Final = re.compile(r"^[a-z]+ *:[a-z]+ *: ")
+# Debris before a console timestamp: a collector's date ("2016-09-28
+# 02:12:08 [810422.485203] …"), a paste's indentation or line number.
+_LEADING_RE: Final = re.compile(
+    r"^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.,]+ |\s+|[0-9]+\t)(?=(?:<[0-9]+>)?\[ *[0-9]+\.[0-9]+\])"
+)
 
 # One alternation of every header: one regex search per line instead of one
 # substring test per kind.
@@ -95,6 +106,10 @@ def normalize_line(line: str) -> str:
         match = _DMESG_X_RE.match(line)
         if match is not None:
             return line[match.end():]
+    elif line[:1].isspace() or line[:1].isdigit():
+        match = _LEADING_RE.match(line)
+        if match is not None:
+            return line[match.end():]
     return line
 
 
@@ -113,8 +128,8 @@ def _strip(line: str, context: str) -> tuple[str, bool]:
     if "<EOI>" not in line:
         if _QUESTIONABLE_RE.search(line):
             return line[line.find(" ? ") + 2:], True
-        if line.endswith(" (unreliable)"):
-            return line[:-13], True
+        if line.rstrip().endswith(" (unreliable)"):
+            return line.rstrip()[:-13], True
     return line, False
 
 
@@ -134,7 +149,10 @@ class ScanLimits:
     truncated); lines longer than ``max_line_chars`` are cut; at most
     ``max_open_reports`` windows are open at once (the oldest is closed).
     An oops line within ``follow_up_lines`` lines of a report from the same
-    context belongs to that report."""
+    context belongs to that report. In a log without caller context, a
+    report whose title window closed (another report started) takes
+    ``tail_lines`` more lines, then is complete; a report whose context
+    printed nothing for ``idle_lines`` lines is complete."""
 
     max_report_lines: int = 3000
     max_report_chars: int = 1 << 20
@@ -142,6 +160,8 @@ class ScanLimits:
     max_open_reports: int = 8
     prefix_lines: int = 200
     follow_up_lines: int = 10
+    tail_lines: int = 50
+    idle_lines: int = 100
 
 
 @dataclass
@@ -151,7 +171,11 @@ class ScannedReport:
     ``lines`` are the report's lines without console prefixes (the oops line
     first); ``title_end`` is how many of them belong to this report for
     titling (a console log without caller context ends a report where the
-    next one starts). ``prefix`` holds up to 50 earlier lines of the same
+    next one starts). ``facts_lines`` are the first ``FACT_LINES`` of them
+    with lines a terminal or mail client wrapped joined back (in a
+    timestamped log, an untimestamped line right after one of the report's
+    lines continues it); titles read ``lines``, as syzkaller does, facts
+    read ``facts_lines``. ``prefix`` holds up to 50 earlier lines of the same
     context. ``line_number`` is the 1-based line of the oops header.
     """
 
@@ -161,6 +185,8 @@ class ScannedReport:
     oops_line: str
     prefix: list[str]
     lines: list[str] = field(default_factory=list)
+    facts_lines: list[str] = field(default_factory=list)
+    last_raw: str | None = None  # the physical line last taken, while a wrap may continue it
     title_end: int = 0
     truncated: bool = False
     console_hangup: bool = False
@@ -171,10 +197,13 @@ class ScannedReport:
     skip_text: bool = False
     cpu_traceback: bool = False
     full: bool = False
+    tail: int = 0  # lines taken since the title window closed
+    idle: int = 0  # lines since this report last took one
 
-    def feed(self, line: str, context: str, stripped: str, questionable: bool,
+    def feed(self, raw: str, line: str, context: str, stripped: str, questionable: bool,
              kind: OopsKind | None, limits: ScanLimits) -> None:
-        """Offer one later log line to this report's window."""
+        """Offer one later log line (``raw`` as read, ``line`` normalised) to
+        this report's window."""
         if self.full:
             return
         if not self.next_report_seen and (
@@ -184,6 +213,12 @@ class ScannedReport:
             self.next_report_seen = True
         if questionable or (context != self.context and not (
                 self.cpu_traceback and _CPU_CONTEXT_RE.search(context))):
+            if not context and self.context == CONSOLE and self.last_raw is not None and line.strip():
+                self._continue(raw, line)
+            else:
+                self.last_raw = None
+                self.idle += 1
+                self.full = self.idle >= limits.idle_lines
             return
         self.text_lines += 1
         skip = self.skip_text
@@ -200,14 +235,29 @@ class ScannedReport:
             # enough lines, the rest is noise.
             self.skip_text = skip = True
         if skip:
+            self.last_raw = None
             return
-        self._append(stripped, limits)
+        self._append(raw, stripped, limits)
 
-    def _append(self, stripped: str, limits: ScanLimits) -> None:
+    def _continue(self, raw: str, line: str) -> None:
+        """A wrapped remainder of the line last taken: joined to it for facts."""
+        if self.facts_lines and len(self.facts_lines) < FACT_LINES:
+            assert self.last_raw is not None
+            self.facts_lines[-1] += wrap_joiner(self.last_raw) + line.strip()
+        self.last_raw = raw
+
+    def _append(self, raw: str, stripped: str, limits: ScanLimits) -> None:
+        self.last_raw, self.idle = raw, 0
+        if len(self.facts_lines) < FACT_LINES:
+            self.facts_lines.append(stripped)
         self.lines.append(stripped)
         self.chars += len(stripped) + 1
         if not self.next_report_seen or (self.context and self.context != CONSOLE):
             self.title_end = len(self.lines)
+        else:
+            # the title is fixed; the rest only serves the call-trace check
+            self.tail += 1
+            self.full = self.tail >= limits.tail_lines
         if len(self.lines) >= limits.max_report_lines or self.chars >= limits.max_report_chars:
             self.full = self.truncated = True
 
@@ -227,82 +277,160 @@ def _follow_up(open_reports: deque[ScannedReport], context: str, limits: ScanLim
     return newest.context == context and newest.text_lines <= limits.follow_up_lines
 
 
-def _drop_replayed(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
-    """Number the lines (1-based) and drop a line the console cut short when
-    printk replays it in full (the marker follows the partial line), and
-    the marker itself."""
-    held: tuple[int, str] | None = None
-    for number, line in enumerate(lines, start=1):
-        if _REPLAY_MARK in line:
-            held = None
+def _repeats_header(newest: ScannedReport, number: int, line: str, kind: OopsKind) -> bool:
+    """Whether a header line restates the newest report's header on the
+    next line: a symboliser expands ``BUG: KASAN: … in f+0x…`` into one
+    line per inlined function (``… in g file.c:105 [inline]``, then
+    ``… in f+0x…``); that is one report, not two."""
+    if kind is not newest.kind or number != newest.line_number + 1:
+        return False
+    head = newest.oops_line[newest.oops_line.find(kind.header):].split(" in ", 1)[0]
+    return " in " in line and line[line.find(kind.header):].split(" in ", 1)[0] == head
+
+
+def _prefix(recent: deque[str], context: str, limit: int) -> list[str]:
+    """Up to ``limit`` latest non-blank, reliable lines of ``context`` among
+    the raw lines before a report (normalised here, when a report starts,
+    not for every line of the log)."""
+    found: list[str] = []
+    for raw in reversed(recent):
+        line = normalize_line(raw)
+        if _context(line) != context:
             continue
-        if held is not None:
-            yield held
-        held = (number, line)
-    if held is not None:
-        yield held
+        stripped, questionable = _strip(line, context)
+        if stripped and not questionable:
+            found.append(stripped)
+            if len(found) >= limit:
+                break
+    found.reverse()
+    return found
 
 
 def scan_lines(lines: Iterable[str], limits: ScanLimits = ScanLimits()) -> Iterator[ScannedReport]:
-    """Yield the crash reports of a log, in order, with bounded memory."""
-    recent: deque[tuple[str, str]] = deque(maxlen=limits.prefix_lines)
+    """Yield the crash reports of a log, in order, with bounded memory.
+
+    One prefilter decides what a line costs: while no report is open, a line
+    without any report header (one regexp search, :data:`_ANY_HEADER_RE`)
+    is only remembered, raw, for the prefix of a report that may follow.
+    """
+    recent: deque[str] = deque(maxlen=limits.prefix_lines)
     open_reports: deque[ScannedReport] = deque()
     seen_text = False
-    for number, raw in _drop_replayed(lines):
+    held: tuple[int, str] | None = None
+    number = 0
+    for raw in lines:
+        number += 1
+        # printk replays a line the console cut short: drop the partial one
+        if _REPLAY_MARK in raw:
+            held = None
+            continue
+        if held is None:
+            held = (number, raw)
+            continue
+        (line_no, raw), held = held, (number, raw)
         if len(raw) > limits.max_line_chars:
             raw = raw[: limits.max_line_chars]
-        line = normalize_line(raw.rstrip("\r"))
-        context = _context(line)
-        stripped, questionable = _strip(line, context)
-        kind = _match_kind(line)
-        if _GCE_HANGUP in line:
-            for rep in open_reports:
-                rep.console_hangup = True
-        for rep in open_reports:
-            rep.feed(line, context, stripped, questionable, kind, limits)
-        if kind is not None and kind.header == "Booting the kernel." and not seen_text:
-            kind = None  # a log that starts with a boot is not a reboot
-        if kind is not None and (
-            not open_reports or not any(r.search(line) for r in REPORT_START_IGNORES)
-        ) and not _follow_up(open_reports, context, limits):
-            prefix_max = 50 if _TASK_CONTEXT_RE.search(context) else 5
-            prefix = [s for c, s in recent if c == context and s][-prefix_max:]
-            rep = ScannedReport(kind, context, number, line, prefix, text_lines=1)
-            rep._append(stripped, limits)
-            open_reports.append(rep)
-            if len(open_reports) > limits.max_open_reports:
-                yield open_reports.popleft()
-        while open_reports and open_reports[0].full:
-            yield open_reports.popleft()
-        if not questionable:
-            recent.append((context, stripped))
-        seen_text = seen_text or bool(line.strip())
+        if not open_reports and _ANY_HEADER_RE.search(raw) is None:
+            recent.append(raw)
+            seen_text = seen_text or bool(raw.strip())
+            continue
+        yield from _scan_line(line_no, raw.rstrip("\r"), recent, open_reports, seen_text, limits)
+        seen_text = seen_text or bool(raw.strip())
+    if held is not None:
+        line_no, raw = held
+        yield from _scan_line(line_no, raw[: limits.max_line_chars].rstrip("\r"), recent, open_reports,
+                              seen_text, limits)
     yield from open_reports
+
+
+def _scan_line(number: int, raw: str, recent: deque[str], open_reports: deque[ScannedReport],
+               seen_text: bool, limits: ScanLimits) -> Iterator[ScannedReport]:
+    """One line that may start a report or belongs to open ones."""
+    line = normalize_line(raw)
+    context = _context(line)
+    stripped, questionable = _strip(line, context)
+    kind = _match_kind(line)
+    if _GCE_HANGUP in line:
+        for rep in open_reports:
+            rep.console_hangup = True
+    if kind is not None and open_reports and _repeats_header(open_reports[-1], number, line, kind):
+        kind = None
+    for rep in open_reports:
+        rep.feed(raw, line, context, stripped, questionable, kind, limits)
+    if kind is not None and kind.header == "Booting the kernel." and not seen_text:
+        kind = None  # a log that starts with a boot is not a reboot
+    if kind is not None and (
+        not open_reports or not any(r.search(line) for r in REPORT_START_IGNORES)
+    ) and not _follow_up(open_reports, context, limits):
+        prefix = _prefix(recent, context, 50 if _TASK_CONTEXT_RE.search(context) else 5)
+        rep = ScannedReport(kind, context, number, line, prefix, text_lines=1)
+        rep._append(raw, stripped, limits)
+        open_reports.append(rep)
+        if len(open_reports) > limits.max_open_reports:
+            yield open_reports.popleft()
+    while open_reports and open_reports[0].full:
+        yield open_reports.popleft()
+    recent.append(raw)
 
 
 @dataclass(frozen=True)
 class TitleResult:
-    """Title of a report and how it was obtained (for the signature trail)."""
+    """Title of a report and how it was obtained (for the signature trail).
+
+    ``title`` is coreepi's: syzbot's title, except where syzbot writes the
+    placeholder ``corrupted`` (no guilty frame by its stack rules, or a lost
+    message): there coreepi names the frame its own trace reader finds, or
+    leaves the frame out. ``syzbot_title`` is syzbot's, for agreement tests.
+    """
 
     title: str
     raw_title: str
     corrupted_reason: str | None
     format: TitleFormat | None
     frames: tuple[str, ...]  # guilty frames as printed (raw names)
+    syzbot_title: str = ""
 
 
-def _describe(text: str, kind: OopsKind) -> tuple[str, str, TitleFormat | None, tuple[str, ...]]:
-    """Pick the earliest-matching title format; returns (title, corrupted
-    reason, format, raw guilty frames)."""
+@dataclass
+class _Described:
+    title: str = ""
+    syzbot_title: str = ""
+    corrupted: str = ""
+    format: TitleFormat | None = None
+    frames: tuple[str, ...] = ()
+
+
+_LOST: Final = "\x00"  # stands for a guilty frame nobody could find
+
+
+def _render(fmt: TitleFormat, args: list[str], guilty: list[GuiltyFrame],
+            fallback: Callable[[StackFormat], GuiltyFrame | None]) -> tuple[str, str, tuple[str, ...]]:
+    """(coreepi title, syzbot title, raw guilty frames) of one format."""
+    ours, raw = [], []
+    for frame in guilty:
+        if not frame.canonical and fmt.stack is not None:
+            frame = fallback(fmt.stack) or GuiltyFrame(_LOST, "")
+        ours.append(frame.canonical)
+        if frame.raw:
+            raw.append(frame.raw)
+    title = render(fmt.template, args + ours)
+    title = re.sub(" in " + _LOST + "/?|" + _LOST, "", title)
+    syzbot = render(fmt.syzbot_template or fmt.template, args + [g.canonical or "corrupted" for g in guilty])
+    return title, syzbot, tuple(raw)
+
+
+def _describe(text: str, kind: OopsKind,
+              fallback: Callable[[StackFormat], GuiltyFrame | None]) -> _Described:
+    """Pick the earliest-matching title format."""
     start = len(text)
-    title, corrupted, chosen, raw_frames = "", "", None, ()
+    out = _Described()
     matched_title = False
     for fmt in kind.formats:
         match = fmt.title.search(text)
-        if match is None or match.start() > start or (match.start() == start and title):
+        if match is None or match.start() > start or (match.start() == start and out.title):
             continue
         if match.start() < start:
-            title, chosen, start = "", None, match.start()
+            out, start = _Described(), match.start()
         matched_title = True
         if fmt.report is not None:
             match = fmt.report.search(text)
@@ -310,24 +438,23 @@ def _describe(text: str, kind: OopsKind) -> tuple[str, str, TitleFormat | None, 
                 continue
         args = [g or "" for g in match.groups()]
         corrupted = ""
-        frames: list[str] = []
+        guilty: list[GuiltyFrame] = []
         if fmt.stack is not None:
             guilty, ok = extract_stack_frames(fmt.stack, text[match.start():])
             if not ok:
                 corrupted = "extracted no frames"
-            args += [g.canonical for g in guilty]
-            frames = [g.raw for g in guilty]
-        title, chosen, raw_frames = render(fmt.template, args), fmt, tuple(frames)
-    if not title:
+        title, syzbot, raw = _render(fmt, args, guilty, fallback)
+        out = _Described(title, syzbot, corrupted, fmt, raw)
+    if not out.title:
         if matched_title:
-            corrupted = "matched title but not report regexp"
+            out.corrupted = "matched title but not report regexp"
         pos = text.find(kind.header)
         if pos >= 0:
             end = text.find("\n", pos)
-            title = text[pos: end if end >= 0 else len(text)]
-    if not corrupted and chosen is not None and chosen.corrupted:
-        corrupted = "report format is marked as corrupted"
-    return title, corrupted, chosen, raw_frames
+            out.title = out.syzbot_title = text[pos: end if end >= 0 else len(text)]
+    if not out.corrupted and out.format is not None and out.format.corrupted:
+        out.corrupted = "report format is marked as corrupted"
+    return out
 
 
 def _lacks_stack(text: str, fmt: TitleFormat | None, title: str) -> str:
@@ -366,7 +493,8 @@ _TITLE_REPLACEMENTS: Final = tuple(
         (r"(\.\w+)(:[0-9]+)+", r"\1:LINE"),  # line numbers differ per build
         (r"([a-zA-Z][a-zA-Z0-9_.]+)\+0x[0-9a-z]+/0x[0-9a-z]+", r"\1"),  # offsets differ per build
         (r"CPU#[0-9]+", "CPU"),
-        (r"(\W)(\d+)(\W|\Z)", r"\1NUM\3"),  # any remaining number
+        # any remaining number, but not a slab cache's size ("BUG kmalloc-64: …")
+        (r"(?<!kmalloc)(?<!kmalloc-cg)(?<!kmalloc-rcl)(\W)(\d+)(\W|\Z)", r"\1NUM\3"),
         (r"(\d+){7,}", "NUM"),
     )
 )
@@ -398,15 +526,24 @@ def normalize_title(title: str) -> str:
 def title_report(rep: ScannedReport) -> TitleResult:
     """Title a scanned report (syzbot conventions) and judge whether it is
     corrupted (truncated, interleaved, or missing its call trace)."""
+    functions: list[str] | None = None
+
+    def fallback(stack: StackFormat) -> GuiltyFrame | None:
+        nonlocal functions
+        if functions is None:
+            functions = [f.function or "" for f in read_frames(rep.facts_lines)]
+        return fallback_frame(stack, functions)
+
     text = "\n".join(rep.lines[: rep.title_end]) + "\n"
-    title, corrupted, fmt, frames = _describe(text, rep.kind)
+    out = _describe(text, rep.kind, fallback)
     full_text = "\n".join(rep.lines) + "\n"
-    if not title:
-        title, corrupted, fmt, frames = _describe(rep.oops_line + "\n" + full_text, rep.kind)
-        title = title or rep.kind.header
-        corrupted = corrupted or "header not found in report text"
-    if not corrupted:
-        corrupted = _lacks_stack(full_text, fmt, title)
+    if not out.title:
+        out = _describe(rep.oops_line + "\n" + full_text, rep.kind, fallback)
+        out.title = out.title or rep.kind.header
+        out.syzbot_title = out.syzbot_title or rep.kind.header
+        out.corrupted = out.corrupted or "header not found in report text"
+    corrupted = out.corrupted or _lacks_stack(full_text, out.format, out.syzbot_title)
     if not corrupted and rep.console_hangup:
         corrupted = "console connection lost"
-    return TitleResult(normalize_title(title), title, corrupted or None, fmt, frames)
+    return TitleResult(normalize_title(out.title), out.title, corrupted or None, out.format, out.frames,
+                       normalize_title(out.syzbot_title))

@@ -7,7 +7,20 @@ The NVIDIA driver (``NVRM``) prints one line per Xid::
     NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.
     NVRM: Xid (0000:01:00): 31, Ch 0000000b, engmask 00000120, intr 10000000     (older drivers)
 
-and, before the first Xid of a GPU, ``NVRM: GPU at PCI:0000:9b:00:
+NVLink5 Xids (144-150) carry their own severity (``…: 149, NETIR_LINK_EVT
+Fatal XC0 …``, ``…: 145, RLW_RXPIPE Nonfatal …``); it overrides the
+catalog's. A GPU that falls off the bus while the driver probes it gets no
+Xid line, only::
+
+    NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.
+    NVRM: The NVIDIA GPU 0000:b3:00.0
+                   NVRM: (PCI ID: 10de:26b5) installed in this system has
+                   NVRM: fallen off the bus and is not responding to commands.
+
+which is read as Xid 79 (``detail.xid_line`` False); one GPU falling off
+is one event even when both forms are printed.
+
+And, before the first Xid of a GPU, ``NVRM: GPU at PCI:0000:9b:00:
 GPU-<uuid>`` and ``NVRM: GPU Board Serial Number: …``, which are kept
 (bounded) and added to that GPU's events. NVSwitch drivers print ``SXid``
 lines the same way (``nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028,
@@ -41,6 +54,13 @@ _NAME: Final = re.compile(r"name=([^,]*),?\s*")
 _GPU_AT: Final = re.compile(r"NVRM: GPU at (?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?): (GPU-[0-9a-fA-F-]{8,64})")
 _SERIAL: Final = re.compile(r"NVRM: GPU Board Serial Number: (\S+)")
 _MAX_GPUS: Final = 256
+_PCI: Final = r"(?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?"
+_OFF_BUS: Final = re.compile(r"NVRM: GPU (?:at )?" + _PCI + r": GPU has fallen off the bus")
+_THE_GPU: Final = re.compile(r"NVRM: The NVIDIA GPU " + _PCI + r"\s*$")
+_OWN_SEVERITY: Final = re.compile(r"\b(Fatal|Nonfatal|Non-fatal)\b")
+_FELL_OFF: Final = 79
+_SAME_FALL_LINES: Final = 100  # an Xid 79 and the off-bus message this close are one fall
+_OFF_BUS_LINES: Final = 3  # "The NVIDIA GPU …" is continued on at most this many lines
 _UNKNOWN: Final = frozenset({"", "<unknown>", "N/A", "n/a", "unknown"})
 
 
@@ -125,6 +145,8 @@ class XidParser:
         self.ctx = ctx
         self._gpus: dict[str, dict[str, str]] = {}
         self._last_gpu: str | None = None
+        self._fell: dict[str, int] = {}  # GPU -> line of its last fall off the bus
+        self._pending: tuple[str, list[LogLine]] | None = None  # "The NVIDIA GPU …" waiting for its end
 
     def _remember(self, pci: str, key: str, value: str) -> None:
         if pci not in self._gpus and len(self._gpus) >= _MAX_GPUS:
@@ -134,17 +156,61 @@ class XidParser:
     def feed(self, line: LogLine) -> list[TelemetryEvent]:
         message = line.message
         if "Xid" not in message:
-            if "NVRM: GPU " in message:
-                self._gpu_line(message)
-            return []
+            return self._nvrm_line(line, message) if "NVRM: " in message else []
         match = _XID.search(message)
         if match is None:
             return []
         switch, pci, code_text, rest = match.groups()
-        return [self._event(line, bool(switch), _pci(pci), int(code_text), rest)]
+        code = int(code_text)
+        if not switch and code == _FELL_OFF and self._fell_again(_pci(pci), line):
+            return []
+        return [self._event(line, bool(switch), _pci(pci), code, rest)]
 
     def flush(self) -> list[TelemetryEvent]:
         return []
+
+    def _fell_again(self, pci: str, line: LogLine) -> bool:
+        """Whether this GPU's fall off the bus was already reported (the
+        driver may print both an Xid 79 and its off-bus message)."""
+        last = self._fell.get(pci)
+        if len(self._fell) >= _MAX_GPUS and pci not in self._fell:
+            self._fell.pop(next(iter(self._fell)))
+        self._fell[pci] = line.number
+        return last is not None and line.number - last <= _SAME_FALL_LINES
+
+    def _nvrm_line(self, line: LogLine, message: str) -> list[TelemetryEvent]:
+        """NVRM lines without an Xid: GPU identity, or a fall off the bus."""
+        if self._pending is not None:
+            pci, lines = self._pending
+            if line.number - lines[-1].number <= 1 and len(lines) <= _OFF_BUS_LINES:
+                lines.append(line)
+                if "fallen off the bus" in message:
+                    self._pending = None
+                    return self._off_bus(pci, lines)
+                return []
+            self._pending = None
+        if (match := _THE_GPU.search(message)) is not None:
+            self._pending = (_pci(match.group(1)), [line])
+        elif (match := _OFF_BUS.search(message)) is not None:
+            return self._off_bus(_pci(match.group(1)), [line])
+        elif "NVRM: GPU " in message:
+            self._gpu_line(message)
+        return []
+
+    def _off_bus(self, pci: str, lines: list[LogLine]) -> list[TelemetryEvent]:
+        if self._fell_again(pci, lines[-1]):
+            return []
+        info = xid_info(_FELL_OFF)
+        assert info is not None  # 79 is in NVIDIA's table
+        text = " ".join(l.message.split("NVRM: ", 1)[-1].strip() for l in lines)
+        detail: dict[str, Any] = {
+            "code": _FELL_OFF, "pci_address": pci, "xid_line": False, "message": text[:1000], "known": True,
+            "name": info.name, "mnemonic": info.mnemonic, "meaning": info.meaning, "usual_cause": info.cause,
+            "nvidia_action": info.action, "documentation": _load()[1], **self._gpus.get(pci, {}),
+        }
+        summary = f"GPU {pci} has fallen off the bus (no Xid line; read as Xid {_FELL_OFF})"
+        return [make_event(self.ctx, lines, EventKind.XID, summary, severity=info.severity,
+                           component=f"GPU {pci}", hardware_indicative=True, detail=detail)]
 
     def _gpu_line(self, message: str) -> None:
         match = _GPU_AT.search(message)
@@ -161,7 +227,7 @@ class XidParser:
         if switch:
             return self._sxid(line, pci, code, rest, detail)
         pid, process, text = _split_rest(rest)
-        detail.update(pid=pid, process=process, message=text[:1000])
+        detail.update(pid=pid, process=process, message=text[:1000], xid_line=True)
         detail.update(self._gpus.get(pci, {}))
         info = xid_info(code)
         if info is None:
@@ -174,6 +240,10 @@ class XidParser:
                 usual_cause=info.cause, nvidia_action=info.action, documentation=_load()[1],
             )
             name, hardware, severity = info.name, info.hardware_indicative, info.severity
+        own = _OWN_SEVERITY.search(text)
+        if own is not None:  # the driver's own verdict beats the catalog's
+            severity = "fatal" if own.group(1) == "Fatal" else "non-fatal"
+            detail["severity_from"] = "line"
         who = f", pid {pid}" if pid is not None else ""
         who += f" {process}" if process else ""
         summary = f"Xid {code} ({name}) on GPU {pci}{who}"
