@@ -71,3 +71,36 @@ def parsed_report(get_crash: Callable[[str], Crash]) -> Callable[[str], CrashRep
         return cache[name]
 
     return get
+
+
+# --------------------------------------------------------------------------
+# real services: a throwaway PostgreSQL cluster
+
+
+@pytest.fixture(scope="session")
+def pg_cluster(request: pytest.FixtureRequest) -> object:
+    """One PostgreSQL server for the session (:class:`pgcluster.PgCluster`),
+    stopped and removed at the end (finalizer; atexit if the session dies).
+    Skipped with the reason when PostgreSQL is not installed and we are not
+    root (as root, scripts/setup.sh installs it, so its absence fails)."""
+    import os
+
+    from pgcluster import PgCluster, PgUnavailable
+
+    try:
+        cluster = PgCluster()
+    except PgUnavailable as exc:
+        if os.geteuid() != 0:
+            pytest.skip(f"PostgreSQL tests need a server: {exc}")
+        raise
+    request.addfinalizer(cluster.stop)
+    return cluster
+
+
+_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def pg_url(pg_cluster: object) -> str:
+    """The URL of a new empty database on the session's cluster."""
+    return pg_cluster.create_database(f"t{next(_databases)}")  # type: ignore[attr-defined]
