@@ -11,8 +11,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import io
+
 import pandas as pd
 import pytest
+import zstandard
 
 from coreepi.model.events import EventKind, TelemetryEvent
 from coreepi.model.fleet import ExposureInterval, HostRow, Rejection
@@ -44,6 +47,7 @@ from coreepi.store import (
 )
 from coreepi.store.base import COUNTED_TABLES
 from coreepi.store.postgres_store import PostgresStore
+from coreepi.store.s3_blobs import S3BlobStore
 from coreepi.store.interfaces import CRASH_SUMMARY_COLUMNS, REJECTION_COLUMNS
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -63,6 +67,24 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 # One entry per backend: a factory that opens an empty store under tmp_path
 # (fixtures it needs come from the request).
 BACKENDS: list[Callable[[pytest.FixtureRequest, Path], Store]] = [_duckdb, _postgres]
+
+
+def _directory(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
+    return DirectoryBlobStore(tmp_path / "blobs")
+
+
+def _s3(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
+    # a new bucket on the session's S3-compatible server (conftest.s3_bucket)
+    return S3BlobStore.from_url(request.getfixturevalue("s3_bucket"))
+
+
+# One entry per blob backend, as BACKENDS.
+BLOB_BACKENDS: list[Callable[[pytest.FixtureRequest, Path], BlobStore]] = [_directory, _s3]
+
+
+@pytest.fixture(params=BLOB_BACKENDS, ids=lambda f: f.__name__.lstrip("_"))
+def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
+    return request.param(request, tmp_path)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda f: f.__name__.lstrip("_"))
@@ -328,13 +350,22 @@ def test_tokens_add_list_revoke(store: TokenStore) -> None:
 # BlobStore
 
 
-def test_blobs_content_addressed(store: Store, tmp_path: Path) -> None:
-    blobs: BlobStore = store.blobs
+def test_store_keeps_blobs(store: Store, tmp_path: Path) -> None:
+    f = tmp_path / "core"
+    f.write_bytes(b"\x7fELF" + bytes(10_000))
+    key = store.put_blob(f)
+    assert store.blobs.has(key) and store.get_blob(key) == f.read_bytes()
+
+
+def test_blobs_content_addressed(blobs: BlobStore, tmp_path: Path) -> None:
     f = tmp_path / "core"
     f.write_bytes(b"\x7fELF" + bytes(10_000))
     key = blobs.put_file(f)
-    assert len(key) == 64 and blobs.put_file(f) == key == store.put_blob(f, key)
-    assert blobs.get(key) == store.get_blob(key) == f.read_bytes()
+    assert len(key) == 64 and blobs.put_file(f) == key == blobs.put_file(f, key)
+    assert blobs.get(key) == f.read_bytes()
+    zst = tmp_path / "core.zst"
+    zst.write_bytes(zstandard.compress(f.read_bytes()))
+    assert blobs.get(blobs.put_file(zst)) == zst.read_bytes()  # kept as received
     assert blobs.has(key) and (blobs.size(key) or 0) > 0
     assert blobs.put_bytes(b"hello") == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
     missing = "0" * 64
@@ -348,10 +379,7 @@ def test_blobs_content_addressed(store: Store, tmp_path: Path) -> None:
     assert not blobs.has("1" * 64)
 
 
-def test_blobs_stream_list_delete_and_prune(store: Store, tmp_path: Path) -> None:
-    import io
-
-    blobs: BlobStore = store.blobs
+def test_blobs_stream_list_delete_and_prune(blobs: BlobStore) -> None:
     old = blobs.put_bytes(b"old" * 1000)
     big = blobs.put_bytes(bytes(range(256)) * 4000)
     out = io.BytesIO()
