@@ -190,6 +190,15 @@ class DuckDBGateway(Transactional):
         """Run a read on :meth:`_reader`; returns the result to fetch from."""
         return self._reader().execute(sql, params or [])
 
+    def export_rows(self, table: str, batch: int = 10_000) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """Every row of ``table`` (one of the schema's), ``batch`` at a time,
+        with the column names: the raw rows for moving a store elsewhere
+        (``coreepi store copy``)."""
+        cur = self._reader().execute(f"SELECT * FROM {table}")
+        columns = [d[0] for d in cur.description or ()]
+        while rows := cur.fetchmany(batch):
+            yield columns, rows
+
     def counts(self) -> dict[str, int]:
         """Rows per table of :data:`~coreepi.store.base.COUNTED_TABLES`."""
         out = {}

@@ -215,6 +215,22 @@ class PostgresGateway(Transactional):
                          returning=returning, stage=stage)
         return self._write(sql, arrays)
 
+    def import_rows(self, table: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> int:
+        """Insert raw rows of ``table`` (as another store's ``export_rows``
+        gives them), keeping existing rows of the same key (``ON CONFLICT DO
+        NOTHING``); returns rows inserted. Column types are the table's."""
+        if not rows:
+            return 0
+        types = dict(self._query(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+            "WHERE a.attrelid = ?::regclass AND a.attnum > 0 AND NOT a.attisdropped", [table]))
+        typed = {c: types[c] for c in columns}
+        arrays = [i for i, c in enumerate(columns) if typed[c].endswith("[]")]
+        if arrays:
+            rows = [tuple(array_literal(v) if i in arrays and v is not None else v
+                          for i, v in enumerate(row)) for row in rows]
+        return self._insert_rows(table, typed, rows).rowcount
+
     def counts(self) -> dict[str, int]:
         """Rows per table of :data:`~coreepi.store.base.COUNTED_TABLES`."""
         sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in COUNTED_TABLES)
