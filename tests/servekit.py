@@ -58,3 +58,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for_jobs(counts: Any, timeout: float = 180.0) -> dict[str, int]:
+    """Poll ``counts()`` (the store's ``job_counts``, or a GET of
+    ``/api/v1/jobs``'s counts) until no analysis job is queued or running;
+    returns the last counts. AssertionError after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        got = counts()
+        if got["queued"] == 0 and got["running"] == 0:
+            return dict(got)
+        assert time.monotonic() < deadline, f"analysis jobs still pending: {got}"
+        time.sleep(0.2)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fleetfactory import CoreSet, coreset  # noqa: F401
-from servekit import edge_report, free_port, snapshot, zstd_bytes
+from servekit import edge_report, free_port, snapshot, wait_for_jobs, zstd_bytes
 
 from coreepi.ingest.artifacts import inspect_file
 from coreepi.model.report import CrashReport
@@ -117,7 +117,8 @@ def test_served_end_to_end(server: Running, tokens: dict[str, str],
         r = c.put(f"/api/v1/crashes/{sent.crash_id}/core", content=chunks(),
                   headers=ingest | {"content-type": "application/zstd"})
         assert r.status_code == 201, (r.text, server.output())
-        assert r.json()["analysed"] is True
+        assert r.json()["queued"] is True
+        wait_for_jobs(lambda: c.get("/api/v1/jobs", headers=read).json()["counts"])
         got = CrashReport.model_validate_json(c.get(f"/api/v1/crashes/{sent.crash_id}",
                                                     headers=read).text)
         assert got.signature is not None and got.signature.signature == full.signature.signature
