@@ -263,6 +263,9 @@ from coreepi.cli.store import store_app as _store_app
 app.command("serve")(_serve)
 app.add_typer(_token_app, name="token")
 app.add_typer(_store_app, name="store")
+from coreepi.cli.worker import register as _register_worker  # noqa: E402
+
+_register_worker(app)
 
 # ``coreepi collect`` and ``coreepi agent …`` live in capture/commands.py
 from coreepi.capture.commands import register as _register_capture

@@ -44,7 +44,9 @@ def serve(
                             help="Wall-time limit of one core's central analysis, seconds.")
     ] = 300.0,
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Cores analysed at once.")
+        int | None, typer.Option("--jobs", "-j", min=0,
+                                 help="Cores analysed at once by this server's worker threads "
+                                 "(0: none; `coreepi worker` processes analyse them).")
     ] = None,
     symbol_dir: Annotated[
         list[Path] | None,
@@ -63,7 +65,7 @@ def serve(
                          max_core_bytes=int(max_core_mb * MiB),
                          analysis_timeout_seconds=analysis_timeout,
                          symbol_dirs=tuple(symbol_dir or ()))
-    if jobs:
+    if jobs is not None:
         config = replace(config, analysis_jobs=jobs)
     try:
         run(store_location(store, data_dir), host, port, config, log_level=log_level,
