@@ -29,7 +29,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -40,8 +39,8 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from pgcluster import PgCluster  # noqa: E402
-from servekit import ServeProcess  # noqa: E402
+from pgcluster import PgCluster
+from servekit import ServeProcess
 
 COREEPI = Path(sys.executable).parent / "coreepi"
 

@@ -90,7 +90,7 @@ class PgCluster:
         argv = [exe, *args]
         if self._as_postgres:
             argv = ["runuser", "-u", "postgres", "--", *argv]
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120,
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False,
                               cwd=self.root)
         if done.returncode != 0:
             raise PgUnavailable(f"{cmd} failed ({done.returncode}): "

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(600)
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(Path(sys.executable).parent / "coreepi"), *args],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.fixture

@@ -4,12 +4,10 @@ analysed, the server killed with SIGKILL, and the data still there."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 

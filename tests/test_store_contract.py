@@ -7,11 +7,10 @@ passes when it adds its factory there and every test here passes.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import io
 
 import pandas as pd
 import pytest
@@ -46,9 +45,9 @@ from coreepi.store import (
     TokenStore,
 )
 from coreepi.store.base import COUNTED_TABLES
+from coreepi.store.interfaces import CRASH_SUMMARY_COLUMNS, REJECTION_COLUMNS
 from coreepi.store.postgres_store import PostgresStore
 from coreepi.store.s3_blobs import S3BlobStore
-from coreepi.store.interfaces import CRASH_SUMMARY_COLUMNS, REJECTION_COLUMNS
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)

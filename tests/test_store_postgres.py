@@ -38,7 +38,8 @@ from coreepi.store.postgres_store.tokens import PostgresTokenStore
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(Path(sys.executable).parent / "coreepi"), *args], capture_output=True,
+    return subprocess.run([str(Path(sys.executable).parent / "coreepi"), *args], check=False,
+                          capture_output=True,
                           text=True, timeout=120, env={**os.environ, **(env or {})})
 
 

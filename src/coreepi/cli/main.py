@@ -263,7 +263,7 @@ from coreepi.cli.store import store_app as _store_app
 app.command("serve")(_serve)
 app.add_typer(_token_app, name="token")
 app.add_typer(_store_app, name="store")
-from coreepi.cli.worker import register as _register_worker  # noqa: E402
+from coreepi.cli.worker import register as _register_worker
 
 _register_worker(app)
 

@@ -77,7 +77,7 @@ class AnalysisWorker:
         while not stop.is_set():
             try:
                 did = self.run_once()
-            except Exception:  # noqa: BLE001 - the store is down: wait and try again
+            except Exception:
                 log.exception("worker %s: taking a job failed", self.name)
                 did = 0
             if not did:

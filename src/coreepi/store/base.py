@@ -36,11 +36,11 @@ from coreepi.store.interfaces import (
     BlobStore,
     CrashStore,
     HostStore,
+    JobQueue,
     LedgerStore,
     TelemetryStore,
     TokenStore,
 )
-from coreepi.store.interfaces import JobQueue
 
 __all__ = ["COUNTED_TABLES", "Store"]
 

@@ -19,12 +19,10 @@ CONFLICT``, ``TIMESTAMPTZ``, ``VARCHAR[]``); only the staging is DuckDB's.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
