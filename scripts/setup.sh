@@ -31,6 +31,36 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# PostgreSQL server binaries for the PostgreSQL store's tests (a throwaway
+# cluster per test session, tests/pgcluster.py). Debian keeps them under
+# /usr/lib/postgresql/<major>/bin. Installed without a default cluster and
+# with service starts denied, so nothing is left running.
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && ! command -v initdb >/dev/null; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "coreepi setup: installing postgresql (server binaries for the store tests)" >&2
+    mkdir -p /etc/postgresql-common
+    [[ -e /etc/postgresql-common/createcluster.conf ]] || \
+      echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+    policy_made=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+      policy_made=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null || status=$?
+    ((policy_made)) && rm -f /usr/sbin/policy-rc.d
+    # a cluster the package started anyway (no policy-rc.d honoured): stop it
+    if command -v pg_lsclusters >/dev/null; then
+      pg_lsclusters --no-header 2>/dev/null | awk '$4 == "online" {print $1, $2}' |
+        while read -r ver name; do pg_ctlcluster "$ver" "$name" stop || true; done
+    fi
+    [[ ${status:-0} -eq 0 ]] || { echo "coreepi setup: apt-get install postgresql failed" >&2; exit 1; }
+  else
+    echo "coreepi setup: PostgreSQL is not installed: the PostgreSQL store tests will be" \
+         "skipped (sudo apt-get install -y postgresql)" >&2
+  fi
+fi
+
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi

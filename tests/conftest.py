@@ -71,3 +71,71 @@ def parsed_report(get_crash: Callable[[str], Crash]) -> Callable[[str], CrashRep
         return cache[name]
 
     return get
+
+
+# --------------------------------------------------------------------------
+# real services: a throwaway PostgreSQL cluster
+
+
+@pytest.fixture(scope="session")
+def pg_cluster(request: pytest.FixtureRequest) -> object:
+    """One PostgreSQL server for the session (:class:`pgcluster.PgCluster`),
+    stopped and removed at the end (finalizer; atexit if the session dies).
+    Skipped with the reason when PostgreSQL is not installed and we are not
+    root (as root, scripts/setup.sh installs it, so its absence fails)."""
+    import os
+
+    from pgcluster import PgCluster, PgUnavailable
+
+    try:
+        cluster = PgCluster()
+    except PgUnavailable as exc:
+        if os.geteuid() != 0:
+            pytest.skip(f"PostgreSQL tests need a server: {exc}")
+        raise
+    request.addfinalizer(cluster.stop)
+    return cluster
+
+
+_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def pg_url(pg_cluster: object) -> str:
+    """The URL of a new empty database on the session's cluster."""
+    return pg_cluster.create_database(f"t{next(_databases)}")  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------
+# real services: an S3-compatible HTTP server (moto's standalone server)
+
+
+@pytest.fixture(scope="session")
+def s3_server(request: pytest.FixtureRequest) -> str:
+    """moto's S3 server on 127.0.0.1 (its own HTTP server thread, spoken to
+    over a socket like any S3 endpoint); stopped at the end. Returns its URL."""
+    from moto.server import ThreadedMotoServer
+    from servekit import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    request.addfinalizer(server.stop)
+    return f"http://127.0.0.1:{port}"
+
+
+_buckets = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def s3_bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new empty bucket; the AWS_* environment points at the server.
+    Returns ``s3://bucket/cores``."""
+    import httpx
+
+    name = f"bucket{next(_buckets)}"
+    httpx.put(f"{s3_server}/{name}", timeout=10).raise_for_status()
+    for key, value in {"AWS_ENDPOINT_URL": s3_server, "AWS_ACCESS_KEY_ID": "test",
+                       "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    return f"s3://{name}/cores"

@@ -24,6 +24,8 @@ class FakeServer:
         self.puts_started: Counter[str] = Counter()
         self.heartbeats: list[dict[str, Any]] = []
         self.refuse: dict[str, int] = {}  # crash_id -> status to answer the POST with
+        # (status, Retry-After) to answer every request with: an overloaded server
+        self.shedding: tuple[int, str] | None = None
         self.put_delay_per_mib = put_delay_per_mib
         self.lock = threading.Lock()
         self.put_started = threading.Event()
@@ -50,9 +52,12 @@ class FakeServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def _reply(self, status: int, body: dict[str, Any] | None = None) -> None:
+            def _reply(self, status: int, body: dict[str, Any] | None = None,
+                       retry_after: str | None = None) -> None:
                 data = json.dumps(body or {}).encode()
                 self.send_response(status)
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -72,6 +77,10 @@ class FakeServer:
                 return b"".join(parts)
 
             def _authorized(self) -> bool:
+                if server.shedding is not None:
+                    self._body()
+                    self._reply(server.shedding[0], {"detail": "overloaded"}, server.shedding[1])
+                    return False
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     self._body()
                     self._reply(401, {"detail": "bad token"})

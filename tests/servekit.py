@@ -58,3 +58,63 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for_jobs(counts: Any, timeout: float = 180.0) -> dict[str, int]:
+    """Poll ``counts()`` (the store's ``job_counts``, or a GET of
+    ``/api/v1/jobs``'s counts) until no analysis job is queued or running;
+    returns the last counts. AssertionError after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        got = counts()
+        if got["queued"] == 0 and got["running"] == 0:
+            return dict(got)
+        assert time.monotonic() < deadline, f"analysis jobs still pending: {got}"
+        time.sleep(0.2)
+
+
+class ServeProcess:
+    """``coreepi serve ARGS`` as a child process on 127.0.0.1 (a free port),
+    output to ``log``; started and healthy when constructed. :meth:`kill`
+    (this test's own child, by pid) stops it."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        import subprocess
+        import sys
+        import time
+
+        import httpx
+
+        self.tmp = log.parent
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(log, "w+b")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "coreepi", "serve", *args, "--port", str(self.port),
+             "--log-level", "warning"],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"server did not start:\n{self.output()}")
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-4000:]
+
+    def kill(self, sig: int = 9) -> None:
+        import os
+
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            self.proc.wait(timeout=60)

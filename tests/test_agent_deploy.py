@@ -18,7 +18,8 @@ DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 COREEPI = Path(sys.executable).parent / "coreepi"
 
 
-@pytest.mark.parametrize("unit", ["coreepi-agent.service", "coreepi-serve.service"])
+@pytest.mark.parametrize("unit", ["coreepi-agent.service", "coreepi-serve.service",
+                                  "coreepi-replica@.service", "coreepi-worker@.service"])
 def test_systemd_unit_verifies(tmp_path: Path, unit: str) -> None:
     tool = shutil.which("systemd-analyze")
     if tool is None:
@@ -26,8 +27,13 @@ def test_systemd_unit_verifies(tmp_path: Path, unit: str) -> None:
     # the unit names /opt/coreepi/bin/coreepi; verify checks the file exists
     text = (DEPLOY / "systemd" / unit).read_text().replace("/opt/coreepi/bin/coreepi",
                                                            str(COREEPI))
-    (tmp_path / unit).write_text(text)
-    done = subprocess.run([tool, "verify", str(tmp_path / unit)], capture_output=True,
+    # a template is verified as an instance; its EnvironmentFile as a scratch file
+    env = tmp_path / "server.env"
+    env.write_text("COREEPI_STORE=postgresql://coreepi@127.0.0.1/coreepi\n")
+    text = text.replace("/etc/coreepi/server.env", str(env))
+    name = unit.replace("@.", "@8080.")
+    (tmp_path / name).write_text(text)
+    done = subprocess.run([tool, "verify", str(tmp_path / name)], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert unit not in done.stderr, done.stderr  # no warnings about our unit
@@ -104,3 +110,30 @@ def test_install_uses_wrapper_when_pattern_too_long(tmp_path: Path) -> None:
     assert plan.core_pattern.startswith("|/usr/local/libexec/coreepi-collect -- %P")
     wrapper = tmp_path / "usr/local/libexec/coreepi-collect"
     assert long_python in plan.files[wrapper]
+
+
+def test_server_manifests_validate_against_kubernetes_schema() -> None:
+    """Replicas, their Service and the workers: valid objects, and the
+    commands they run are ones this coreepi has."""
+    pytest.importorskip("kubernetes_validate")
+    import yaml
+
+    manifest = DEPLOY / "kubernetes" / "coreepi-server.yaml"
+    exe = Path(sys.executable).parent / "kubernetes-validate"
+    done = subprocess.run([str(exe), "--strict", str(manifest)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("deployment/coreepi-serve", "deployment/coreepi-worker", "service/coreepi"):
+        assert name in done.stdout + done.stderr
+    docs = {d["metadata"]["name"] + "/" + d["kind"]: d
+            for d in yaml.safe_load_all(manifest.read_text())}
+    for deployment in ("coreepi-serve/Deployment", "coreepi-worker/Deployment"):
+        args = docs[deployment]["spec"]["template"]["spec"]["containers"][0]["args"]
+        helped = subprocess.run([str(COREEPI), args[0], "--help"], capture_output=True,
+                                text=True, timeout=120)
+        assert helped.returncode == 0, helped.stderr
+        flags = [a for a in args if a.startswith("--")]
+        assert all(f in helped.stdout for f in flags), (args, helped.stdout)
+    secret = docs["coreepi-server/Secret"]["stringData"]
+    assert secret["COREEPI_STORE"].startswith("postgresql://")
+    assert secret["COREEPI_BLOBS"].startswith("s3://")

@@ -170,3 +170,34 @@ def test_pending_edge_analysis_waits_until_stale(tmp_path: Path, age: float, shi
         os.utime(marker, (stamp, stamp))
         Agent(load_config(config_path)).run_once()
         assert bool(server.reports) is shipped
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_is_honoured_with_jitter(tmp_path: Path, status: int) -> None:
+    """An overloaded server answers 429/503 with Retry-After: the agent waits
+    at least that long, at most 20 % more (jitter), and then delivers."""
+    with FakeServer() as server:
+        config = _setup(tmp_path, server.port)
+        _spool_crashes(config, 1)
+        server.shedding = (status, "40")
+        agent = Agent(load_config(config))
+        try:
+            agent.run_once()
+            wait = agent._next_try - time.monotonic()
+            assert 38 < wait <= 48.1, wait  # 40 s .. 40 s + 20 %, less the time spent here
+            assert agent.stats.failures == 2  # the crash and the heartbeat
+            assert server.posts == {}
+            server.shedding = None
+            agent.run_once()
+            assert agent.stats.delivered == 1
+        finally:
+            agent.client.close()
+
+
+def test_retry_after_forms() -> None:
+    from coreepi.capture.agent import retry_after_seconds
+
+    assert retry_after_seconds("120") == 120.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
+    assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from fleetfactory import CoreSet, coreset  # noqa: F401
-from servekit import T0, edge_report, snapshot, zstd_bytes
+from servekit import T0, edge_report, snapshot, wait_for_jobs, zstd_bytes
 
 from coreepi.ingest.artifacts import inspect_file
 from coreepi.model.report import CrashReport, HostFacts
@@ -85,8 +85,9 @@ def test_report_then_core_is_analysed_centrally(server: Server, coreset: CoreSet
     r = server.put_core(full.crash_id, body)
     assert r.status_code == 201, r.text
     answer = r.json()
-    assert answer["analysed"] is True and answer["core_status"] == "stored"
-    assert answer["signature"] == full.signature.signature
+    assert answer["queued"] is True and answer["core_status"] == "stored"
+    assert answer["signature"] is None  # durable now, analysed by a worker thread next
+    assert wait_for_jobs(server.store.job_counts)["done"] == 1
 
     got = CrashReport.model_validate_json(server.client.get(
         f"/api/v1/crashes/{full.crash_id}", headers=server.h("read")).text)
@@ -116,7 +117,8 @@ def test_analysed_report_is_not_reanalysed(server: Server, coreset: CoreSet,  # 
     sent = edge_report(full_reports[1], analysed=True)
     assert server.post(sent).status_code == 201
     r = server.put_core(sent.crash_id, zstd_bytes(coreset.cores[1]))
-    assert r.status_code == 201 and r.json()["analysed"] is False
+    assert r.status_code == 201 and r.json()["queued"] is False
+    assert server.store.job_counts() == {"queued": 0, "running": 0, "done": 0, "dead": 0}
     assert server.metric("coreepi_core_analyses_total") == 0
     stored = server.store.get_report(sent.crash_id)
     assert stored.core.stored and stored.threads == sent.threads
@@ -130,8 +132,14 @@ def test_unreadable_core_is_counted(server: Server, full_reports: list[CrashRepo
     r = server.put_core(sent.crash_id,
                         zstandard.ZstdCompressor().compress(b"\x7fELF" + b"not a core" * 100))
     assert r.status_code == 201, r.text
-    assert r.json()["core_status"] == "unreadable" and r.json()["warning"]
+    assert r.json()["queued"] is True
+    assert wait_for_jobs(server.store.job_counts)["done"] == 1  # unreadable is a result
     assert server.store.count_crashes(core_status="unreadable") == 1
+    (row,) = server.store.list_crashes()
+    assert row["core_reason"]
+    assert server.metric('coreepi_core_analyses_total{outcome="unreadable"}') == 1
+    jobs = server.client.get("/api/v1/jobs?state=done", headers=server.h("read")).json()
+    assert jobs["counts"]["done"] == 1 and jobs["jobs"][0]["crash_id"] == sent.crash_id
 
 
 def test_rejections_write_nothing(server: Server, coreset: CoreSet,  # noqa: F811

@@ -4,19 +4,17 @@ analysed, the server killed with SIGKILL, and the data still there."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from fleetfactory import CoreSet, coreset  # noqa: F401
-from servekit import edge_report, free_port, snapshot, zstd_bytes
+from servekit import ServeProcess, edge_report, snapshot, wait_for_jobs, zstd_bytes
 
 from coreepi.ingest.artifacts import inspect_file
 from coreepi.model.report import CrashReport
@@ -27,39 +25,6 @@ JSON = {"content-type": "application/json"}
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "coreepi", *args], capture_output=True,
                           text=True, timeout=60, check=False)
-
-
-class Running:
-    def __init__(self, data: Path) -> None:
-        self.data = data
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(data.parent / "serve.log", "w+b")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "coreepi", "serve", "--data-dir", str(data), "--port",
-             str(self.port), "--max-body-mb", "1", "--max-core-mb", "64", "--jobs", "2",
-             "--log-level", "warning"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"server did not start:\n{self.output()}")
-            time.sleep(0.1)
-
-    def output(self) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-4000:]
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)  # this test's own child, by pid
-            self.proc.wait(timeout=60)
 
 
 @pytest.fixture
@@ -77,13 +42,13 @@ def tokens(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def server(tmp_path: Path, tokens: dict[str, str]) -> Iterator[Running]:
-    s = Running(tmp_path / "data")
+def server(tmp_path: Path, tokens: dict[str, str]) -> Iterator[ServeProcess]:
+    s = ServeProcess(["--data-dir", str(tmp_path / "data"), "--max-body-mb", "1",
+                      "--max-core-mb", "64", "--jobs", "2"], tmp_path / "serve.log")
     try:
         yield s
     finally:
         s.kill()
-        s.log.close()
 
 
 def _raw(port: int, request: bytes) -> int:
@@ -94,7 +59,7 @@ def _raw(port: int, request: bytes) -> int:
     return int(head.split()[1])
 
 
-def test_served_end_to_end(server: Running, tokens: dict[str, str],
+def test_served_end_to_end(server: ServeProcess, tokens: dict[str, str],
                            coreset: CoreSet) -> None:  # noqa: F811
     full = inspect_file(coreset.cores[0])[0]
     sent = edge_report(full, host_id="node-7")
@@ -102,7 +67,7 @@ def test_served_end_to_end(server: Running, tokens: dict[str, str],
     read = {"authorization": f"Bearer {tokens['read']}"}
     with httpx.Client(base_url=server.url, timeout=120) as c:
         # the store is held by the server: the CLI says so instead of corrupting it
-        busy = _cli("token", "list", "--data-dir", str(server.data))
+        busy = _cli("token", "list", "--data-dir", str(server.tmp / "data"))
         assert busy.returncode == 2 and "in use" in busy.stderr
 
         r = c.post("/api/v1/crashes", content=sent.model_dump_json(),
@@ -117,7 +82,8 @@ def test_served_end_to_end(server: Running, tokens: dict[str, str],
         r = c.put(f"/api/v1/crashes/{sent.crash_id}/core", content=chunks(),
                   headers=ingest | {"content-type": "application/zstd"})
         assert r.status_code == 201, (r.text, server.output())
-        assert r.json()["analysed"] is True
+        assert r.json()["queued"] is True
+        wait_for_jobs(lambda: c.get("/api/v1/jobs", headers=read).json()["counts"])
         got = CrashReport.model_validate_json(c.get(f"/api/v1/crashes/{sent.crash_id}",
                                                     headers=read).text)
         assert got.signature is not None and got.signature.signature == full.signature.signature
@@ -176,11 +142,11 @@ def test_served_end_to_end(server: Running, tokens: dict[str, str],
 
     # a 2xx means durable: SIGKILL, no shutdown, and everything is there
     server.kill(signal.SIGKILL)
-    snap = snapshot(server.data)
+    snap = snapshot(server.tmp / "data")
     counts = snap["counts"]
     assert counts["crashes"] == 1 and counts["crash_receipts"] == 1
     assert counts["exposure"] == 1 and counts["hosts"] == 1
     assert len(snap["blobs"]) == 1
-    assert not list((server.data / "tmp").rglob("upload-*"))
+    assert not list((server.tmp / "data" / "tmp").rglob("upload-*"))
     stored = CrashReport.model_validate_json(snap["reports"][sent.crash_id])
     assert stored.signature == got.signature and stored.core.stored

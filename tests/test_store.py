@@ -32,6 +32,7 @@ from coreepi.store import (
     CrashStore,
     DuckDBStore,
     HostStore,
+    JobQueue,
     LedgerEntry,
     LedgerStore,
     Store,
@@ -42,6 +43,7 @@ from coreepi.store import (
 from coreepi.store.duckdb_store.crashes import DuckDBCrashStore
 from coreepi.store.duckdb_store.hosts import DuckDBHostStore
 from coreepi.store.duckdb_store.ledger import DuckDBLedgerStore
+from coreepi.store.duckdb_store.queue import DuckDBJobQueue
 from coreepi.store.duckdb_store.telemetry import DuckDBTelemetryStore
 from coreepi.store.duckdb_store.tokens import DuckDBTokenStore
 from coreepi.store.interfaces import Transactional
@@ -50,7 +52,7 @@ from coreepi.store.migrations import latest_version
 ROOT = Path(__file__).resolve().parent.parent
 STORE_SRC = ROOT / "src" / "coreepi" / "store"
 INTERFACES = (Transactional, CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore,
-              BlobStore, Store)
+              JobQueue, BlobStore, Store)
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -271,7 +273,7 @@ def test_batch_writes_and_ledger_lookup(store: DuckDBStore) -> None:
 @pytest.mark.parametrize("part, interface", [
     (DuckDBCrashStore, CrashStore), (DuckDBHostStore, HostStore),
     (DuckDBTelemetryStore, TelemetryStore), (DuckDBLedgerStore, LedgerStore),
-    (DuckDBTokenStore, TokenStore),
+    (DuckDBTokenStore, TokenStore), (DuckDBJobQueue, JobQueue),
 ])
 def test_each_duckdb_part_stands_alone(tmp_path: Path, part: type, interface: type) -> None:
     """A part implements its whole interface on its own connection."""

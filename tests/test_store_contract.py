@@ -7,12 +7,14 @@ passes when it adds its factory there and every test here passes.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import zstandard
 
 from coreepi.model.events import EventKind, TelemetryEvent
 from coreepi.model.fleet import ExposureInterval, HostRow, Rejection
@@ -30,8 +32,11 @@ from coreepi.store import (
     CoreStatus,
     CrashRecord,
     CrashStore,
+    DirectoryBlobStore,
     DuckDBStore,
     HostStore,
+    JobQueue,
+    JobState,
     LedgerEntry,
     LedgerStore,
     Receipt,
@@ -41,23 +46,49 @@ from coreepi.store import (
 )
 from coreepi.store.base import COUNTED_TABLES
 from coreepi.store.interfaces import CRASH_SUMMARY_COLUMNS, REJECTION_COLUMNS
+from coreepi.store.postgres_store import PostgresStore
+from coreepi.store.s3_blobs import S3BlobStore
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 
 
-def _duckdb(tmp_path: Path) -> Store:
+def _duckdb(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return DuckDBStore(tmp_path / "data")
 
 
-# One entry per backend: a factory that opens an empty store under tmp_path.
-BACKENDS: list[Callable[[Path], Store]] = [_duckdb]
+def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    # a new database on the session's throwaway cluster (conftest.pg_url)
+    return PostgresStore(request.getfixturevalue("pg_url"), DirectoryBlobStore(tmp_path / "blobs"))
+
+
+# One entry per backend: a factory that opens an empty store under tmp_path
+# (fixtures it needs come from the request).
+BACKENDS: list[Callable[[pytest.FixtureRequest, Path], Store]] = [_duckdb, _postgres]
+
+
+def _directory(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
+    return DirectoryBlobStore(tmp_path / "blobs")
+
+
+def _s3(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
+    # a new bucket on the session's S3-compatible server (conftest.s3_bucket)
+    return S3BlobStore.from_url(request.getfixturevalue("s3_bucket"))
+
+
+# One entry per blob backend, as BACKENDS.
+BLOB_BACKENDS: list[Callable[[pytest.FixtureRequest, Path], BlobStore]] = [_directory, _s3]
+
+
+@pytest.fixture(params=BLOB_BACKENDS, ids=lambda f: f.__name__.lstrip("_"))
+def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
+    return request.param(request, tmp_path)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda f: f.__name__.lstrip("_"))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = request.param(tmp_path)
+    s = request.param(request, tmp_path)
     yield s
     s.close()
 
@@ -318,13 +349,22 @@ def test_tokens_add_list_revoke(store: TokenStore) -> None:
 # BlobStore
 
 
-def test_blobs_content_addressed(store: Store, tmp_path: Path) -> None:
-    blobs: BlobStore = store.blobs
+def test_store_keeps_blobs(store: Store, tmp_path: Path) -> None:
+    f = tmp_path / "core"
+    f.write_bytes(b"\x7fELF" + bytes(10_000))
+    key = store.put_blob(f)
+    assert store.blobs.has(key) and store.get_blob(key) == f.read_bytes()
+
+
+def test_blobs_content_addressed(blobs: BlobStore, tmp_path: Path) -> None:
     f = tmp_path / "core"
     f.write_bytes(b"\x7fELF" + bytes(10_000))
     key = blobs.put_file(f)
-    assert len(key) == 64 and blobs.put_file(f) == key == store.put_blob(f, key)
-    assert blobs.get(key) == store.get_blob(key) == f.read_bytes()
+    assert len(key) == 64 and blobs.put_file(f) == key == blobs.put_file(f, key)
+    assert blobs.get(key) == f.read_bytes()
+    zst = tmp_path / "core.zst"
+    zst.write_bytes(zstandard.compress(f.read_bytes()))
+    assert blobs.get(blobs.put_file(zst)) == zst.read_bytes()  # kept as received
     assert blobs.has(key) and (blobs.size(key) or 0) > 0
     assert blobs.put_bytes(b"hello") == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
     missing = "0" * 64
@@ -336,6 +376,87 @@ def test_blobs_content_addressed(store: Store, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="content changed"):
         blobs.put_file(f, "1" * 64)
     assert not blobs.has("1" * 64)
+
+
+def test_blobs_stream_list_delete_and_prune(blobs: BlobStore) -> None:
+    old = blobs.put_bytes(b"old" * 1000)
+    big = blobs.put_bytes(bytes(range(256)) * 4000)
+    out = io.BytesIO()
+    assert blobs.write_to(big, out) == 1_024_000 and out.getvalue() == bytes(range(256)) * 4000
+    listed = {b.key: b for b in blobs.entries()}
+    assert set(listed) == {old, big}
+    assert listed[big].size == blobs.size(big) and listed[big].modified.utcoffset() == timedelta(0)
+    now = max(b.modified for b in listed.values())
+    # nothing is older than a day, and both fit under the cap
+    result = blobs.prune(max_age=DAY, max_total_bytes=listed[big].size + listed[old].size, now=now)
+    assert (result.deleted, result.kept) == (0, 2)
+    result = blobs.prune(max_age=None, max_total_bytes=max(b.size for b in listed.values()),
+                         now=now)
+    assert (result.deleted_for_age, result.deleted_for_size, result.kept) == (0, 1, 1)
+    assert result.kept_bytes == sum(b.size for b in blobs.entries())
+    assert result.deleted_bytes + result.kept_bytes == listed[big].size + listed[old].size
+    result = blobs.prune(max_age=timedelta(0), now=now + HOUR)
+    assert (result.deleted_for_age, result.kept, result.kept_bytes) == (1, 0, 0)
+    assert list(blobs.entries()) == [] and not blobs.has(big)
+    blobs.delete(big)  # absent: nothing happens
+    with pytest.raises(KeyError):
+        blobs.write_to(big, io.BytesIO())
+
+
+# --------------------------------------------------------------------------
+# JobQueue
+
+
+def test_queue_take_finish_idempotent(store: JobQueue) -> None:
+    assert store.enqueue_analysis("c1", "k" * 64) is True
+    assert store.enqueue_analysis("c1", "k" * 64) is False  # one job per crash
+    assert store.enqueue_analysis("c2", "j" * 64) is True
+    assert store.job_counts() == {"queued": 2, "running": 0, "done": 0, "dead": 0}
+    taken = store.take_jobs("w1", limit=1)
+    assert [(j.crash_id, j.state, j.attempts, j.worker) for j in taken] == [
+        ("c1", JobState.RUNNING, 1, "w1")]
+    assert [j.crash_id for j in store.take_jobs("w2", limit=5)] == ["c2"]
+    assert store.take_jobs("w3") == []  # both taken, both alive
+    assert store.heartbeat_jobs("w1", ["core:c1", "core:c2"]) == 1  # c2 is w2's
+    assert store.finish_job("core:c1", "w2") is False  # not its job
+    assert store.finish_job("core:c1", "w1") is True
+    assert store.finish_job("core:c1", "w1") is False  # already done
+    assert store.job_counts() == {"queued": 0, "running": 1, "done": 1, "dead": 0}
+    done = store.jobs(JobState.DONE)
+    assert [j.job_id for j in done] == ["core:c1"] and done[0].finished_at is not None
+    assert store.enqueue_analysis("c1", "k" * 64) is False  # done stays done
+
+
+def test_queue_retries_with_backoff_then_dead(store: JobQueue) -> None:
+    store.enqueue_analysis("c1", "k" * 64, max_attempts=2)
+    (job,) = store.take_jobs("w1")
+    assert store.fail_job(job.job_id, "w2", "not mine") is None
+    assert store.fail_job(job.job_id, "w1", "boom", backoff_seconds=3600) is JobState.QUEUED
+    (queued,) = store.jobs(JobState.QUEUED)
+    assert queued.last_error == "boom" and queued.run_after - job.heartbeat_at >= timedelta(
+        seconds=3599)  # type: ignore[operator]
+    assert store.take_jobs("w1") == []  # backing off
+    assert store.fail_job(job.job_id, "w1", "again") is None  # not running now
+    store.retry_job(job.job_id)  # only dead jobs are retried
+    assert store.jobs(JobState.QUEUED)[0].run_after == queued.run_after
+
+
+def test_queue_dead_workers_lose_their_jobs(store: JobQueue) -> None:
+    store.enqueue_analysis("c1", "k" * 64, max_attempts=2)
+    store.enqueue_analysis("c2", "j" * 64, max_attempts=1)
+    assert len(store.take_jobs("w1", limit=2)) == 2
+    # w1 died: no heartbeat within stale_after; c1 is taken over, c2 was
+    # on its last attempt and is dead
+    taken = store.take_jobs("w2", limit=2, stale_after=0)
+    assert [(j.crash_id, j.attempts, j.worker) for j in taken] == [("c1", 2, "w2")]
+    assert store.finish_job("core:c1", "w1") is False  # the late old worker is refused
+    (dead,) = store.jobs(JobState.DEAD)
+    assert dead.crash_id == "c2" and "worker lost" in (dead.last_error or "")
+    assert store.fail_job("core:c1", "w2", "broken core") is JobState.DEAD
+    assert store.job_counts()["dead"] == 2
+    assert store.retry_job("core:c2") is True and store.retry_job("core:c2") is False
+    (again,) = store.take_jobs("w3")
+    assert (again.crash_id, again.attempts) == ("c2", 1)
 
 
 # --------------------------------------------------------------------------

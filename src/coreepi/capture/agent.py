@@ -16,7 +16,12 @@ agent (the server stored it, the agent never heard) is harmless: each crash is
 counted once. 409 (same crash_id, other content) and other 4xx answers move
 the entry to ``quarantine/`` with the server's message; 401/403, 408, 429,
 5xx and network errors are retried with exponential backoff and full jitter
-(``backoff_initial_seconds`` doubling up to ``backoff_max_seconds``).
+(``backoff_initial_seconds`` doubling up to ``backoff_max_seconds``). A
+``Retry-After`` on the refusal (429, 503: an overloaded server shedding
+load) is honoured instead: the agent waits that long (seconds or an HTTP
+date, at most :data:`RETRY_AFTER_CAP_SECONDS`) plus up to 20 % jitter, so a
+fleet told to come back in 30 s does not return in one burst. The spool
+keeps its quota meanwhile (collect drops what does not fit, counted).
 Entries still under edge analysis wait (up to the analysis budget + 120 s).
 """
 
@@ -38,16 +43,43 @@ from coreepi.capture.heartbeat import acknowledge, build_heartbeat
 from coreepi.capture.hostfacts import write_agent_labels
 from coreepi.capture.spool import Entry, Spool
 
-__all__ = ["Agent", "AgentStats", "ServerUnavailable", "spool_status"]
+__all__ = ["Agent", "AgentStats", "ServerUnavailable", "retry_after_seconds", "spool_status"]
 
 RETRYABLE = {401, 403, 408, 425, 429}
+RETRY_AFTER_CAP_SECONDS = 3600.0
+RETRY_AFTER_JITTER = 0.2
 CHUNK = 1 << 20
 PENDING_GRACE_SECONDS = 120.0
 CLEAN_TMP_EVERY_SECONDS = 600.0
 
 
 class ServerUnavailable(Exception):
-    """The server could not take the request now; try again later."""
+    """The server could not take the request now; try again later
+    (``retry_after``: seconds the server asked to wait, or None)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A ``Retry-After`` header (RFC 9110 §10.2.3: delay-seconds or an
+    HTTP-date) as seconds from ``now`` (epoch seconds; default the clock),
+    at least 0; None when absent or malformed."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 @dataclass
@@ -100,7 +132,8 @@ class Agent:
             raise ServerUnavailable(f"{method} {url}: {type(exc).__name__}: {exc}") from None
         if response.status_code >= 500 or response.status_code in RETRYABLE:
             raise ServerUnavailable(f"{method} {url}: HTTP {response.status_code} "
-                                    f"{response.text[:200]}")
+                                    f"{response.text[:200]}",
+                                    retry_after_seconds(response.headers.get("retry-after")))
         return response
 
     # -- one entry ---------------------------------------------------------
@@ -160,7 +193,7 @@ class Agent:
             except FileNotFoundError:
                 continue  # removed under us (a second agent?)
             except ServerUnavailable as exc:
-                self._failed(str(exc))
+                self._failed(str(exc), exc.retry_after)
                 return False
         return True
 
@@ -169,7 +202,7 @@ class Agent:
         try:
             r = self._request("POST", "/api/v1/heartbeats", json=beat.body)
         except ServerUnavailable as exc:
-            self._failed(str(exc))
+            self._failed(str(exc), exc.retry_after)
             return False
         if not 200 <= r.status_code < 300:  # a 4xx will not get better by retrying
             self.spool.log(f"heartbeat refused: HTTP {r.status_code} {r.text[:300]}",
@@ -179,13 +212,21 @@ class Agent:
         self.stats.heartbeats += 1
         return True
 
-    def _failed(self, why: str) -> None:
+    def _failed(self, why: str, retry_after: float | None = None) -> None:
+        """Back off: the server's Retry-After plus jitter, else exponential
+        backoff with full jitter."""
         self._failures += 1
         self.stats.failures += 1
         self.stats.errors = [*self.stats.errors[-19:], why]
-        ceiling = min(self.config.agent.backoff_max_seconds,
-                      self.config.agent.backoff_initial_seconds * 2 ** min(self._failures - 1, 30))
-        self._next_try = time.monotonic() + random.uniform(0, ceiling)  # full jitter
+        if retry_after is not None:
+            wait = min(retry_after, RETRY_AFTER_CAP_SECONDS)
+            ceiling = wait * (1 + RETRY_AFTER_JITTER)
+            delay = random.uniform(wait, ceiling)
+        else:
+            ceiling = min(self.config.agent.backoff_max_seconds, self.config.agent
+                          .backoff_initial_seconds * 2 ** min(self._failures - 1, 30))
+            delay = random.uniform(0, ceiling)  # full jitter
+        self._next_try = time.monotonic() + delay
         self.spool.log(f"server unavailable (retry in <= {ceiling:.0f} s): {why}",
                        name="agent.log")
 

@@ -13,6 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from coreepi import __version__
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
 from coreepi.errors import InputError
 
 app = typer.Typer(
@@ -202,11 +203,9 @@ def ingest(
         typer.Option("--host", metavar="H",
                      help="Host id of each --telemetry LOG (one --host for all, or one each)."),
     ] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", envvar="COREEPI_DATA",
-                     help="Store directory (default: the per-user data dir)."),
-    ] = None,
+    data_dir: DataDir = None,
+    store: StoreOpt = None,
+    blobs: BlobsOpt = None,
     jobs: Annotated[
         int | None, typer.Option("--jobs", "-j", min=1, help="Cores analysed at once (default: CPUs).")
     ] = None,
@@ -241,9 +240,10 @@ def ingest(
     if not inputs and not logs:
         _fail("nothing to ingest: give a fleet directory or crash files, or --telemetry LOG")
     try:
-        with open_store(data_dir) as store, IngestProgress() as progress:
+        with open_store(store_location(store, data_dir), blobs=blobs) as opened, \
+                IngestProgress() as progress:
             summary = run_ingest(
-                inputs or [], store, jobs=jobs, timeout=timeout, memory_limit_mb=memory_limit,
+                inputs or [], opened, jobs=jobs, timeout=timeout, memory_limit_mb=memory_limit,
                 symbol_dirs=symbol_dir or (), store_cores=not no_store_cores, observer=progress,
                 telemetry_logs=list(zip(logs, hosts, strict=True)),
             )
@@ -255,12 +255,17 @@ def ingest(
 
 
 
-# ``coreepi serve`` and ``coreepi token …`` live in cli_serve.py
+# ``coreepi serve`` and ``coreepi token …`` live in cli/serve.py, ``coreepi store …`` in cli/store.py
 from coreepi.cli.serve import serve as _serve
 from coreepi.cli.serve import token_app as _token_app
+from coreepi.cli.store import store_app as _store_app
 
 app.command("serve")(_serve)
 app.add_typer(_token_app, name="token")
+app.add_typer(_store_app, name="store")
+from coreepi.cli.worker import register as _register_worker
+
+_register_worker(app)
 
 # ``coreepi collect`` and ``coreepi agent …`` live in capture/commands.py
 from coreepi.capture.commands import register as _register_capture
@@ -354,11 +359,8 @@ def _when(value: str | None, option: str) -> datetime | None:
 
 @app.command()
 def report(
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", envvar="COREEPI_DATA",
-                     help="Store directory (default: the per-user data dir)."),
-    ] = None,
+    data_dir: DataDir = None,
+    store: StoreOpt = None,
     since: Annotated[
         str | None, typer.Option("--since", help="Window start, ISO-8601 (default: all data).")
     ] = None,
@@ -377,19 +379,20 @@ def report(
     from coreepi.errors import StoreError
     from coreepi.reporting import FORMATS, build_findings, render, render_text
     from coreepi.store import default_data_dir, open_store
+    from coreepi.store.postgres_store import redact
 
     if fmt not in FORMATS:
         _fail(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     lo, hi = _when(since, "--since"), _when(until, "--until")
     if lo is not None and hi is not None and hi <= lo:
         _fail("--until must be after --since")
-    where = data_dir if data_dir is not None else default_data_dir()
+    where = store_location(store, data_dir) or default_data_dir()
     try:
-        with open_store(where, read_only=True) as store:
-            counts = store.counts()
+        with open_store(where, read_only=True) as opened:
+            counts = opened.counts()
             if not counts["crashes"] and not counts["exposure"]:
-                raise StoreError(f"{where}: no crashes or exposure stored yet")
-            findings = build_findings(store, lo, hi)
+                raise StoreError(f"{redact(str(where))}: no crashes or exposure stored yet")
+            findings = build_findings(opened, lo, hi)
     except StoreError as exc:
         if "no coreepi store here" in str(exc) or "no crashes or exposure stored" in str(exc):
             sys.stderr.write(f"coreepi: nothing to report: {exc}; run `coreepi ingest FLEET` "

@@ -8,19 +8,17 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
+
 __all__ = ["serve", "token_app"]
 
 token_app = typer.Typer(
-    help="Bearer tokens of the HTTP API (scopes: ingest, read, admin). Work on the data dir "
-    "while `coreepi serve` is stopped; while it runs, use the admin API (/api/v1/tokens).",
+    help="Bearer tokens of the HTTP API (scopes: ingest, read, admin). On a data dir, work "
+    "while `coreepi serve` is stopped (or use the admin API, /api/v1/tokens); on a "
+    "PostgreSQL store (--store), any time.",
     no_args_is_help=True,
 )
 
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", envvar="COREEPI_DATA",
-                 help="Store directory (default: the per-user data dir)."),
-]
 
 
 def _fail(message: str) -> NoReturn:
@@ -30,6 +28,8 @@ def _fail(message: str) -> NoReturn:
 
 def serve(
     data_dir: DataDir = None,
+    store: StoreOpt = None,
+    blobs: BlobsOpt = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
     max_body_mb: Annotated[
@@ -44,7 +44,9 @@ def serve(
                             help="Wall-time limit of one core's central analysis, seconds.")
     ] = 300.0,
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Cores analysed at once.")
+        int | None, typer.Option("--jobs", "-j", min=0,
+                                 help="Cores analysed at once by this server's worker threads "
+                                 "(0: none; `coreepi worker` processes analyse them).")
     ] = None,
     symbol_dir: Annotated[
         list[Path] | None,
@@ -63,10 +65,11 @@ def serve(
                          max_core_bytes=int(max_core_mb * MiB),
                          analysis_timeout_seconds=analysis_timeout,
                          symbol_dirs=tuple(symbol_dir or ()))
-    if jobs:
+    if jobs is not None:
         config = replace(config, analysis_jobs=jobs)
     try:
-        run(data_dir, host, port, config, log_level=log_level)
+        run(store_location(store, data_dir), host, port, config, log_level=log_level,
+            blobs=blobs)
     except StoreError as exc:
         _fail(str(exc))
 
@@ -78,6 +81,7 @@ def token_create(
     ],
     name: Annotated[str | None, typer.Option("--name", help="A name to recognize it by.")] = None,
     data_dir: DataDir = None,
+    store: StoreOpt = None,
 ) -> None:
     """Create a token and print it (once: only its hash is kept)."""
     from coreepi.errors import StoreError
@@ -85,8 +89,8 @@ def token_create(
     from coreepi.store import open_store
 
     try:
-        with open_store(data_dir) as store:
-            record, token = create_token(store, scope, name)
+        with open_store(store_location(store, data_dir)) as opened:
+            record, token = create_token(opened, scope, name)
     except (StoreError, ValueError) as exc:
         _fail(str(exc))
     sys.stderr.write(f"coreepi: token {record.token_id} ({record.name}, scopes "
@@ -97,6 +101,7 @@ def token_create(
 @token_app.command("list")
 def token_list(
     data_dir: DataDir = None,
+    store: StoreOpt = None,
     all_tokens: Annotated[bool, typer.Option("--all", help="Include revoked tokens.")] = False,
 ) -> None:
     """List tokens (id, name, scopes, created, revoked); never the tokens themselves."""
@@ -105,8 +110,8 @@ def token_list(
     from coreepi.store import open_store
 
     try:
-        with open_store(data_dir) as store:
-            tokens = list_tokens(store, include_revoked=all_tokens)
+        with open_store(store_location(store, data_dir)) as opened:
+            tokens = list_tokens(opened, include_revoked=all_tokens)
     except StoreError as exc:
         _fail(str(exc))
     for t in tokens:
@@ -119,15 +124,17 @@ def token_list(
 def token_revoke(
     token: Annotated[str, typer.Argument(help="Token id, or a name (revokes all of that name).")],
     data_dir: DataDir = None,
+    store: StoreOpt = None,
 ) -> None:
-    """Revoke a token (takes effect in a running server within seconds of its restart)."""
+    """Revoke a token (every server on the store stops accepting it within its token
+    cache time, 5 s by default)."""
     from coreepi.errors import StoreError
     from coreepi.serve.auth import revoke_token
     from coreepi.store import open_store
 
     try:
-        with open_store(data_dir) as store:
-            n = revoke_token(store, token)
+        with open_store(store_location(store, data_dir)) as opened:
+            n = revoke_token(opened, token)
     except StoreError as exc:
         _fail(str(exc))
     if not n:

@@ -11,6 +11,7 @@ validation error), answered as ``{"detail", "reason"}`` and counted in
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coreepi import __version__
+from coreepi.serve.analysis import AnalysisWorker
 from coreepi.serve.auth import Authenticator
 from coreepi.serve.config import ServeConfig
 from coreepi.serve.errors import ApiError
@@ -32,7 +34,7 @@ from coreepi.serve.gateway import GroupCommit, StoreGateway
 from coreepi.serve.intake import CoreIntake, accept_heartbeats, accept_reports
 from coreepi.serve.limits import BodyLimit
 from coreepi.serve.metrics import Metrics
-from coreepi.serve.routes import admin, ingest, ops, query
+from coreepi.serve.routes import admin, ingest, jobs, ops, query
 from coreepi.store import Store
 
 __all__ = ["create_app"]
@@ -84,12 +86,25 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     tmp_dir = _tmp_dir(store, config)
     tmp_dir.mkdir(parents=True, exist_ok=True)
     metrics = Metrics()
-    intake = CoreIntake(store, config, tmp_dir)
+    wake = threading.Event()  # set when a job is queued here: in-process workers start at once
+    intake = CoreIntake(store, config, tmp_dir, wake)
+    workers = [AnalysisWorker(store, config, tmp_dir, on_result=lambda o: metrics.analyses
+                              .labels(o).inc()) for _ in range(config.analysis_jobs)]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
+        threads = [threading.Thread(target=w.run, args=(stop, wake), daemon=True,
+                                    name=f"analysis-{i}") for i, w in enumerate(workers)]
+        for t in threads:
+            t.start()
         yield
-        intake.close()  # kills analysis children still running (by pid)
+        stop.set()
+        wake.set()
+        for w in workers:
+            w.close()  # kills analysis children still running (by pid)
+        for t in threads:
+            t.join(10)
 
     app = FastAPI(
         title="coreepi", version=__version__, lifespan=lifespan,
@@ -101,6 +116,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     app.state.config = config
     app.state.gateway = StoreGateway(store, config.store_threads,
                                      core_threads=max(2, config.analysis_jobs * 2))
+    app.state.workers = workers
     app.state.reports = GroupCommit(app.state.gateway, accept_reports)
     app.state.heartbeats = GroupCommit(app.state.gateway, accept_heartbeats)
     app.state.auth = Authenticator(store, config.token_cache_seconds)
@@ -142,7 +158,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
 
     app.add_middleware(Timing, metrics=metrics)
 
-    for module in (ingest, query, admin, ops):
+    for module in (ingest, query, admin, jobs, ops):
         app.include_router(module.router)
     _document_crash_report(app)
     return app

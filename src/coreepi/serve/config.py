@@ -31,7 +31,9 @@ class ServeConfig:
     here, and then only within the ``analysis_jobs`` limit.
     ``analysis_timeout_seconds`` / ``analysis_memory_limit_mb``: limits of the
     sandboxed analysis process of one uploaded core (wall time, address space).
-    ``analysis_jobs``: cores analysed at once; more uploads wait.
+    ``analysis_jobs``: cores analysed at once by this server's own worker
+    threads (:mod:`coreepi.serve.analysis`); 0: none, ``coreepi worker``
+    processes do it (a PostgreSQL store). Uploads never wait for analysis.
     ``max_clock_skew_seconds``: how far in the future (past the server's
     clock) a heartbeat's ``end`` or a crash report's ``captured_at`` may lie;
     further is refused (422). Default one day.

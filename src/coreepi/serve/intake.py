@@ -11,9 +11,9 @@ test or another front end can call them without HTTP.
   facts, when sent).
 * :class:`CoreIntake` — a received core: checked (zstd, ELF magic, size and
   compression ratio after decompression — into a counter, nothing written,
-  unless it is to be analysed), kept as a blob (fsynced), analysed in a sandboxed child
-  (:mod:`coreepi.ingest.worker`, via ingest's runner) when the stored report
-  lacks analysis, and the crash row updated.
+  nothing written), kept as a blob (durable), the crash row updated and, when
+  the stored report lacks analysis, an analysis job queued in the same
+  transaction (:mod:`coreepi.serve.analysis` runs it).
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ class CoreResult:
     outcome: Outcome
     blob_key: str
     core_status: str
-    analysed: bool = False
+    queued: bool = False
     signature: str | None = None
     warning: str | None = None
 
@@ -340,17 +340,17 @@ def merge_analysis(received: CrashReport, analysed: CrashReport) -> CrashReport:
 
 
 class CoreIntake:
-    """Receives cores for known crashes (one instance per app)."""
+    """Receives cores for known crashes (one instance per app). A core that
+    needs central analysis is queued (:meth:`~coreepi.store.JobQueue.enqueue_analysis`)
+    in the transaction that records it, and ``wake`` is set for in-process
+    workers; :class:`~coreepi.serve.analysis.AnalysisWorker` does the rest."""
 
-    def __init__(self, store: Store, config: ServeConfig, tmp_dir: Path) -> None:
-        from coreepi.ingest.run import _Runner  # ingest's sandboxed worker runner
-
+    def __init__(self, store: Store, config: ServeConfig, tmp_dir: Path,
+                 wake: threading.Event | None = None) -> None:
         self.store = store
         self.config = config
         self.tmp_dir = tmp_dir
-        self.runner = _Runner(config.analysis_timeout_seconds, config.analysis_memory_limit_mb,
-                              list(config.symbol_dirs))
-        self._analyses = threading.BoundedSemaphore(max(1, config.analysis_jobs))
+        self.wake = wake
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -382,30 +382,12 @@ class CoreIntake:
                               receipt.core_key, "stored",
                               signature=report.signature.signature if report.signature else None)
         config = self.config
-        limits = {"max_ratio": config.max_core_ratio,
-                  "ratio_min_bytes": config.core_ratio_min_bytes}
-        status, reason, analysed, warning = CoreStatus.STORED, None, False, None
-        if not needs_analysis(report):
-            # validate (zstd, ELF, size, ratio) into a counter: no disk written
-            plain_size = decompress_checked(upload, None, config.max_core_uncompressed_bytes,
-                                            **limits)
-            key = self.store.put_blob(upload, sha256)
-        else:
-            # decompressed to disk only for analysis, within the analysis limit
-            with self._analyses, tempfile.TemporaryDirectory(prefix="core-",
-                                                             dir=self.tmp_dir) as tmp:
-                plain = Path(tmp) / "core"
-                plain_size = decompress_checked(upload, plain,
-                                                config.max_core_uncompressed_bytes, **limits)
-                key = self.store.put_blob(upload, sha256)
-                result = self.runner.run(plain)
-            if result.ok and result.reports:
-                report = merge_analysis(report, result.reports[0])
-                analysed = True
-            else:
-                why = (f"{result.category}: {result.error}" if not result.ok
-                       else "no crash found in the core")
-                status, reason, warning = CoreStatus.UNREADABLE, why, why
+        # validate (zstd, ELF, size, ratio) into a counter: no disk written
+        plain_size = decompress_checked(upload, None, config.max_core_uncompressed_bytes,
+                                        max_ratio=config.max_core_ratio,
+                                        ratio_min_bytes=config.core_ratio_min_bytes)
+        key = self.store.put_blob(upload, sha256)  # durable before anything names it
+        queued = needs_analysis(report)
         report.core.stored = True
         report.core.blob_key = key
         report.core.compressed_size_bytes = size
@@ -416,14 +398,15 @@ class CoreIntake:
         report.core.dropped_reason = None
         digest = receipt.content_sha256 if receipt is not None else content_sha256(report)
         with self.store.transaction():
-            self.store.update_crash(_record(report, status, reason))
+            self.store.update_crash(_record(report, CoreStatus.STORED))
             self.store.add_receipt(Receipt(crash_id, digest, key,
                                            receipt.received_at if receipt else datetime.now(UTC)))
-        return CoreResult(crash_id, Outcome.CREATED, key, str(status), analysed,
-                          report.signature.signature if report.signature else None, warning)
-
-    def close(self) -> None:
-        self.runner.kill_all()
+            if queued:
+                self.store.enqueue_analysis(crash_id, key)
+        if queued and self.wake is not None:
+            self.wake.set()
+        return CoreResult(crash_id, Outcome.CREATED, key, str(CoreStatus.STORED), queued=queued,
+                          signature=report.signature.signature if report.signature else None)
 
 
 def spool_file(tmp_dir: Path) -> tuple[Any, Path]:

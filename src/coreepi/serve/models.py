@@ -78,7 +78,8 @@ class CoreAccepted(BaseModel):
     status: str = Field(description="stored | duplicate")
     blob_key: str
     core_status: str
-    analysed: bool = Field(description="the core was analysed here (the report lacked analysis)")
+    queued: bool = Field(description="the core's analysis is queued (the report lacked "
+                         "analysis); GET the crash later for the result")
     signature: str | None = None
     warning: str | None = None
 

@@ -9,6 +9,7 @@ HostStore           hosts, exposure intervals, summed node-time frames
 TelemetryStore      hardware / kernel telemetry events
 LedgerStore         ingest ledger, rejections, HTTP API receipts
 TokenStore          HTTP API tokens
+JobQueue            the analysis queue (cores awaiting central analysis)
 BlobStore           cores and large artifacts (``Store.blobs``)
 ==================  ==========================================================
 
@@ -35,6 +36,7 @@ from coreepi.store.interfaces import (
     BlobStore,
     CrashStore,
     HostStore,
+    JobQueue,
     LedgerStore,
     TelemetryStore,
     TokenStore,
@@ -47,7 +49,7 @@ COUNTED_TABLES = ("hosts", "exposure", "crashes", "telemetry", "ingest_rejection
 """The keys of :meth:`Store.counts`, in this order."""
 
 
-class Store(CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore):
+class Store(CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore, JobQueue):
     """Durable crashes, hosts, exposure, telemetry, bookkeeping and blobs."""
 
     @property

@@ -14,15 +14,19 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 import zstandard
 
-from coreepi.store.interfaces.blobs import BlobStore
+from coreepi.store.interfaces.blobs import BlobInfo, BlobStore
 
-__all__ = ["DirectoryBlobStore", "sha256_file"]
+__all__ = ["COMPRESSED_MAGIC", "DirectoryBlobStore", "check_key", "sha256_file"]
 
-_COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+"""zstd, gzip, bzip2, xz: content not worth compressing again."""
 _CHUNK = 1 << 20
 ZSTD_LEVEL = 3
 
@@ -34,6 +38,13 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         while chunk := fh.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+def check_key(key: str) -> str:
+    """``key`` if it is a blob key (64 lower-case hex digits), else ValueError."""
+    if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):
+        raise ValueError(f"not a blob key (64 lower-case hex digits): {key!r}")
+    return key
 
 
 def _fsync_dir(path: Path) -> None:
@@ -57,9 +68,7 @@ class DirectoryBlobStore(BlobStore):
         self.root = Path(root)
 
     def _paths(self, key: str) -> tuple[Path, Path]:
-        if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):
-            raise ValueError(f"not a blob key (64 lower-case hex digits): {key!r}")
-        base = self.root / key[:2] / key
+        base = self.root / check_key(key)[:2] / key
         return base.with_name(key + ".zst"), base
 
     def path(self, key: str) -> Path | None:
@@ -80,7 +89,7 @@ class DirectoryBlobStore(BlobStore):
         with open(path, "rb") as src:
             head = src.read(8)
             src.seek(0)
-            compress = not head.startswith(_COMPRESSED_MAGIC)
+            compress = not head.startswith(COMPRESSED_MAGIC)
             fd, tmp = tempfile.mkstemp(prefix=".put-", dir=self.root)
             try:
                 h = hashlib.sha256()
@@ -121,17 +130,46 @@ class DirectoryBlobStore(BlobStore):
         finally:
             Path(tmp).unlink(missing_ok=True)
 
-    def get(self, key: str) -> bytes:
-        """The content of a blob, as it was received. KeyError when absent."""
+    def write_to(self, key: str, out: IO[bytes]) -> int:
+        """Stream a blob's content, as received, into ``out``. KeyError when absent."""
         zst, raw = self._paths(key)
-        if zst.exists():
+        try:
             with open(zst, "rb") as fh:
-                return zstandard.ZstdDecompressor().stream_reader(fh).read()
-        if raw.exists():
-            return raw.read_bytes()
-        raise KeyError(key)
+                reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+                return _copy(reader, out)
+        except FileNotFoundError:
+            pass
+        try:
+            with open(raw, "rb") as fh:
+                return _copy(fh, out)
+        except FileNotFoundError:
+            raise KeyError(key) from None
+
+    def entries(self) -> Iterator[BlobInfo]:
+        if not self.root.is_dir():
+            return
+        for sub in sorted(self.root.iterdir()):
+            if len(sub.name) != 2 or not sub.is_dir():
+                continue
+            for p in sub.iterdir():
+                key = p.name.removesuffix(".zst")
+                if len(key) == 64:
+                    st = p.stat()
+                    yield BlobInfo(key, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+
+    def delete(self, key: str) -> None:
+        for p in self._paths(key):
+            p.unlink(missing_ok=True)
 
     def size(self, key: str) -> int | None:
         """Bytes the blob takes on disk, or None when absent."""
         p = self.path(key)
         return p.stat().st_size if p is not None else None
+
+
+def _copy(src: IO[bytes], out: IO[bytes]) -> int:
+    total = 0
+    while chunk := src.read(_CHUNK):
+        out.write(chunk)
+        total += len(chunk)
+    return total

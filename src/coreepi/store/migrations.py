@@ -155,9 +155,32 @@ _V2 = (
     """,
 )
 
+_V3 = (
+    # the analysis queue (coreepi.store.interfaces.queue): one job per crash
+    # whose core awaits central analysis; job_id = 'core:' + crash_id
+    """
+    CREATE TABLE analysis_jobs (
+        job_id       VARCHAR PRIMARY KEY,
+        crash_id     VARCHAR NOT NULL,
+        blob_key     VARCHAR NOT NULL,
+        state        VARCHAR NOT NULL
+                     CHECK (state IN ('queued', 'running', 'done', 'dead')),
+        attempts     INTEGER NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        run_after    TIMESTAMPTZ NOT NULL,
+        worker       VARCHAR,
+        heartbeat_at TIMESTAMPTZ,
+        last_error   VARCHAR,
+        created_at   TIMESTAMPTZ NOT NULL,
+        finished_at  TIMESTAMPTZ
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "hosts, exposure, crashes, telemetry, ingest_rejections, ingest_ledger", _V1),
     Migration(2, "api_tokens, crash_receipts (coreepi serve)", _V2),
+    Migration(3, "analysis_jobs (the analysis queue)", _V3),
 )
 
 

@@ -114,8 +114,10 @@ async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAc
                        422: {"description": "the decompressed core is not ELF"}})
 async def put_core(crash_id: str, request: Request, response: Response,
                    _: Ingest) -> CoreAccepted:
-    """Upload a crash's core as one zstd stream; kept as a blob and analysed
-    here when the report lacks analysis. Idempotent."""
+    """Upload a crash's core as one zstd stream; kept as a blob, and its
+    analysis queued when the report lacks analysis (``queued``; the
+    workers write the result into the crash). A 2xx means the core is
+    durably stored. Idempotent."""
     checked_crash_id(crash_id)
     state = request.app.state
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -161,11 +163,9 @@ async def put_core(crash_id: str, request: Request, response: Response,
     else:
         m.cores_received.labels("stored").inc()
         m.core_bytes.inc(size)
-        if result.analysed or result.core_status == "unreadable":
-            m.analyses.labels("ok" if result.analysed else "unreadable").inc()
     return CoreAccepted(crash_id=crash_id, status="stored" if result.outcome is Outcome.CREATED
                         else "duplicate", blob_key=result.blob_key,
-                        core_status=result.core_status, analysed=result.analysed,
+                        core_status=result.core_status, queued=result.queued,
                         signature=result.signature, warning=result.warning)
 
 

@@ -10,10 +10,11 @@ from typing import Any
 import pandas as pd
 
 from coreepi.model.report import CrashReport
-from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, insert_sql, to_json, utc_now
+from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, insert_sql
 from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
 from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
 from coreepi.store.records import CoreStatus, CrashRecord
+from coreepi.store.rows import crash_row
 
 __all__ = ["DuckDBCrashStore"]
 
@@ -27,36 +28,6 @@ _CRASH_CASTS |= {"captured_at": "TIMESTAMPTZ", "ingested_at": "TIMESTAMPTZ",
                  "hardware_phenotypes": "VARCHAR[]"}
 
 
-def _crash_row(rec: CrashRecord) -> dict[str, Any]:
-    """The ``crashes`` row of a record (every column)."""
-    r = rec.report
-    attrs = rec.attributes
-    exe = attrs.get("exe") if attrs.get("exe") is not None else r.process.exe
-    return {
-        "crash_id": r.crash_id,
-        "host_id": r.host_id,
-        "captured_at": r.captured_at,
-        "source": str(r.source),
-        "signature": r.signature.signature if r.signature else None,
-        "phenotypes": [p.name for p in r.phenotypes],
-        "hardware_phenotypes": [p.name for p in r.phenotypes if p.hardware_indicative],
-        "signal": r.signal.name if r.signal else None,
-        "signal_number": r.signal.number if r.signal else None,
-        "si_code_name": r.signal.si_code_name if r.signal else None,
-        "exe": None if exe is None else str(exe),
-        "app_version": None if attrs.get("app_version") is None
-        else str(attrs["app_version"]),
-        "attributes": to_json(attrs),
-        "core_status": str(rec.core_status),
-        "core_reason": rec.core_reason,
-        "core_sha256": r.core.sha256,
-        "blob_key": r.core.blob_key,
-        "artifact": rec.artifact,
-        "report": r.model_dump_json(),
-        "ingested_at": utc_now(),
-    }
-
-
 def _utc_or_none(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC) if value is not None else None
 
@@ -68,7 +39,7 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         rows: dict[str, dict[str, Any]] = {}
         for rec in records:
             if rec.report.crash_id not in rows:
-                rows[rec.report.crash_id] = _crash_row(rec)
+                rows[rec.report.crash_id] = crash_row(rec)
         if not rows:
             return set()
         frame = pd.DataFrame(list(rows.values()))
@@ -79,7 +50,7 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         return {r[0] for r in new}
 
     def update_crash(self, record: CrashRecord) -> bool:
-        row = _crash_row(record)
+        row = crash_row(record)
         del row["ingested_at"]  # kept: the crash was ingested when it first came
         crash_id = row.pop("crash_id")
         sets = ", ".join(

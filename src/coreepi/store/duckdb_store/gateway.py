@@ -19,12 +19,10 @@ CONFLICT``, ``TIMESTAMPTZ``, ``VARCHAR[]``); only the staging is DuckDB's.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from coreepi.errors import StoreError
 from coreepi.store.base import COUNTED_TABLES
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
+from coreepi.store.sqlbuild import Where, insert_sql, to_json, utc_now
 
 __all__ = ["DB_NAME", "DuckDBGateway", "Where", "default_data_dir", "insert_sql", "to_json",
            "utc_now"]
@@ -51,74 +50,6 @@ def default_data_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("coreepi", appauthor=False))
-
-
-def to_json(value: Any) -> str:
-    """``value`` as canonical JSON text (sorted keys; non-JSON values as str)."""
-    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
-
-
-def utc_now() -> datetime:
-    """Now, timezone-aware UTC."""
-    return datetime.now(UTC)
-
-
-class Where:
-    """A WHERE clause built from optional conditions, its parameters in order.
-
-    >>> w = Where().since_until("ts", None, t1).equals("host_id", "h1")
-    >>> w.sql, w.params  # (" WHERE ts < ? AND host_id = ?", [t1, "h1"])
-    """
-
-    def __init__(self) -> None:
-        self.clauses: list[str] = []
-        self.params: list[Any] = []
-
-    def add(self, clause: str, *params: Any) -> Where:
-        """AND ``clause`` (with one ``?`` per param)."""
-        self.clauses.append(clause)
-        self.params.extend(params)
-        return self
-
-    def add_if(self, value: Any, clause: str) -> Where:
-        """AND ``clause`` with the one parameter ``value``, unless it is None."""
-        return self if value is None else self.add(clause, value)
-
-    def equals(self, column: str, value: Any) -> Where:
-        """AND ``column = value``, unless ``value`` is None."""
-        return self.add_if(value, f"{column} = ?")
-
-    def since_until(self, column: str, since: datetime | None, until: datetime | None) -> Where:
-        """AND ``since <= column < until`` (a None bound: unbounded)."""
-        return self.add_if(since, f"{column} >= ?").add_if(until, f"{column} < ?")
-
-    @property
-    def sql(self) -> str:
-        """`` WHERE a AND b`` or the empty string."""
-        return (" WHERE " + " AND ".join(self.clauses)) if self.clauses else ""
-
-
-def insert_sql(
-    table: str, columns: Iterable[str], casts: dict[str, str] | None = None, *,
-    conflict: str | None = "DO NOTHING", where: str = "", returning: str = "",
-    stage: str = "_stage",
-) -> str:
-    """``INSERT INTO table (columns) SELECT columns FROM stage …``: the one
-    builder of the store's bulk inserts. ``casts``: {column: SQL type} for
-    columns whose pandas dtype does not say it (all-None columns, lists,
-    timestamps); ``conflict``: the ``ON CONFLICT`` action (None: no clause);
-    ``where``: a filter on the staged rows; ``returning``: columns to return."""
-    columns = list(columns)
-    casts = casts or {}
-    select = ", ".join(f"CAST({c} AS {casts[c]})" if c in casts else c for c in columns)
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM {stage}"
-    if where:
-        sql += f" WHERE {where}"
-    if conflict is not None:
-        sql += f" ON CONFLICT {conflict}"
-    if returning:
-        sql += f" RETURNING {returning}"
-    return sql
 
 
 def _open(data_dir: Path, db_path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -256,6 +187,15 @@ class DuckDBGateway(Transactional):
     def _query(self, sql: str, params: list[Any] | None = None) -> duckdb.DuckDBPyConnection:
         """Run a read on :meth:`_reader`; returns the result to fetch from."""
         return self._reader().execute(sql, params or [])
+
+    def export_rows(self, table: str, batch: int = 10_000) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """Every row of ``table`` (one of the schema's), ``batch`` at a time,
+        with the column names: the raw rows for moving a store elsewhere
+        (``coreepi store copy``)."""
+        cur = self._reader().execute(f"SELECT * FROM {table}")
+        columns = [d[0] for d in cur.description or ()]
+        while rows := cur.fetchmany(batch):
+            yield columns, rows
 
     def counts(self) -> dict[str, int]:
         """Rows per table of :data:`~coreepi.store.base.COUNTED_TABLES`."""

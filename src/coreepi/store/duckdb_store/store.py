@@ -10,8 +10,10 @@ from coreepi.store.duckdb_store.crashes import DuckDBCrashStore
 from coreepi.store.duckdb_store.gateway import DuckDBGateway
 from coreepi.store.duckdb_store.hosts import DuckDBHostStore
 from coreepi.store.duckdb_store.ledger import DuckDBLedgerStore
+from coreepi.store.duckdb_store.queue import DuckDBJobQueue
 from coreepi.store.duckdb_store.telemetry import DuckDBTelemetryStore
 from coreepi.store.duckdb_store.tokens import DuckDBTokenStore
+from coreepi.store.interfaces.blobs import BlobStore
 
 __all__ = ["BLOB_DIR", "DuckDBStore"]
 
@@ -20,17 +22,19 @@ BLOB_DIR = "blobs"
 
 class DuckDBStore(
     DuckDBCrashStore, DuckDBHostStore, DuckDBTelemetryStore, DuckDBLedgerStore,
-    DuckDBTokenStore, Store,
+    DuckDBTokenStore, DuckDBJobQueue, Store,
 ):
     """Every part of the store over one :class:`DuckDBGateway` (one connection,
-    one writer), with the blobs in ``data_dir/blobs``. Raises
-    :class:`~coreepi.errors.StoreError` as :class:`DuckDBGateway` does."""
+    one writer), with the blobs in ``data_dir/blobs`` unless ``blobs`` is
+    given (an object store). Raises :class:`~coreepi.errors.StoreError` as
+    :class:`DuckDBGateway` does."""
 
-    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, read_only: bool = False):
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, read_only: bool = False,
+                 blobs: BlobStore | None = None):
         DuckDBGateway.__init__(self, data_dir, read_only=read_only)
-        self._blobs = DirectoryBlobStore(self.data_dir / BLOB_DIR)
+        self._blobs = blobs if blobs is not None else DirectoryBlobStore(self.data_dir / BLOB_DIR)
 
     @property
-    def blobs(self) -> DirectoryBlobStore:
-        """The blob directory ``data_dir/blobs``."""
+    def blobs(self) -> BlobStore:
+        """The blob store (by default the directory ``data_dir/blobs``)."""
         return self._blobs

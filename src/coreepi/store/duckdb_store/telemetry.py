@@ -9,9 +9,10 @@ from typing import Any
 import pandas as pd
 
 from coreepi.model.events import TelemetryEvent
-from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, to_json
+from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where
 from coreepi.store.frames import TELEMETRY_COLUMNS, telemetry_frame_from
 from coreepi.store.interfaces.telemetry import TelemetryStore
+from coreepi.store.rows import event_row
 
 __all__ = ["DuckDBTelemetryStore"]
 
@@ -25,13 +26,7 @@ class DuckDBTelemetryStore(DuckDBGateway, TelemetryStore):
     def add_events(self, events: Iterable[TelemetryEvent]) -> int:
         rows: dict[str, dict[str, Any]] = {}
         for ev in events:
-            rows.setdefault(ev.event_id, {
-                "event_id": ev.event_id, "host_id": ev.host_id, "ts": ev.ts,
-                "uptime_seconds": ev.uptime_seconds, "kind": str(ev.kind),
-                "severity": ev.severity, "component": ev.component,
-                "hardware_indicative": ev.hardware_indicative, "summary": ev.summary,
-                "detail": to_json(ev.detail), "source": ev.source, "raw": ev.raw,
-            })
+            rows.setdefault(ev.event_id, event_row(ev))
         return self._insert_frame("telemetry", pd.DataFrame(list(rows.values())),
                                   casts=_EVENT_CASTS)
 

@@ -4,6 +4,7 @@ from coreepi.store.interfaces.blobs import BlobStore
 from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
 from coreepi.store.interfaces.hosts import HostStore
 from coreepi.store.interfaces.ledger import REJECTION_COLUMNS, LedgerStore
+from coreepi.store.interfaces.queue import Job, JobQueue, JobState
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.interfaces.telemetry import TelemetryStore
 from coreepi.store.interfaces.tokens import TokenStore
@@ -14,6 +15,9 @@ __all__ = [
     "BlobStore",
     "CrashStore",
     "HostStore",
+    "Job",
+    "JobQueue",
+    "JobState",
     "LedgerStore",
     "TelemetryStore",
     "TokenStore",

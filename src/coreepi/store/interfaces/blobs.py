@@ -5,15 +5,47 @@ received* (a core's bytes, compressed or not), so writing the same content
 twice stores it once and a key names one content forever. A blob is complete
 or absent, never half-written. No database: workers may write blobs
 directly. Implementations: :class:`coreepi.store.blobs.DirectoryBlobStore`
-(a local directory); an object store (S3) implements the same five methods.
+(a local directory), :class:`coreepi.store.s3_blobs.S3BlobStore` (an
+S3-compatible bucket). Retention (:meth:`BlobStore.prune`) is built on
+:meth:`BlobStore.entries` and :meth:`BlobStore.delete`.
 """
 
 from __future__ import annotations
 
 import abc
+import io
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import IO
 
-__all__ = ["BlobStore"]
+__all__ = ["BlobInfo", "BlobStore", "PruneResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    """One stored blob: its key, bytes in storage, when it was written (UTC)."""
+
+    key: str
+    size: int
+    modified: datetime
+
+
+@dataclass
+class PruneResult:
+    """What :meth:`BlobStore.prune` did: blobs and bytes deleted for age and
+    for the size cap, and what is kept."""
+
+    deleted_for_age: int = 0
+    deleted_for_size: int = 0
+    deleted_bytes: int = 0
+    kept: int = 0
+    kept_bytes: int = 0
+
+    @property
+    def deleted(self) -> int:
+        return self.deleted_for_age + self.deleted_for_size
 
 
 class BlobStore(abc.ABC):
@@ -31,10 +63,18 @@ class BlobStore(abc.ABC):
     def put_bytes(self, data: bytes) -> str:
         """Store ``data``; returns its key."""
 
-    @abc.abstractmethod
     def get(self, key: str) -> bytes:
         """The content of a blob, byte for byte as it was received. KeyError
-        when absent; ValueError when ``key`` is not 64 lower-case hex digits."""
+        when absent; ValueError when ``key`` is not 64 lower-case hex digits.
+        Whole in memory: use :meth:`write_to` for cores."""
+        out = io.BytesIO()
+        self.write_to(key, out)
+        return out.getvalue()
+
+    @abc.abstractmethod
+    def write_to(self, key: str, out: IO[bytes]) -> int:
+        """Stream the content of a blob, as received, into ``out`` in bounded
+        memory; returns its size in bytes. KeyError / ValueError as :meth:`get`."""
 
     @abc.abstractmethod
     def has(self, key: str) -> bool:
@@ -43,3 +83,37 @@ class BlobStore(abc.ABC):
     @abc.abstractmethod
     def size(self, key: str) -> int | None:
         """Bytes the blob takes in storage (maybe compressed), or None when absent."""
+
+    @abc.abstractmethod
+    def entries(self) -> Iterator[BlobInfo]:
+        """Every stored blob (any order; temporary uploads left out)."""
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove a blob (absent: nothing happens). ValueError for a malformed key."""
+
+    def prune(self, max_age: timedelta | None = None, max_total_bytes: int | None = None,
+              now: datetime | None = None) -> PruneResult:
+        """Retention: delete the blobs written more than ``max_age`` before
+        ``now`` (default: the current time), then the oldest ones until the
+        rest take at most ``max_total_bytes`` in storage. None: no limit."""
+        now = now or datetime.now(UTC)
+        result = PruneResult()
+        kept: list[BlobInfo] = []
+        for info in self.entries():
+            if max_age is not None and now - info.modified > max_age:
+                self.delete(info.key)
+                result.deleted_for_age += 1
+                result.deleted_bytes += info.size
+            else:
+                kept.append(info)
+        kept.sort(key=lambda b: (b.modified, b.key))  # oldest first
+        total = sum(b.size for b in kept)
+        while max_total_bytes is not None and kept and total > max_total_bytes:
+            oldest = kept.pop(0)
+            self.delete(oldest.key)
+            total -= oldest.size
+            result.deleted_for_size += 1
+            result.deleted_bytes += oldest.size
+        result.kept, result.kept_bytes = len(kept), total
+        return result

@@ -1,0 +1,33 @@
+"""Options shared by every command that opens a store: where it is and where its blobs are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["BlobsOpt", "DataDir", "StoreOpt", "store_location"]
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="COREEPI_DATA",
+                 help="Store directory (default: the per-user data dir)."),
+]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option("--store", envvar="COREEPI_STORE", metavar="URL",
+                 help="The store: postgresql://user@host/db (a server store shared by "
+                 "replicas and workers) or a data dir; default: --data-dir."),
+]
+BlobsOpt = Annotated[
+    str | None,
+    typer.Option("--blobs", envvar="COREEPI_BLOBS", metavar="URL",
+                 help="Where cores are kept: s3://bucket/prefix (credentials, region, endpoint "
+                 "from AWS_* variables) or a directory; default: DATA_DIR/blobs."),
+]
+
+
+def store_location(store: str | None, data_dir: Path | None) -> str | Path | None:
+    """What to open: ``--store`` when given, else ``--data-dir`` (None: the default)."""
+    return store if store else data_dir

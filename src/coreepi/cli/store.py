@@ -1,0 +1,81 @@
+"""``coreepi store …``: move a store to a server, and blob retention."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from coreepi.cli.options import BlobsOpt
+
+__all__ = ["store_app"]
+
+store_app = typer.Typer(help="Manage stores: copy a data dir into PostgreSQL, blob retention.",
+                        no_args_is_help=True)
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stderr.write(f"coreepi: error: {message}\n")
+    raise typer.Exit(2)
+
+
+@store_app.command("copy")
+def store_copy(
+    source: Annotated[Path, typer.Option("--from", metavar="DATA_DIR",
+                                         help="The embedded store (a data dir) to copy.")],
+    target: Annotated[str, typer.Option("--to", metavar="URL",
+                                        help="The PostgreSQL store: postgresql://…")],
+    blobs: BlobsOpt = None,
+) -> None:
+    """Copy an embedded store into a PostgreSQL store, blobs included
+    (into --blobs). Idempotent: run it again and only what is missing is added."""
+    from coreepi.errors import StoreError
+    from coreepi.store import DuckDBStore, PostgresStore, default_data_dir, open_blobs
+    from coreepi.store.copy import copy_store
+    from coreepi.store.duckdb_store import BLOB_DIR
+    from coreepi.store.postgres_store import is_postgres_url
+
+    if not is_postgres_url(target):
+        _fail(f"--to {target!r}: not a postgresql:// URL")
+    if not (source / "coreepi.duckdb").is_file():
+        _fail(f"--from {source}: no coreepi store here")
+    try:
+        with DuckDBStore(source, read_only=True) as src, PostgresStore(
+                target, open_blobs(blobs, default_data_dir() / BLOB_DIR)) as dst:
+            result = copy_store(src, dst, progress=lambda s: sys.stderr.write(f"coreepi: {s}\n"))
+    except StoreError as exc:
+        _fail(str(exc))
+    sys.stdout.write(f"{result}\n")
+
+
+@store_app.command("prune")
+def store_prune(
+    blobs: BlobsOpt = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="COREEPI_DATA",
+                                                  help="Data dir whose blobs/ to prune "
+                                                  "(without --blobs).")] = None,
+    max_age_days: Annotated[float | None, typer.Option(
+        "--max-age-days", min=0, help="Delete blobs written more than this many days ago.")] = None,
+    max_total_gb: Annotated[float | None, typer.Option(
+        "--max-total-gb", min=0, help="Then delete the oldest until the rest fit (GiB).")] = None,
+) -> None:
+    """Blob retention: delete cores by age, then the oldest beyond a total size.
+    Crash rows stay (their reports are kept); only the cores go."""
+    from coreepi.errors import StoreError
+    from coreepi.store import default_data_dir, open_blobs
+    from coreepi.store.duckdb_store import BLOB_DIR
+
+    if max_age_days is None and max_total_gb is None:
+        _fail("give --max-age-days and/or --max-total-gb")
+    try:
+        store = open_blobs(blobs, (data_dir or default_data_dir()) / BLOB_DIR)
+        result = store.prune(None if max_age_days is None else timedelta(days=max_age_days),
+                             None if max_total_gb is None else int(max_total_gb * (1 << 30)))
+    except StoreError as exc:
+        _fail(str(exc))
+    sys.stdout.write(f"deleted {result.deleted} blobs ({result.deleted_for_age} for age, "
+                     f"{result.deleted_for_size} for size; {result.deleted_bytes} bytes); "
+                     f"kept {result.kept} ({result.kept_bytes} bytes)\n")

@@ -1,0 +1,94 @@
+"""``coreepi worker``: analyse queued cores of a shared store, in the sandbox runner."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
+
+if TYPE_CHECKING:
+    from coreepi.serve.analysis import AnalysisWorker
+
+__all__ = ["register", "worker"]
+
+
+def worker(
+    store: StoreOpt = None,
+    blobs: BlobsOpt = None,
+    data_dir: DataDir = None,
+    threads: Annotated[int, typer.Option("--threads", "-j", min=1,
+                                         help="Cores analysed at once by this process.")] = 1,
+    analysis_timeout: Annotated[float, typer.Option(
+        "--analysis-timeout", min=1, help="Wall-time limit of one analysis, seconds.")] = 300.0,
+    memory_limit: Annotated[int, typer.Option(
+        "--memory-limit", min=64, help="Memory limit of one analysis, MiB.")] = 4096,
+    symbol_dir: Annotated[list[Path] | None, typer.Option(
+        "--symbol-dir", help="Symbol directory (.build-id layout); repeatable.")] = None,
+    tmp_dir: Annotated[Path | None, typer.Option(
+        "--tmp-dir", help="Where cores are decompressed for analysis (default: the system's).")
+    ] = None,
+    stale_after: Annotated[float, typer.Option(
+        "--stale-after", min=1, help="Seconds without a heartbeat before another worker "
+        "takes a job over.")] = 60.0,
+    once: Annotated[bool, typer.Option(
+        "--once", help="Run the jobs queued now, then exit (batch mode, tests).")] = False,
+) -> None:
+    """Take analysis jobs from the store's queue (a PostgreSQL store shared with
+    `coreepi serve --jobs 0` replicas) until stopped with SIGTERM or Ctrl-C."""
+    from coreepi.errors import StoreError
+    from coreepi.serve import ServeConfig
+    from coreepi.serve.analysis import AnalysisWorker
+    from coreepi.store import open_store
+
+    config = ServeConfig(analysis_timeout_seconds=analysis_timeout,
+                         analysis_memory_limit_mb=memory_limit,
+                         symbol_dirs=tuple(symbol_dir or ()), analysis_jobs=threads)
+    scratch = tmp_dir or Path(tempfile.gettempdir()) / "coreepi-worker"
+    try:
+        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+            workers = [AnalysisWorker(opened, config, scratch, stale_after=stale_after)
+                       for _ in range(threads)]
+            if once:
+                ran = sum(_drain(w) for w in workers)
+                sys.stdout.write(f"ran {ran} jobs; {opened.job_counts()}\n")
+                return
+            _serve_forever(workers)
+    except StoreError as exc:
+        sys.stderr.write(f"coreepi: error: {exc}\n")
+        raise typer.Exit(2) from None
+
+
+def _drain(worker: AnalysisWorker) -> int:
+    ran = 0
+    while n := worker.run_once():
+        ran += n
+    return ran
+
+
+def _serve_forever(workers: list[AnalysisWorker]) -> None:
+    """Run each worker in a thread until SIGTERM/SIGINT; then stop taking jobs,
+    kill the analyses still running (their jobs go to another worker)."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    threads = [threading.Thread(target=w.run, args=(stop,), name=f"worker-{i}")
+               for i, w in enumerate(workers)]
+    for t in threads:
+        t.start()
+    sys.stderr.write(f"coreepi: worker: {len(threads)} thread(s) taking jobs\n")
+    stop.wait()
+    for w in workers:
+        w.close()
+    for t in threads:
+        t.join(30)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker)

@@ -1,0 +1,152 @@
+"""The analysis worker: takes queued cores from the store's queue and analyses
+each in ingest's sandbox runner.
+
+A core upload is durable before it is queued (blob stored, crash row
+updated, job enqueued, one transaction; see :class:`~coreepi.serve.intake.CoreIntake`),
+so the HTTP request never waits for an analysis. :class:`AnalysisWorker`
+runs in ``coreepi worker`` processes (any number, on any hosts sharing a
+PostgreSQL store and its blobs) or as threads of ``coreepi serve`` (the
+embedded store's in-process queue). Each job: stream the blob to a temporary
+file, decompress it within the server's limits, run the sandboxed analysis,
+merge the result into the stored report (:func:`merge_analysis`) and
+``update_crash`` — an idempotent write, so a job run twice (its first worker
+died after writing, before finishing the job) changes nothing more. A job
+whose crash was already analysed centrally is finished without work. An
+unreadable core is a result (``core_status`` unreadable), not a failure;
+failures (blob gone, store down) are retried with exponential backoff and
+end as ``dead`` jobs after ``max_attempts``, listed by ``GET /api/v1/jobs``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from coreepi import __version__
+from coreepi.model.report import CrashReport
+from coreepi.serve.config import ServeConfig
+from coreepi.serve.intake import ARTIFACT, decompress_checked, merge_analysis
+from coreepi.store import CoreStatus, CrashRecord, Job, Store
+
+__all__ = ["AnalysisWorker"]
+
+log = logging.getLogger("coreepi.worker")
+
+
+_MARKER = "analysed centrally by coreepi"  # merge_analysis's warning, and ours when unreadable
+
+
+def _analysed_centrally(report: CrashReport) -> bool:
+    """A previous run of this job already wrote its result."""
+    return any(w.startswith(_MARKER) for w in report.analysis.warnings)
+
+
+class AnalysisWorker:
+    """Takes and runs analysis jobs of ``store`` (see the module docstring).
+
+    ``name`` identifies the worker in the jobs table (default
+    ``host:pid:thread``); ``stale_after`` seconds without a heartbeat and
+    another worker takes the job over (heartbeats every quarter of it).
+    ``on_result`` is told each analysis's outcome (``ok``, ``unreadable``)."""
+
+    def __init__(self, store: Store, config: ServeConfig, tmp_dir: Path,
+                 name: str | None = None, stale_after: float = 60.0,
+                 backoff_seconds: float = 30.0,
+                 on_result: Callable[[str], None] | None = None) -> None:
+        from coreepi.ingest.run import _Runner  # ingest's sandboxed worker runner
+
+        self.store = store
+        self.config = config
+        self.tmp_dir = tmp_dir
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        self.stale_after = stale_after
+        self.backoff_seconds = backoff_seconds
+        self.on_result = on_result or (lambda _: None)
+        self.runner = _Runner(config.analysis_timeout_seconds, config.analysis_memory_limit_mb,
+                              list(config.symbol_dirs))
+
+    def run(self, stop: threading.Event, wake: threading.Event | None = None,
+            poll_seconds: float = 1.0) -> None:
+        """Work until ``stop`` is set: take a job, run it; when there is none,
+        wait ``poll_seconds`` or until ``wake`` is set (a new job queued here)."""
+        while not stop.is_set():
+            try:
+                did = self.run_once()
+            except Exception:
+                log.exception("worker %s: taking a job failed", self.name)
+                did = 0
+            if not did:
+                waiter = wake or stop
+                waiter.wait(poll_seconds)
+                if wake is not None:
+                    wake.clear()
+
+    def run_once(self) -> int:
+        """Take at most one job and run it; how many were run (0 or 1)."""
+        jobs = self.store.take_jobs(self.name, 1, stale_after=self.stale_after)
+        for job in jobs:
+            self._run_job(job)
+        return len(jobs)
+
+    def _run_job(self, job: Job) -> None:
+        done = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True,
+                                name=f"heartbeat-{job.job_id}")
+        beat.start()
+        try:
+            self.analyse(job)
+        except Exception as exc:  # noqa: BLE001 - recorded on the job, retried
+            state = self.store.fail_job(job.job_id, self.name, f"{type(exc).__name__}: {exc}",
+                                        self.backoff_seconds)
+            log.warning("job %s failed (attempt %d): %s: %s -> %s", job.job_id, job.attempts,
+                        type(exc).__name__, exc, state)
+        else:
+            self.store.finish_job(job.job_id, self.name)
+        finally:
+            done.set()
+            beat.join()
+
+    def _heartbeat(self, job: Job, done: threading.Event) -> None:
+        while not done.wait(self.stale_after / 4):
+            try:
+                self.store.heartbeat_jobs(self.name, [job.job_id])
+            except Exception:  # noqa: BLE001 - a missed beat; the next may pass
+                log.warning("job %s: heartbeat failed", job.job_id)
+
+    def analyse(self, job: Job) -> None:
+        """Analyse the core of ``job`` and write the result into its crash row."""
+        report = self.store.get_report(job.crash_id)
+        if report is None or _analysed_centrally(report):
+            return  # nothing to analyse, or a previous run wrote the result
+        config = self.config
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="job-", dir=self.tmp_dir) as tmp:
+            packed, plain = Path(tmp) / "core.zst", Path(tmp) / "core"
+            with open(packed, "wb") as fh:
+                self.store.blobs.write_to(job.blob_key, fh)
+            decompress_checked(packed, plain, config.max_core_uncompressed_bytes,
+                               max_ratio=config.max_core_ratio,
+                               ratio_min_bytes=config.core_ratio_min_bytes)
+            packed.unlink()
+            result = self.runner.run(plain)
+        if result.ok and result.reports:
+            merged = merge_analysis(report, result.reports[0])
+            self.store.update_crash(CrashRecord(merged, dict(merged.attributes),
+                                                CoreStatus.STORED, None, ARTIFACT))
+            self.on_result("ok")
+            return
+        why = (f"{result.category}: {result.error}" if not result.ok
+               else "no crash found in the core")
+        report.analysis.warnings.append(f"{_MARKER} {__version__}: unreadable: {why}")
+        self.store.update_crash(CrashRecord(report, dict(report.attributes),
+                                            CoreStatus.UNREADABLE, why, ARTIFACT))
+        self.on_result("unreadable")
+
+    def close(self) -> None:
+        """Kill analysis children still running (by pid)."""
+        self.runner.kill_all()

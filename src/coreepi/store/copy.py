@@ -1,0 +1,73 @@
+"""``coreepi store copy``: move an embedded store (a data dir) into a
+PostgreSQL store, idempotently.
+
+Blobs go first (a copied crash row never names a blob the destination lacks),
+streamed one at a time through a temporary file; then every table of the
+schema, raw rows in batches, each kept when its key is already there. Run
+it again — after more ingesting into the data dir, or after an interruption
+— and only what is missing is added. Ingest rejections have no key: those
+of the files being copied are replaced, in one transaction.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coreepi.store.duckdb_store import DuckDBStore
+from coreepi.store.postgres_store import PostgresStore
+
+__all__ = ["COPIED_TABLES", "CopyResult", "copy_store"]
+
+COPIED_TABLES = ("hosts", "exposure", "crashes", "telemetry", "ingest_ledger",
+                 "ingest_rejections", "api_tokens", "crash_receipts", "analysis_jobs")
+"""Every table of the shared schema, in the order copied."""
+
+
+@dataclass
+class CopyResult:
+    """Rows added per table, rows already there, blobs added and bytes."""
+
+    added: dict[str, int] = field(default_factory=dict)
+    present: dict[str, int] = field(default_factory=dict)
+    blobs_added: int = 0
+    blobs_present: int = 0
+    blob_bytes: int = 0
+
+    def __str__(self) -> str:
+        tables = ", ".join(f"{t} {self.added[t]} (+{self.present[t]} there)" for t in self.added)
+        return (f"copied blobs {self.blobs_added} ({self.blob_bytes} bytes; "
+                f"{self.blobs_present} there); rows: {tables}")
+
+
+def copy_store(src: DuckDBStore, dst: PostgresStore,
+               progress: Callable[[str], None] | None = None) -> CopyResult:
+    """Copy everything of ``src`` into ``dst`` (see the module docstring)."""
+    result = CopyResult()
+    say = progress or (lambda _: None)
+    with tempfile.TemporaryDirectory(prefix="coreepi-copy-") as tmp:
+        spool = Path(tmp) / "blob"
+        for info in src.blobs.entries():
+            if dst.blobs.has(info.key):
+                result.blobs_present += 1
+                continue
+            with open(spool, "wb") as fh:
+                result.blob_bytes += src.blobs.write_to(info.key, fh)
+            dst.blobs.put_file(spool, info.key)
+            result.blobs_added += 1
+    say(f"blobs: {result.blobs_added} added, {result.blobs_present} there")
+    for table in COPIED_TABLES:
+        added = seen = 0
+        with dst.transaction():
+            if table == "ingest_rejections":
+                files = {row[columns.index("file")] for columns, rows in src.export_rows(table)
+                         for row in rows}
+                dst.add_rejections([], replace_files=files)
+            for columns, rows in src.export_rows(table):
+                added += dst.import_rows(table, columns, rows)
+                seen += len(rows)
+        result.added[table], result.present[table] = added, seen - added
+        say(f"{table}: {added} added, {seen - added} there")
+    return result

@@ -1,0 +1,123 @@
+"""The PostgreSQL :class:`~coreepi.store.interfaces.HostStore`: ``hosts`` and ``exposure``.
+
+Node-time is summed by the analytics from the two frames
+(:meth:`~coreepi.store.interfaces.HostStore.node_time_frames` keeps its
+default, None): the summed DuckDB query is DuckDB's SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from coreepi.model.fleet import ExposureInterval, HostRow
+from coreepi.store.frames import exposure_frame_from
+from coreepi.store.interfaces.hosts import HostStore
+from coreepi.store.postgres_store.gateway import PostgresGateway
+from coreepi.store.records import ExposureResult
+from coreepi.store.sqlbuild import Where, to_json, utc_now
+
+__all__ = ["PostgresHostStore"]
+
+EXPOSURE_BATCH = 50_000
+"""Intervals sent per statement: bounds the parameter arrays' memory."""
+
+_STAGE_TYPES = {"i": "INTEGER", "host_id": "VARCHAR", "start_ts": "TIMESTAMPTZ",
+                "end_ts": "TIMESTAMPTZ", "attributes": "TEXT", "source": "VARCHAR"}
+
+
+class PostgresHostStore(PostgresGateway, HostStore):
+    """Hosts and exposure in PostgreSQL. Concurrent writers (replicas) of one
+    host's intervals are serialized by a transaction-scoped advisory lock per
+    host, so two overlapping heartbeats cannot both pass the overlap check."""
+
+    def add_hosts(self, hosts: Iterable[HostRow]) -> int:
+        rows = {h.host_id: to_json(h.attributes) for h in hosts}  # last one of a host wins
+        if not rows:
+            return 0
+        now = utc_now()
+        cur = self._insert_rows(
+            "hosts", {"host_id": "VARCHAR", "attributes": "TEXT", "updated_at": "TIMESTAMPTZ"},
+            [(h, a, now) for h, a in sorted(rows.items())],
+            conflict="(host_id) DO UPDATE SET attributes = excluded.attributes, "
+            "updated_at = excluded.updated_at")
+        return cur.rowcount
+
+    def add_exposure(self, intervals: Iterable[ExposureInterval], source: str = "") -> ExposureResult:
+        result = ExposureResult()
+        batch: list[ExposureInterval] = []
+        for interval in intervals:
+            batch.append(interval)
+            if len(batch) >= EXPOSURE_BATCH:
+                self._add_exposure_batch(batch, source, result)
+                batch = []
+        self._add_exposure_batch(batch, source, result)
+        return result
+
+    def _add_exposure_batch(
+        self, batch: list[ExposureInterval], source: str, result: ExposureResult
+    ) -> None:
+        """Write one batch through a temporary staging table; add what became
+        of it to ``result``."""
+        if not batch:
+            return
+        rows = [(i, x.host_id, x.start, x.end, to_json(x.attributes),
+                 f"{source}:{x.line}" if source else None) for i, x in enumerate(batch)]
+        unnest = ", ".join(f"?::{t}[]" for t in _STAGE_TYPES.values())
+        arrays = [[r[k] for r in rows] for k in range(len(_STAGE_TYPES))]
+        with self.transaction():
+            self._write("SELECT pg_advisory_xact_lock(hashtext(h)) FROM "
+                        "(SELECT DISTINCT unnest(?::VARCHAR[]) AS h ORDER BY 1) AS hosts",
+                        [sorted({x.host_id for x in batch})])
+            self._write("CREATE TEMP TABLE _stage ON COMMIT DROP AS SELECT * FROM "
+                        f"unnest({unnest}) AS s({', '.join(_STAGE_TYPES)})", arrays)
+            same = self._write(
+                "SELECT s.i FROM _stage s JOIN exposure e ON e.host_id = s.host_id "
+                "AND e.start_ts = s.start_ts AND e.end_ts = s.end_ts").fetchall()
+            clash = self._write(
+                "SELECT s.i, min(e.start_ts), min(e.end_ts) FROM _stage s JOIN exposure e "
+                "ON e.host_id = s.host_id AND e.start_ts < s.end_ts AND s.start_ts < e.end_ts "
+                "AND NOT (e.start_ts = s.start_ts AND e.end_ts = s.end_ts) GROUP BY s.i"
+            ).fetchall()
+            skip = sorted({r[0] for r in same} | {r[0] for r in clash})
+            added = self._write(
+                "INSERT INTO exposure (host_id, start_ts, end_ts, attributes, source) "
+                "SELECT host_id, start_ts, end_ts, attributes, source FROM _stage "
+                "WHERE NOT (i = ANY(?::INTEGER[])) ON CONFLICT DO NOTHING", [skip]).rowcount
+            self._write("DROP TABLE _stage")
+        result.added += added
+        result.duplicates += len(same)
+        result.duplicated.extend(batch[r[0]] for r in same)
+        result.conflicts.extend((batch[i], s.astimezone(UTC), e.astimezone(UTC))
+                                for i, s, e in sorted(clash))
+
+    def host_ids(self) -> set[str]:
+        return {r[0] for r in self._query("SELECT host_id FROM hosts")}
+
+    def hosts_frame(self) -> pd.DataFrame:
+        rows = self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id")
+        records = [{"host_id": h, **json.loads(a)} for h, a in rows]
+        return pd.DataFrame.from_records(records, columns=None if records else ["host_id"])
+
+    def exposure_frame(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> pd.DataFrame:
+        # overlapping [since, until): clipped to it by exposure_frame_from
+        where = Where().add_if(since, "e.end_ts > ?").add_if(until, "e.start_ts < ?")
+        rows = self._frame(
+            "SELECT e.host_id, e.start_ts AS start, e.end_ts AS \"end\", e.attributes, "
+            "h.attributes AS host_attributes FROM exposure e LEFT JOIN hosts h "
+            f"ON h.host_id = e.host_id{where.sql} ORDER BY e.host_id, e.start_ts", where.params)
+        return exposure_frame_from(rows, since, until)
+
+    def crashes_outside_exposure(self) -> Iterator[tuple[str, str | None, datetime, str | None]]:
+        rows = self._query(
+            "SELECT c.crash_id, c.host_id, c.captured_at, c.artifact FROM crashes c "
+            "WHERE c.captured_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM exposure e "
+            "WHERE e.host_id = c.host_id AND e.start_ts <= c.captured_at "
+            "AND c.captured_at < e.end_ts) ORDER BY c.captured_at, c.crash_id")
+        for crash_id, host_id, captured_at, artifact in rows:
+            yield crash_id, host_id, captured_at.astimezone(UTC), artifact

@@ -1,0 +1,91 @@
+"""Many servers, one database: two ``coreepi serve`` replicas and a
+``coreepi worker`` on one PostgreSQL store (a throwaway cluster) with the
+cores in an S3-compatible bucket (moto's server), all real processes on
+127.0.0.1. A report posted to one replica, its core put to the other,
+analysed by the worker, read back from the first; a token revoked with the
+CLI is refused by both replicas within seconds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fleetfactory import CoreSet, coreset  # noqa: F401
+from servekit import ServeProcess, edge_report, wait_for_jobs, zstd_bytes
+
+from coreepi.ingest.artifacts import inspect_file
+from coreepi.model.report import CrashReport
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "coreepi"), *args],
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def replicas(pg_url: str, s3_bucket: str, tmp_path: Path) -> Iterator[list[ServeProcess]]:
+    # the S3 settings are in the environment (s3_bucket); the children inherit it
+    args = ["--store", pg_url, "--blobs", s3_bucket, "--jobs", "0"]
+    started: list[ServeProcess] = []
+    try:
+        for i in range(2):
+            (tmp_path / f"r{i}").mkdir()
+            started.append(ServeProcess(args, tmp_path / f"r{i}" / "serve.log"))
+        yield started
+    finally:
+        for r in started:
+            r.kill()
+
+
+def _token(pg_url: str, scope: str, name: str) -> str:
+    made = _cli("token", "create", "--scope", scope, "--name", name, "--store", pg_url)
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
+
+
+def test_two_replicas_one_worker_one_database(replicas: list[ServeProcess], pg_url: str,
+                                              s3_bucket: str, coreset: CoreSet) -> None:  # noqa: F811
+    ingest = {"authorization": f"Bearer {_token(pg_url, 'ingest', 'agents')}"}
+    read = {"authorization": f"Bearer {_token(pg_url, 'read', 'ui')}"}
+    full = inspect_file(coreset.cores[0])[0]
+    sent = edge_report(full, host_id="node-3")
+    one, two = (httpx.Client(base_url=r.url, timeout=120) for r in replicas)
+    with one, two:
+        r = one.post("/api/v1/crashes", content=sent.model_dump_json(),
+                     headers=ingest | {"content-type": "application/json"})
+        assert r.status_code == 201, r.text
+        # the other replica sees it at once: the same database
+        r = two.put(f"/api/v1/crashes/{sent.crash_id}/core", content=zstd_bytes(coreset.cores[0]),
+                    headers=ingest | {"content-type": "application/zstd"})
+        assert r.status_code == 201 and r.json()["queued"] is True, r.text
+        assert one.get("/api/v1/jobs", headers=read).json()["counts"]["queued"] == 1
+
+        done = _cli("worker", "--store", pg_url, "--blobs", s3_bucket, "--once")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("ran 1 jobs")
+        counts = wait_for_jobs(lambda: two.get("/api/v1/jobs", headers=read).json()["counts"])
+        assert counts["done"] == 1 and counts["dead"] == 0
+        got = CrashReport.model_validate_json(
+            one.get(f"/api/v1/crashes/{sent.crash_id}", headers=read).text)
+        assert got.signature is not None and got.signature.signature == full.signature.signature
+        assert got.core.stored and got.host_id == "node-3"
+
+        # revoked with the CLI on the database: both replicas refuse it within seconds
+        assert _cli("token", "revoke", "ui", "--store", pg_url).returncode == 0
+        deadline = time.monotonic() + 15
+        refused: set[int] = set()
+        while len(refused) < 2 and time.monotonic() < deadline:
+            for i, c in enumerate((one, two)):
+                if c.get("/api/v1/jobs", headers=read).status_code == 401:
+                    refused.add(i)
+            time.sleep(0.25)
+        assert refused == {0, 1}, [r.output() for r in replicas]
+        assert os.environ["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")

@@ -1,0 +1,138 @@
+"""What only the PostgreSQL store does (the shared contract is in
+test_store_contract.py): standing parts, errors naming the database without
+its password, read-only opening, concurrent workers on one queue, the
+``--store`` option, and ``coreepi store copy`` from a data dir."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from coreepi.errors import StoreError
+from coreepi.model.report import AnalysisInfo, CrashReport, Source
+from coreepi.store import (
+    CrashRecord,
+    CrashStore,
+    DirectoryBlobStore,
+    DuckDBStore,
+    HostStore,
+    JobQueue,
+    LedgerStore,
+    PostgresStore,
+    TelemetryStore,
+    TokenStore,
+    open_store,
+)
+from coreepi.store.postgres_store.crashes import PostgresCrashStore
+from coreepi.store.postgres_store.hosts import PostgresHostStore
+from coreepi.store.postgres_store.ledger import PostgresLedgerStore
+from coreepi.store.postgres_store.queue import PostgresJobQueue
+from coreepi.store.postgres_store.telemetry import PostgresTelemetryStore
+from coreepi.store.postgres_store.tokens import PostgresTokenStore
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "coreepi"), *args], check=False,
+                          capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("part, interface", [
+    (PostgresCrashStore, CrashStore), (PostgresHostStore, HostStore),
+    (PostgresTelemetryStore, TelemetryStore), (PostgresLedgerStore, LedgerStore),
+    (PostgresTokenStore, TokenStore), (PostgresJobQueue, JobQueue),
+])
+def test_each_postgres_part_stands_alone(pg_url: str, part: type, interface: type) -> None:
+    assert not part.__abstractmethods__
+    with part(pg_url) as s:
+        assert isinstance(s, interface) and s.counts()["crashes"] == 0
+
+
+def test_unreachable_database_is_one_line_without_password(pg_cluster: object) -> None:
+    url = f"postgresql://postgres:s3cret@127.0.0.1:{pg_cluster.port}/nosuchdb"  # type: ignore[attr-defined]
+    with pytest.raises(StoreError) as info:
+        open_store(url)
+    text = str(info.value)
+    assert text.startswith("postgresql://postgres:***@127.0.0.1:") and "nosuchdb" in text
+    assert "s3cret" not in text and "\n" not in text
+    done = _cli("token", "list", "--store", url)
+    assert done.returncode == 2 and "s3cret" not in done.stderr
+    assert done.stderr.startswith("coreepi: error: postgresql://postgres:***@")
+
+
+def test_read_only_refuses_writes_and_migrations_run_once(pg_url: str, tmp_path: Path) -> None:
+    blobs = DirectoryBlobStore(tmp_path / "b")
+    with PostgresStore(pg_url, blobs) as first, PostgresStore(pg_url, blobs) as second:
+        assert first.schema_version() == second.schema_version() == 3
+    with PostgresStore(pg_url, blobs, read_only=True) as ro:
+        with pytest.raises(StoreError, match="read-only"):
+            ro.add_crashes([CrashRecord(_report("ab" * 8))])
+        assert ro.crash_ids() == set()
+
+
+def test_concurrent_workers_never_take_one_job_twice(pg_url: str, tmp_path: Path) -> None:
+    with PostgresStore(pg_url, DirectoryBlobStore(tmp_path / "b"), pool_size=8) as store:
+        for i in range(60):
+            store.enqueue_analysis(f"c{i:02}", "k" * 64)
+        taken: list[str] = []
+        lock = threading.Lock()
+
+        def work(name: str) -> None:
+            while jobs := store.take_jobs(name, limit=3):
+                for job in jobs:
+                    assert store.finish_job(job.job_id, name)
+                with lock:
+                    taken.extend(j.crash_id for j in jobs)
+
+        threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(taken) == [f"c{i:02}" for i in range(60)]  # each exactly once
+        assert store.job_counts()["done"] == 60
+
+
+def _report(crash_id: str) -> CrashReport:
+    return CrashReport(crash_id=crash_id, host_id="h1", source=Source.ELF_CORE,
+                       captured_at=datetime(2024, 1, 1, tzinfo=UTC),
+                       analysis=AnalysisInfo(analyzer_version="test"))
+
+
+def test_store_option_and_environment(pg_url: str) -> None:
+    made = _cli("token", "create", "--scope", "read", "--name", "ci", "--store", pg_url)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("cep_")
+    listed = _cli("token", "list", env={"COREEPI_STORE": pg_url})
+    assert listed.returncode == 0 and "\tci\tread\t" in listed.stdout
+
+
+def test_store_copy_is_idempotent(pg_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with DuckDBStore(data) as src:
+        key = src.blobs.put_bytes(b"\x7fELF core bytes")
+        src.add_crashes([CrashRecord(_report("aa" * 8), {"app_version": "1.2"})])
+        src.add_rejections([])
+        src.enqueue_analysis("aa" * 8, key)
+    blobs = tmp_path / "central-blobs"
+    first = _cli("store", "copy", "--from", str(data), "--to", pg_url, "--blobs", str(blobs))
+    assert first.returncode == 0, first.stderr
+    assert "copied blobs 1 " in first.stdout and "crashes 1 (+0 there)" in first.stdout
+    again = _cli("store", "copy", "--from", str(data), "--to", pg_url, "--blobs", str(blobs))
+    assert again.returncode == 0, again.stderr
+    assert "copied blobs 0 " in again.stdout and "crashes 0 (+1 there)" in again.stdout
+    with open_store(pg_url, blobs=str(blobs)) as dst:
+        assert dst.get_report("aa" * 8) == _report("aa" * 8)
+        window = (datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 2, tzinfo=UTC))
+        assert dst.crash_records("h1", *window)[0].attributes == {"app_version": "1.2"}
+        assert dst.blobs.get(key) == b"\x7fELF core bytes"
+        assert dst.job_counts()["queued"] == 1
+    bad = _cli("store", "copy", "--from", str(tmp_path / "nothing"), "--to", pg_url)
+    assert bad.returncode == 2 and "no coreepi store here" in bad.stderr
+
