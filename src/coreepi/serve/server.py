@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from coreepi.serve.config import ServeConfig
 
-__all__ = ["run"]
+__all__ = ["login_url", "run"]
+
+
+def login_url(host: str, port: int, code: str) -> str:
+    """The URL that logs a browser in with a one-time ``code`` (IPv6 hosts bracketed)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/login?code={code}"
 
 
 def run(data_dir: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: int = 8080,
         config: ServeConfig | None = None, log_level: str = "info") -> None:
     """Open the store (this process becomes its one writer) and serve until
-    interrupted. Raises :class:`coreepi.errors.StoreError` when the store is
-    in use by another process."""
+    interrupted. Prints, on stderr, the web UI's login URL with a one-time
+    code (as Jupyter does): opening it sets a read-scope session cookie.
+    Raises :class:`coreepi.errors.StoreError` when the store is in use by
+    another process."""
     import uvicorn
 
     from coreepi.serve.app import create_app
@@ -22,5 +33,9 @@ def run(data_dir: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: 
 
     with open_store(Path(data_dir) if data_dir is not None else None) as store:
         app = create_app(store, config)
+        code = app.state.auth.login_code()
+        sys.stderr.write("coreepi: web UI — open this link once to log in (it works one time):\n"
+                         f"    {login_url(host, port, code)}\n")
+        sys.stderr.flush()
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
                     timeout_graceful_shutdown=30)
