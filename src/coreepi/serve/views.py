@@ -265,7 +265,7 @@ def group_view(snap: Snapshot, gid: str, crashes: list[dict[str, Any]],
                           "top_hosts": [{**h.model_dump(mode="json"), "href": host_href(h.host_id)}
                                         for h in conc.top_hosts]},
         "hardware_phenotypes": [p.model_dump() for p in g.hardware_phenotypes],
-        "crashes": crashes, "next_cursor": next_cursor,
+        "crash_list": crashes, "next_cursor": next_cursor,
         "representative": crashes[0] if crashes else None,
     }
 
