@@ -194,7 +194,7 @@ def timeline(crashes: Sequence[dict[str, Any]], telemetry: Sequence[dict[str, An
     step = max(1, days // 6)
     d = t0.replace(hour=0, minute=0, second=0, microsecond=0)
     while d <= t1 and days:
-        if d >= t0:
+        if d >= t0 and x(d) < width - right - 16:  # a label at the edge would be cut
             out.append(f'<text x="{x(d):.1f}" y="78" text-anchor="middle">{d:%m-%d}</text>')
         d += timedelta(days=step)
     out.append("</svg>")

@@ -101,14 +101,21 @@ def _clean(value: Any) -> Any:
 
 def compute(store: Store, covers: int) -> Snapshot:
     """One refresh (blocking): the findings, and the few per-group and
-    per-host facts the pages need that the findings do not carry."""
+    per-host facts the pages need that the findings do not carry. When the
+    findings cannot be computed, the snapshot still has the host facts,
+    telemetry and fleet curve (over all time), and ``error`` says why."""
     from coreepi.reporting import build_findings
 
     started = time.perf_counter()
-    findings = build_findings(store)
-    w = findings.window
-    crashes = store.crash_frame(w.since, w.until)
-    tel = store.telemetry_frame(w.since, w.until)
+    findings: FleetFindings | None = None
+    error = None
+    try:
+        findings = build_findings(store)
+    except Exception as exc:  # noqa: BLE001 - shown on every page; the server stays up
+        error = f"the findings could not be computed: {type(exc).__name__}: {exc}"
+    since, until = (findings.window.since, findings.window.until) if findings else (None, None)
+    crashes = store.crash_frame(since, until)
+    tel = store.telemetry_frame(since, until)
     telemetry: dict[str, list[TelemetryPoint]] = {}
     for r in tel.itertuples(index=False):
         telemetry.setdefault(str(r.host_id), []).append(TelemetryPoint(
@@ -117,10 +124,10 @@ def compute(store: Store, covers: int) -> Snapshot:
              for r in store.hosts_frame().to_dict("records")}
     return Snapshot(
         findings=findings, covers=covers, computed_at=datetime.now(UTC),
-        seconds=time.perf_counter() - started,
-        findings_json=findings.model_dump_json().encode(),
-        groups={group_id(g.kind, g.key): g for g in findings.groups},
-        hosts={h.host_id: h for h in findings.hosts},
+        seconds=time.perf_counter() - started, error=error,
+        findings_json=findings.model_dump_json().encode() if findings else b"null",
+        groups={group_id(g.kind, g.key): g for g in findings.groups} if findings else {},
+        hosts={h.host_id: h for h in findings.hosts} if findings else {},
         phenotypes_by_signature=_phenotypes_by_signature(crashes),
         host_facts=facts, telemetry=telemetry, fleet_curve=_fleet_curve(crashes),
     )
@@ -228,7 +235,7 @@ class FindingsCache:
         try:
             snap = compute(self.store, covers)
         except Exception as exc:  # noqa: BLE001 - shown on every page, the server stays up
-            # keep the last good findings on the pages, with the error beside them
+            # a store read failed: keep the last snapshot, with the error beside it
             snap = replace(self.snapshot, covers=covers, computed_at=datetime.now(UTC),
                            error=f"{type(exc).__name__}: {exc}")
         with self._cond:

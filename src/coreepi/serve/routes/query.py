@@ -179,9 +179,9 @@ async def group(group_id: str, request: Request, _: Read) -> dict[str, Any]:
 @router.get("/hosts")
 async def hosts(request: Request, _: Read, fresh: Fresh = False) -> dict[str, Any]:
     """Every host with attributes or in the findings: attributes, and for the
-    reported hosts (suspects first) crashes, node-days, SIR and verdict."""
+    reported hosts (suspects first) crashes, node-days, SIR and verdict
+    (null for the others, and for all while the findings are not computed)."""
     snap = await snapshot(request, fresh)
-    f = _ready(snap)
     ids = sorted(set(snap.host_facts) | set(snap.hosts))
     out = []
     for hid in ids:
@@ -190,8 +190,9 @@ async def hosts(request: Request, _: Read, fresh: Fresh = False) -> dict[str, An
                     "crashes": h.crashes if h else None, "node_days": h.node_days if h else None,
                     "sir": h.sir if h else None,
                     "verdict": h.attribution.verdict if h else None})
+    f = snap.findings
     return {"findings": status(snap, request.app.state.findings.wanted),
-            "window": f.window.model_dump(mode="json"), "hosts": out}
+            "window": f.window.model_dump(mode="json") if f else None, "hosts": out}
 
 
 @router.get("/hosts/{host_id:path}", responses={404: {"description": "unknown host"}})
@@ -199,7 +200,6 @@ async def host(host_id: str, request: Request, _: Read) -> dict[str, Any]:
     """One host: attributes, its finding (HostFinding JSON; null when the
     findings do not report it) and its telemetry events in the window."""
     snap = await snapshot(request)
-    _ready(snap)
     h = snap.hosts.get(host_id)
     facts = snap.host_facts.get(host_id)
     if h is None and facts is None:
