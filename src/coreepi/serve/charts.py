@@ -29,28 +29,32 @@ def _day(value: str | date) -> date:
 
 
 def sparkline(curve: Sequence[dict[str, Any]], first: str | date, last: str | date,
-              width: int = 120, height: int = 22) -> str:
+              width: int = 120, height: int = 22, max_bars: int = 60) -> str:
     """Crashes per UTC day as a tiny bar chart. ``curve``: ``[{"day", "crashes"}]``
-    (days without a crash left out); ``first``/``last``: the axis' days, inclusive."""
+    (days without a crash left out); ``first``/``last``: the axis' days,
+    inclusive. Over ``max_bars`` days, each bar sums several consecutive days
+    (a 200-day window in 200 bars weighs 10 KB per row, and no eye tells
+    them apart at 120 px)."""
     lo, hi = _day(first), _day(last)
     days = max(1, (hi - lo).days + 1)
-    counts = [0] * days
+    per = -(-days // max_bars)  # days per bar, rounded up
+    bars = -(-days // per)
+    counts = [0] * bars
     for p in curve:
         i = (_day(p["day"]) - lo).days
         if 0 <= i < days:
-            counts[i] += int(p["crashes"])
+            counts[i // per] += int(p["crashes"])
     top = max(counts) or 1
-    bw = width / days
+    bw = width / bars
     total = sum(counts)
-    out = [f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           f'role="img"><title>{total} crashes per day, {lo} to {hi}, peak {top}</title>']
-    for i, n in enumerate(counts):
-        if n:
-            h = max(1.0, (height - 2) * n / top)
-            out.append(f'<rect x="{i * bw:.2f}" y="{height - h:.2f}" '
-                       f'width="{max(bw - 0.3, 0.6):.2f}" height="{h:.2f}"/>')
-    out.append("</svg>")
-    return "".join(out)
+    unit = "day" if per == 1 else f"{per} days"
+    w = max(bw - 0.3, 0.6)
+    # one path of bars, not a rect each: a tenth of the bytes on a page of 100 rows
+    d = "".join(f"M{i * bw:.1f} {height}v-{max(1.0, (height - 2) * n / top):.1f}h{w:.1f}V{height}z"
+                for i, n in enumerate(counts) if n)
+    return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'role="img"><title>{total} crashes, per {unit}, {lo} to {hi}, peak {top}</title>'
+            f'<path d="{d}"/></svg>')
 
 
 def epicurve(curve: Sequence[dict[str, Any]], first: str | date, last: str | date,
@@ -100,12 +104,15 @@ def forest(rows: Sequence[dict[str, Any]], width: int = 720) -> str:
     * finite ratio and limits: a square on its interval;
     * no upper limit (no crash outside the value): the interval runs to the
       right edge, ends in an arrow and says ``unbounded``;
-    * no ratio (the rest of the fleet has no crash): a ``∞`` marker at the edge;
+    * no ratio (the rest of the fleet has no crash): no square; the value
+      column says ``∞``;
     * no lower limit and no ratio (nothing to estimate): no mark, the text
       ``undefined`` instead.
     """
     lo_l, hi_l = _log_axis([v for r in rows for v in (r.get("irr"), r.get("irr_lower"),
                                                       r.get("irr_upper")) if v is not None])
+    if any(r.get("irr_upper") is None for r in rows):
+        hi_l += 0.6  # room for an unbounded interval to be seen running off the axis
     row_h, left, right = 20, 300, 90
     height = row_h * len(rows) + 30
     plot_w = width - left - right
@@ -137,9 +144,7 @@ def forest(rows: Sequence[dict[str, Any]], width: int = 720) -> str:
             out.append(f'<path d="M{x_hi - 7:.1f},{y - 4:.1f} L{x_hi:.1f},{y:.1f} '
                        f'L{x_hi - 7:.1f},{y + 4:.1f}" fill="#333"/>')
             note = "unbounded"
-        if irr is None:
-            out.append(f'<text x="{x_hi - 16:.1f}" y="{y - 3:.1f}" font-weight="bold">∞</text>')
-        elif irr > 0:
+        if irr is not None and irr > 0:
             out.append(f'<rect x="{x(irr) - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" '
                        f'fill="#1f4e8c"><title>{irr:.3g}</title></rect>')
         text = "∞" if irr is None else f"{irr:.3g}"

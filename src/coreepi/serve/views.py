@@ -208,36 +208,44 @@ def _matches(snap: Snapshot, g: GroupFinding, flt: GroupFilter, skip: str = "") 
 
 
 def _sort_key(flt: GroupFilter) -> Any:
-    def key(row: dict[str, Any]) -> Any:
-        v = row["key"] if flt.sort == "signature" else row.get(flt.sort)
+    """Sort groups by ``flt.sort``; undefined values last whatever the order."""
+    def key(g: GroupFinding) -> Any:
+        v = g.key if flt.sort == "signature" else getattr(g, flt.sort)
         if isinstance(v, float) and not math.isfinite(v):
             v = None
-        return (v is None, v if v is not None else 0)
+        return (v is None) != flt.desc, v if v is not None else 0
     return key
 
 
-def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = 200) -> dict[str, Any]:
-    """Signature groups matching ``flt``, sorted; facets (verdict, phenotype,
-    attribute value) count the groups each choice would leave."""
+def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = 100) -> dict[str, Any]:
+    """Signature groups matching ``flt``, sorted, the first ``limit``; facets
+    (verdict, phenotype, significant attribute value) count the groups each
+    choice would leave with the other filters kept."""
     f = snap.findings
     if f is None:
         return {"ready": False}
-    sig = [g for g in f.groups if g.kind == "signature"]
-    rows = [group_row(snap, g) for g in sig if _matches(snap, g, flt)]
-    rows.sort(key=_sort_key(flt), reverse=flt.desc)
-    verdicts = Counter(g.attribution.verdict for g in sig if _matches(snap, g, flt, "verdict"))
+    fdr_q = f.config.get("fdr_q", 0.05)
+    matched: list[GroupFinding] = []
+    verdicts: Counter[str] = Counter()
     phen: Counter[str] = Counter()
-    for g in sig:
+    attrs: Counter[str] = Counter()
+    for g in f.groups:
+        if g.kind != "signature":
+            continue
+        if _matches(snap, g, flt):
+            matched.append(g)
+        if _matches(snap, g, flt, "verdict"):
+            verdicts[g.attribution.verdict] += 1
         if _matches(snap, g, flt, "phenotype"):
             phen.update(snap.phenotypes_by_signature.get(g.key, {}).keys())
-    attrs: Counter[str] = Counter()
-    for g in sig:
         if _matches(snap, g, flt, "attr"):
-            attrs.update(f"{a.attribute}={a.value}" for a in g.associations if a.crashes
-                         and a.q_value is not None and a.q_value <= f.config.get("fdr_q", 0.05))
+            attrs.update(f"{a.attribute}={a.value}" for a in g.associations
+                         if a.crashes and a.q_value is not None and a.q_value <= fdr_q)
+    matched.sort(key=_sort_key(flt), reverse=flt.desc)
     return {
-        "ready": True, "filter": flt.params(), "total": len(rows), "rows": rows[:limit],
-        "truncated": len(rows) > limit, "axis": _axis(snap),
+        "ready": True, "filter": flt.params(), "total": len(matched),
+        "rows": [group_row(snap, g) for g in matched[:limit]],
+        "truncated": len(matched) > limit, "axis": _axis(snap),
         "facets": {"verdict": verdicts.most_common(), "phenotype": phen.most_common(20),
                    "attr": attrs.most_common(20)},
     }

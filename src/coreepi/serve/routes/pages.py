@@ -51,11 +51,28 @@ from coreepi.serve.views import (
 )
 
 router = APIRouter(include_in_schema=False)
+_SPARKS: dict[tuple[Any, ...], str] = {}
+
+
+def group_spark(row: dict[str, Any], axis: dict[str, str]) -> str:
+    """A group row's sparkline, drawn once per group state (a group's curve
+    changes only when its crash count or last crash does)."""
+    key = (row["id"], row["crashes"], row["last_seen"], axis["first"], axis["last"])
+    svg = _SPARKS.get(key)
+    if svg is None:
+        if len(_SPARKS) > 20_000:  # old refreshes' entries: start over
+            _SPARKS.clear()
+        svg = _SPARKS[key] = charts.sparkline(row["curve"], axis["first"], axis["last"])
+    return svg
+
+
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
-TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlencode)
+TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlencode,
+                             spark=group_spark)
 TEMPLATES.env.filters.update(rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]), n=fmt_n, p=fmt_p,
                              q=fmt_q, ratio=lambda r: fmt_ratio(*r))
 PAGE_CRASHES = 50
+HOST_CRASHES = 500
 VERDICTS = ("hardware-suspect", "environment-triggered", "software", "undetermined")
 
 
@@ -185,7 +202,8 @@ async def host(name: str, request: Request) -> Response:
     await _authorize(request, as_json)
     snap, st = await _snapshot(request)
     state = request.app.state
-    rows = await state.gateway.read(state.store.list_crashes, host_id=host_id, limit=1000)
+    rows = await state.gateway.read(state.store.list_crashes, host_id=host_id,
+                                    limit=HOST_CRASHES)
     return await _page(request, "host.html", host_view(snap, host_id, rows), as_json,
                        f"Host {host_id}", st)
 
