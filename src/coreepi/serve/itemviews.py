@@ -47,7 +47,8 @@ def host_view(snap: Snapshot, host_id: str, crashes: list[dict[str, Any]]) -> di
     if finding is None and facts is None and not crashes and not tel:
         return None
     f = snap.findings
-    window = {"since": f.window.since.isoformat(), "until": f.window.until.isoformat()} if f else None
+    window = ({"since": f.window.since.isoformat(), "until": f.window.until.isoformat()}
+              if f else None)
     return {
         "host_id": host_id, "facts": facts or {},
         "finding": finding.model_dump(mode="json") if finding else None,
