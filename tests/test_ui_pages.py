@@ -104,6 +104,7 @@ def test_group_page(app: App, ui: UiStore) -> None:
     assert sum(p["crashes"] for p in data["curve"]) == data["crashes"]
     kernel = next(a for a in data["associations"] if a["label"] == "kernel=6.1.0")
     assert kernel["irr"] is None and kernel["irr_upper"] is None  # no crash on 5.15: unbounded
+    assert kernel["irr_status"] == "unbounded"
     assert data["phenotypes"]["null-deref"] >= data["crashes"] - 1  # all but the real core's
     html = app.get(f"/groups/{ENV_ID}").text
     assert "∞" in html and "unbounded" in html  # the forest plot says so in text
@@ -257,3 +258,19 @@ def test_findings_refresh_after_ingest(tmp_path: Path) -> None:
         app.state.findings.close()
     finally:
         store.close()
+
+
+def test_forest_plot_draws_unbounded_and_undefined_honestly() -> None:
+    from coreepi.serve.charts import forest
+
+    svg = forest([
+        {"label": "kernel=6.1", "irr": None, "irr_lower": 45.9, "irr_upper": None,
+         "irr_status": "unbounded"},
+        {"label": "zone=z9", "irr": None, "irr_lower": None, "irr_upper": None,
+         "irr_status": "undefined"},
+        {"label": "cpu=x", "irr": 1.5, "irr_lower": 0.9, "irr_upper": 2.4,
+         "irr_status": "finite"},
+    ])
+    assert svg.count("<rect") == 1  # a square only where there is a finite ratio
+    assert "∞ unbounded" in svg and "undefined (0/0)" in svg
+    assert svg.count("<path") == 1  # one arrow: the unbounded interval runs off the axis

@@ -99,15 +99,17 @@ def _log_axis(values: list[float]) -> tuple[float, float]:
 
 def forest(rows: Sequence[dict[str, Any]], width: int = 720) -> str:
     """Rate ratios with 95% CIs on a log axis, one row per ``{"label", "irr",
-    "irr_lower", "irr_upper"}``. Drawn as the numbers are, never invented:
+    "irr_lower", "irr_upper", "irr_status"}`` (an Association's JSON, status
+    ``finite``, ``unbounded`` or ``undefined``). Drawn as the numbers are,
+    never invented:
 
     * finite ratio and limits: a square on its interval;
     * no upper limit (no crash outside the value): the interval runs to the
       right edge, ends in an arrow and says ``unbounded``;
-    * no ratio (the rest of the fleet has no crash): no square; the value
-      column says ``∞``;
-    * no lower limit and no ratio (nothing to estimate): no mark, the text
-      ``undefined`` instead.
+    * an unbounded ratio (the rest of the fleet has no crash): no square; the
+      value column says ``∞``;
+    * an undefined ratio (0/0: nothing to estimate): no mark, the text
+      ``undefined (0/0)`` instead.
     """
     lo_l, hi_l = _log_axis([v for r in rows for v in (r.get("irr"), r.get("irr_lower"),
                                                       r.get("irr_upper")) if v is not None])
@@ -132,8 +134,8 @@ def forest(rows: Sequence[dict[str, Any]], width: int = 720) -> str:
         short = label if len(label) <= 44 else label[:43] + "…"
         out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_e(short)}'
                    f"<title>{_e(label)}</title></text>")
-        if irr is None and (lo is None or lo <= 0):
-            out.append(f'<text x="{left + 4}" y="{y + 4:.1f}" fill="#555">undefined</text>')
+        if r.get("irr_status") == "undefined":
+            out.append(f'<text x="{left + 4}" y="{y + 4:.1f}" fill="#555">undefined (0/0)</text>')
             continue
         x_lo = x(lo) if lo is not None and lo > 0 else left
         x_hi = x(hi) if hi is not None else left + plot_w
@@ -147,7 +149,7 @@ def forest(rows: Sequence[dict[str, Any]], width: int = 720) -> str:
         if irr is not None and irr > 0:
             out.append(f'<rect x="{x(irr) - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" '
                        f'fill="#1f4e8c"><title>{irr:.3g}</title></rect>')
-        text = "∞" if irr is None else f"{irr:.3g}"
+        text = "∞" if irr is None else f"{irr:.3g}"  # unbounded: k crashes over 0 expected
         out.append(f'<text x="{left + plot_w + 6}" y="{y + 4:.1f}">{_e(text)}'
                    f'{" " + note if note else ""}</text>')
     for tick in (0.01, 0.1, 0.5, 1, 2, 5, 10, 100, 1000, 10000):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coreepi.model.report import CrashReport
-from coreepi.store import BlobStore, Store
+from coreepi.store import DirectoryBlobStore, Store
 
 __all__ = ["StoredCore", "iter_file", "stored_core"]
 
@@ -41,12 +41,11 @@ class StoredCore:
     gdb_command: str
 
 
-def _blobs(store: Store) -> BlobStore | None:
-    # the Store interface has no file access to blobs yet (get_blob returns
-    # bytes: a 10 GB core must not be read into memory); the embedded store
-    # exposes its BlobStore
-    blobs = getattr(store, "blobs", None)
-    return blobs if isinstance(blobs, BlobStore) else None
+def _blobs(store: Store) -> DirectoryBlobStore | None:
+    # the BlobStore interface has no streaming read yet (get returns bytes: a
+    # 10 GB core must not be read into memory); a directory of blobs has paths
+    blobs = store.blobs
+    return blobs if isinstance(blobs, DirectoryBlobStore) else None
 
 
 def stored_core(store: Store, report: CrashReport) -> StoredCore | None:

@@ -14,7 +14,13 @@ from typing import Any
 from coreepi.model.report import CrashReport
 from coreepi.serve.cores import StoredCore
 from coreepi.serve.findings import Snapshot, group_id
-from coreepi.serve.views import crash_href, group_href, host_href, recommendation
+from coreepi.serve.views import (
+    crash_href,
+    evidence_rows,
+    group_href,
+    host_href,
+    recommendation,
+)
 
 __all__ = ["crash_rows", "crash_view", "host_view"]
 
@@ -53,8 +59,7 @@ def host_view(snap: Snapshot, host_id: str, crashes: list[dict[str, Any]]) -> di
         "host_id": host_id, "facts": facts or {},
         "finding": finding.model_dump(mode="json") if finding else None,
         "verdict": finding.attribution.verdict if finding else None,
-        "evidence": [{"kind": e.kind, "supports": e.supports, "text": e.text}
-                     for e in finding.attribution.evidence] if finding else [],
+        "evidence": evidence_rows(finding.attribution) if finding else [],
         "recommendation": recommendation(finding) if finding else None,
         "top_signatures": [{"name": s.name, "crashes": s.crashes,
                             "href": group_href(group_id("signature", s.name))}

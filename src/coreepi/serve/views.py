@@ -15,12 +15,14 @@ from datetime import date, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from coreepi.epi import Association, GroupFinding, HostFinding
+from coreepi.epi import Association, Attribution, GroupFinding, HostFinding
+from coreepi.reporting.phrases import evidence_text
 from coreepi.serve.findings import Snapshot, group_id
 
 __all__ = [
     "GroupFilter",
     "crash_href",
+    "evidence_rows",
     "group_row",
     "group_href",
     "group_view",
@@ -57,9 +59,10 @@ def status(snap: Snapshot, wanted: int) -> dict[str, Any]:
             "error": snap.error, "ready": snap.findings is not None}
 
 
-def _evidence(att: Any, n: int | None = None) -> list[dict[str, Any]]:
-    return [{"kind": e.kind, "supports": e.supports, "text": e.text}
-            for e in att.evidence[:n]]
+def evidence_rows(att: Attribution, n: int | None = None) -> list[dict[str, Any]]:
+    """An attribution's evidence: its data (JSON) and the sentence
+    :func:`coreepi.reporting.phrases.evidence_text` words it as (``text``)."""
+    return [{**e.model_dump(mode="json"), "text": evidence_text(e)} for e in att.evidence[:n]]
 
 
 def recommendation(host: HostFinding) -> str | None:
@@ -85,7 +88,7 @@ def trigger(group: GroupFinding, fdr_q: float) -> Association | None:
     (q ≤ ``fdr_q``), elevated, environment attributes first, then smallest p."""
     cands = [a for a in group.associations
              if a.q_value is not None and a.q_value <= fdr_q
-             and (a.irr is None or a.irr > 1.0)]
+             and (a.irr_status == "unbounded" or (a.irr is not None and a.irr > 1.0))]
     cands.sort(key=lambda a: (a.attribute_class != "environment",
                               a.p_value if a.p_value is not None else 2.0))
     return cands[0] if cands else None
@@ -102,7 +105,7 @@ def group_row(snap: Snapshot, g: GroupFinding) -> dict[str, Any]:
         "id": gid, "href": group_href(gid), "kind": g.kind, "key": g.key,
         "crashes": g.crashes, "hosts": g.hosts, "rate": g.rate, "rate_lower": g.rate_lower,
         "rate_upper": g.rate_upper, "verdict": g.attribution.verdict,
-        "evidence": ev[0].text if ev else None,
+        "evidence": evidence_text(ev[0]) if ev else None,
         "first_seen": g.first_seen.isoformat() if g.first_seen else None,
         "last_seen": g.last_seen.isoformat() if g.last_seen else None,
         "phenotypes": snap.phenotypes_by_signature.get(g.key, {}) if g.kind == "signature" else {},
@@ -116,8 +119,8 @@ def group_row(snap: Snapshot, g: GroupFinding) -> dict[str, Any]:
 def _host_row(h: HostFinding) -> dict[str, Any]:
     return {"host_id": h.host_id, "href": host_href(h.host_id), "crashes": h.crashes,
             "expected": h.expected, "sir": h.sir, "sir_lower": h.sir_lower,
-            "sir_upper": h.sir_upper, "p_value": h.p_value, "verdict": h.attribution.verdict,
-            "recommendation": recommendation(h), "evidence": _evidence(h.attribution, 4),
+            "sir_upper": h.sir_upper, "sir_status": h.sir_status, "p_value": h.p_value, "verdict": h.attribution.verdict,
+            "recommendation": recommendation(h), "evidence": evidence_rows(h.attribution, 4),
             "hardware_phenotypes": [p.model_dump() for p in h.hardware_phenotypes],
             "distinct_signatures": h.distinct_signatures}
 
@@ -265,7 +268,7 @@ def group_view(snap: Snapshot, gid: str, crashes: list[dict[str, Any]],
     return {
         **group_row(snap, g), "axis": _axis(snap),
         "attribution": {"verdict": g.attribution.verdict, "rule": g.attribution.rule,
-                        "evidence": _evidence(g.attribution)},
+                        "evidence": evidence_rows(g.attribution)},
         "associations": [_assoc(a) for a in sorted(
             g.associations, key=lambda a: (a.p_value if a.p_value is not None else 2.0,
                                            a.attribute, a.value))],

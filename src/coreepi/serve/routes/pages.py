@@ -30,7 +30,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
 from coreepi import __version__
-from coreepi.reporting.summary import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio
+from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio
 from coreepi.serve import charts
 from coreepi.serve.auth import COOKIE, Authenticator, token_from
 from coreepi.serve.cores import stored_core
