@@ -11,10 +11,18 @@ declare -A NEED=(
   [gcc]=gcc [g++]=g++ [gdb]=gdb [readelf]=binutils
   [eu-stack]=elfutils [eu-readelf]=elfutils [eu-unstrip]=elfutils
 )
+# the web UI's browser tests (tests/test_ui_browser.py): installed when root,
+# else the tests skip with a reason (CI runs as root, so it runs them)
+declare -A BROWSER=([chromium]=chromium [chromedriver]=chromium-driver)
 missing=()
 for cmd in "${!NEED[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=("${NEED[$cmd]}")
 done
+if [[ $(id -u) -eq 0 ]]; then
+  for cmd in "${!BROWSER[@]}"; do
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("${BROWSER[$cmd]}")
+  done
+fi
 if ! python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   missing+=(python3 python3-venv)
 fi

@@ -54,7 +54,8 @@ def serve(
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
-    """Run the ingest and query server (HTTP API, /docs, /metrics) over the store."""
+    """Run the server over the store: HTTP API, web UI (prints a one-time login link), /docs,
+    /metrics. Binds to 127.0.0.1 unless --host says otherwise."""
     from dataclasses import replace
 
     from coreepi.errors import StoreError

@@ -1,7 +1,9 @@
-"""serve: the HTTP ingest and query server (``coreepi serve``).
+"""serve: the HTTP ingest and query server and the web UI (``coreepi serve``).
 
 :func:`create_app` builds the FastAPI app over a store; :func:`run` serves it
-with uvicorn. Endpoints (all under ``/api/v1`` except the last three):
+with uvicorn. The web UI's pages (``/``, ``/groups``, ``/hosts``,
+``/crashes/…``, ``/search``; each also as ``.json``) are described in
+``docs/ui.md``. API endpoints (all under ``/api/v1`` except the last three):
 
 =======  ==============================  ======  ==========================================
 method   path                            scope   what
@@ -14,10 +16,13 @@ POST     /heartbeats                     ingest  exposure interval + load + host
 GET      /crashes                        read    summaries; since, until, host_id,
                                                  signature, limit, cursor
 GET      /crashes/{crash_id}             read    the full CrashReport
-GET      /groups                         read    counts by signature and by phenotype
-GET      /hosts                          read    hosts, exposure, crash counts
+GET      /crashes/{crash_id}/core        read    the stored core (zstd), streamed
+GET      /findings                       read    the report (FleetFindings JSON), kept
+                                                 fresh in the background; ?fresh=true
+GET      /groups, /groups/{group_id}     read    groups of the findings; one group
+GET      /hosts, /hosts/{host_id}        read    hosts (attributes, SIR, verdict); one host
 POST/GET/DELETE /tokens                  admin   token management
-GET      /healthz, /metrics, /docs       —       health, Prometheus, OpenAPI
+GET      /healthz, /metrics, /docs       —       health, Prometheus, OpenAPI (offline)
 =======  ==============================  ======  ==========================================
 """
 

@@ -2,10 +2,13 @@
 
 The app holds, on ``app.state``: the store and its gateway (the only way
 handlers reach the store), the config, the token authenticator, the metrics
-registry and the core intake. Routes live in :mod:`coreepi.serve.routes`;
-every refusal is an :class:`~coreepi.serve.errors.ApiError` (or a request
-validation error), answered as ``{"detail", "reason"}`` and counted in
-``coreepi_requests_rejected_total{reason}``.
+registry, the core intake and the findings cache (the report, recomputed in
+the background after writes). Routes live in :mod:`coreepi.serve.routes`
+(``pages`` is the web UI); static assets (CSS, the vendored Swagger UI of
+``/docs``) are served from ``serve/static``. Every refusal is an
+:class:`~coreepi.serve.errors.ApiError` (or a request validation error),
+answered as ``{"detail", "reason"}`` — or, for a page, as an HTML page —
+and counted in ``coreepi_requests_rejected_total{reason}``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -30,22 +35,31 @@ from coreepi.serve.analysis import AnalysisWorker
 from coreepi.serve.auth import Authenticator
 from coreepi.serve.config import ServeConfig
 from coreepi.serve.errors import ApiError
+from coreepi.serve.findings import FindingsCache
 from coreepi.serve.gateway import GroupCommit, StoreGateway
 from coreepi.serve.intake import CoreIntake, accept_heartbeats, accept_reports
 from coreepi.serve.limits import BodyLimit
 from coreepi.serve.metrics import Metrics
-from coreepi.serve.routes import admin, ingest, jobs, ops, query
+from coreepi.serve.routes import admin, ingest, jobs, ops, pages, query
 from coreepi.store import Store
 
 __all__ = ["create_app"]
 
 _CORE_PATH = re.compile(r"^/api/v1/crashes/.*/core$")
+_STATIC = Path(__file__).resolve().parent / "static"
+_NOT_PAGES = ("/api/", "/openapi.json", "/metrics", "/healthz", "/static/")
 _STATUS_REASON = {401: "unauthorized", 403: "forbidden", 404: "not-found",
                   405: "method-not-allowed", 413: "too-large", 415: "unsupported-media-type"}
 
 
 def _is_core_upload(scope: Scope) -> bool:
     return scope.get("method") == "PUT" and bool(_CORE_PATH.match(scope.get("path", "")))
+
+
+def _is_page(request: Request) -> bool:
+    """A request for a page (answered in HTML when refused), not the API."""
+    path = request.url.path
+    return not path.startswith(_NOT_PAGES) and not path.endswith(".json")
 
 
 def _tmp_dir(store: Store, config: ServeConfig) -> Path:
@@ -88,8 +102,15 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     metrics = Metrics()
     wake = threading.Event()  # set when a job is queued here: in-process workers start at once
     intake = CoreIntake(store, config, tmp_dir, wake)
-    workers = [AnalysisWorker(store, config, tmp_dir, on_result=lambda o: metrics.analyses
-                              .labels(o).inc()) for _ in range(config.analysis_jobs)]
+    findings = FindingsCache(store, config.findings_debounce_seconds,
+                             config.findings_max_delay_seconds)
+
+    def analysed(outcome: str) -> None:
+        metrics.analyses.labels(outcome).inc()
+        findings.notify()  # the analysis may have given the crash its signature
+
+    workers = [AnalysisWorker(store, config, tmp_dir, on_result=analysed)
+               for _ in range(config.analysis_jobs)]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -105,9 +126,10 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
             w.close()  # kills analysis children still running (by pid)
         for t in threads:
             t.join(10)
+        findings.close()
 
     app = FastAPI(
-        title="coreepi", version=__version__, lifespan=lifespan,
+        title="coreepi", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
         summary="Core dump epidemiology: ingest crash reports, cores and exposure; query groups.",
         description="Bearer tokens with scopes `ingest`, `read`, `admin` "
         "(`coreepi token create --scope …`). A 2xx on a write means the data is committed.",
@@ -122,6 +144,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     app.state.auth = Authenticator(store, config.token_cache_seconds)
     app.state.metrics = metrics
     app.state.intake = intake
+    app.state.findings = findings
 
     def rejected(reason: str) -> None:
         metrics.rejected.labels(reason).inc()
@@ -130,10 +153,12 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
                        on_reject=rejected)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         reason = exc.reason if isinstance(exc, ApiError) else _STATUS_REASON.get(
             exc.status_code, f"http-{exc.status_code}")
         rejected(reason)
+        if _is_page(request):
+            return pages.html_error(request, exc.status_code, str(exc.detail))
         return JSONResponse({"detail": exc.detail, "reason": reason}, exc.status_code,
                             headers=getattr(exc, "headers", None))
 
@@ -156,10 +181,22 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
             {"detail": message, "reason": reason,
              "errors": jsonable_encoder(errors[:20], exclude={"input", "ctx"})}, 422)
 
+    app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
     app.add_middleware(Timing, metrics=metrics)
 
-    for module in (ingest, query, admin, jobs, ops):
+    for module in (ingest, query, admin, jobs, ops, pages):
         app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=_STATIC), name="static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        """Swagger UI from the package's own copy (works without internet)."""
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json", title="coreepi API",
+            swagger_js_url="/static/swagger/swagger-ui-bundle.js",
+            swagger_css_url="/static/swagger/swagger-ui.css",
+            swagger_favicon_url="/static/favicon.svg")
+
     _document_crash_report(app)
     return app
 

@@ -11,6 +11,14 @@ query endpoints), ``admin`` (tokens; implies both others). An ingest token
 cannot read and a read token cannot ingest. No or unknown token: 401; a
 token without the scope: 403.
 
+People use the pages with a cookie (``coreepi_session``, HttpOnly,
+SameSite=Strict) holding a read token: either one they typed into the login
+form (checked against the token table on every request, so revoking it logs
+them out), or a session made by redeeming the one-time login code that
+``coreepi serve`` prints (kept in memory only: it ends with the process).
+The cookie is honoured for ``read`` only — never for writes — so a forged
+cross-site request can change nothing.
+
 :func:`create_token`, :func:`list_tokens` and :func:`revoke_token` are what
 ``coreepi token …`` and the admin endpoints call.
 """
@@ -31,8 +39,10 @@ from coreepi.serve.errors import ApiError
 from coreepi.store import ApiToken, Store
 
 __all__ = [
+    "COOKIE",
     "SCOPES",
     "Authenticator",
+    "token_from",
     "create_token",
     "hash_token",
     "list_tokens",
@@ -42,6 +52,8 @@ __all__ = [
 
 SCOPES = ("ingest", "read", "admin")
 TOKEN_PREFIX = "cep_"
+SESSION_PREFIX = "ces_"
+COOKIE = "coreepi_session"
 
 
 def hash_token(token: str) -> str:
@@ -89,8 +101,31 @@ class Authenticator:
         self.store = store
         self.cache_seconds = cache_seconds
         self._by_hash: dict[str, ApiToken] = {}
+        self._sessions: dict[str, ApiToken] = {}
+        self._login_codes: set[str] = set()
         self._loaded_at = float("-inf")
         self._lock = threading.Lock()
+
+    def login_code(self) -> str:
+        """A one-time code for ``/login?code=…`` (as Jupyter's token URL):
+        redeemed once for a read session; kept in memory only."""
+        code = secrets.token_urlsafe(24)
+        with self._lock:
+            self._login_codes.add(hash_token(code))
+        return code
+
+    def redeem(self, code: str) -> str | None:
+        """A new session token (read scope) for an unused login code, else None."""
+        digest = hash_token(code)
+        with self._lock:
+            if digest not in self._login_codes:
+                return None
+            self._login_codes.discard(digest)
+            session = SESSION_PREFIX + secrets.token_urlsafe(32)
+            self._sessions[hash_token(session)] = ApiToken(
+                token_id=secrets.token_hex(6), name="login-session", scopes=("read",),
+                token_sha256=hash_token(session), created_at=datetime.now(UTC))
+        return session
 
     def stale(self) -> bool:
         return time.monotonic() - self._loaded_at > self.cache_seconds
@@ -119,10 +154,19 @@ class Authenticator:
                            challenge)
         digest = hash_token(token)
         with self._lock:
-            found = self._by_hash.get(digest)
+            found = self._by_hash.get(digest) or self._sessions.get(digest)
         if found is None or not hmac.compare_digest(found.token_sha256, digest):
             raise ApiError(401, "unknown or revoked token", "unauthorized", challenge)
         return found
+
+
+def token_from(request: Request, scope: str) -> str | None:
+    """The request's ``Authorization`` header; for the read scope, without
+    one, the session cookie as a bearer header."""
+    header = request.headers.get("authorization")
+    if header is None and scope == "read" and (cookie := request.cookies.get(COOKIE)):
+        return f"Bearer {cookie}"
+    return header
 
 
 def require(scope: str) -> Callable[[Request], Awaitable[ApiToken]]:
@@ -136,7 +180,7 @@ def require(scope: str) -> Callable[[Request], Awaitable[ApiToken]]:
         auth: Authenticator = state.auth
         if auth.stale():
             await state.gateway.read(auth.refresh)
-        token = auth.lookup(request.headers.get("authorization"))
+        token = auth.lookup(token_from(request, scope))
         if scope not in token.scopes and "admin" not in token.scopes:
             raise ApiError(403, f"this token ({token.name}) lacks the {scope!r} scope "
                            f"(it has: {', '.join(token.scopes)})", "forbidden")

@@ -42,6 +42,9 @@ class ServeConfig:
     ``token_cache_seconds``: how long the token table is cached in memory
     (revocations through the API take effect at once).
     ``metrics_public``: serve ``/metrics`` without a token (Prometheus scrapers).
+    ``findings_debounce_seconds`` / ``findings_max_delay_seconds``: the report
+    (findings) is recomputed once writes have been quiet this long, and at
+    the latest this long after the first write it has not seen.
     """
 
     max_body_bytes: int = 16 * MiB
@@ -58,3 +61,5 @@ class ServeConfig:
     token_cache_seconds: float = 5.0
     metrics_public: bool = True
     store_threads: int = 16
+    findings_debounce_seconds: float = 2.0
+    findings_max_delay_seconds: float = 30.0

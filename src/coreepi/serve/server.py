@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from coreepi.serve.config import ServeConfig
 
-__all__ = ["run"]
+__all__ = ["login_url", "run"]
+
+
+def login_url(host: str, port: int, code: str) -> str:
+    """The URL that logs a browser in with a one-time ``code`` (IPv6 hosts bracketed)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/login?code={code}"
 
 
 def run(location: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: int = 8080,
@@ -15,7 +24,9 @@ def run(location: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: 
     """Open the store at ``location`` (see :func:`coreepi.store.open_store`;
     a data dir makes this process its one writer, a PostgreSQL URL lets
     replicas share it) with its blobs at ``blobs``, and serve until
-    interrupted. Raises :class:`coreepi.errors.StoreError` when the store
+    interrupted. Prints, on stderr, the web UI's login URL with a one-time
+    code (as Jupyter does): opening it sets a read-scope session cookie.
+    Raises :class:`coreepi.errors.StoreError` when the store
     cannot be opened (in use by another process, unreachable)."""
     import uvicorn
 
@@ -24,5 +35,9 @@ def run(location: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: 
 
     with open_store(location, blobs=blobs) as store:
         app = create_app(store, config)
+        code = app.state.auth.login_code()
+        sys.stderr.write("coreepi: web UI — open this link once to log in (it works one time):\n"
+                         f"    {login_url(host, port, code)}\n")
+        sys.stderr.flush()
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
                     timeout_graceful_shutdown=30)

@@ -101,6 +101,7 @@ async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAc
         response.status_code = 200
     else:
         state.metrics.crashes_ingested.labels(str(report.source)).inc()
+        state.findings.notify()
     return CrashAccepted(crash_id=report.crash_id, status=str(outcome))
 
 
@@ -161,6 +162,7 @@ async def put_core(crash_id: str, request: Request, response: Response,
         response.status_code = 200
         m.cores_received.labels("duplicate").inc()
     else:
+        state.findings.notify()  # central analysis may have given it a signature
         m.cores_received.labels("stored").inc()
         m.core_bytes.inc(size)
     return CoreAccepted(crash_id=crash_id, status="stored" if result.outcome is Outcome.CREATED
@@ -185,4 +187,6 @@ async def post_heartbeat(hb: Heartbeat, request: Request, response: Response,
     state.metrics.heartbeats.labels(str(outcome)).inc()
     if outcome is Outcome.DUPLICATE:
         response.status_code = 200
+    else:
+        state.findings.notify()
     return HeartbeatAccepted(host_id=hb.host_id, status=str(outcome))

@@ -1,4 +1,7 @@
-"""Read endpoints (scope ``read``): crashes, one report, groups, hosts."""
+"""Read endpoints (scope ``read``): crashes, one report, its core, the findings, groups, hosts.
+
+Groups and hosts come from the findings snapshot (:mod:`coreepi.serve.findings`),
+never from a scan of the crash table per request."""
 
 from __future__ import annotations
 
@@ -9,12 +12,16 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
 
 from coreepi.model.fleet import parse_utc
 from coreepi.serve.auth import require
+from coreepi.serve.cores import iter_file, stored_core
 from coreepi.serve.errors import ApiError
 from coreepi.serve.routes.ingest import checked_crash_id
-from coreepi.serve.summaries import group_counts, host_rows
+from coreepi.epi import FleetFindings
+from coreepi.serve.findings import FindingsCache, Snapshot
+from coreepi.serve.views import group_row, status
 from coreepi.store import ApiToken
 
 router = APIRouter(prefix="/api/v1", tags=["read"])
@@ -71,6 +78,27 @@ async def list_crashes(
             "next_cursor": encode_cursor(last["ingested_at"], last["crash_id"]) if last else None}
 
 
+@router.get("/crashes/{crash_id}/core", response_class=StreamingResponse, responses={
+    200: {"content": {"application/zstd": {}}, "description": "the stored core, compressed"},
+    404: {"description": "unknown crash, or no core stored"}})
+async def get_core(crash_id: str, request: Request, _: Read) -> StreamingResponse:
+    """The crash's stored core as it lies in the blob store (zstd; gzip/xz/bzip2
+    when it arrived so), streamed; ``X-Gdb-Command`` tells how to open it."""
+    checked_crash_id(crash_id)
+    state = request.app.state
+    report = await state.gateway.read(state.store.get_report, crash_id)
+    if report is None:
+        raise ApiError(404, f"unknown crash {crash_id}", "not-found")
+    core = await state.gateway.read(stored_core, state.store, report)
+    if core is None:
+        why = report.core.dropped_reason or "no core stored for this crash"
+        raise ApiError(404, f"crash {crash_id}: {why}", "not-found")
+    return StreamingResponse(iter_file(core.path), media_type=core.media_type, headers={
+        "Content-Length": str(core.size),
+        "Content-Disposition": f'attachment; filename="{core.filename}"',
+        "X-Gdb-Command": core.gdb_command})
+
+
 @router.get("/crashes/{crash_id:path}", responses={404: {"description": "unknown crash"}})
 async def get_crash(crash_id: str, request: Request, _: Read) -> Response:
     """The full CrashReport JSON of one crash."""
@@ -82,23 +110,102 @@ async def get_crash(crash_id: str, request: Request, _: Read) -> Response:
     return Response(report.model_dump_json(), media_type="application/json")
 
 
+FIRST_WAIT = 30.0
+"""Seconds a read waits for the server's first findings refresh."""
+
+
+async def snapshot(request: Request, fresh: bool = False) -> Snapshot:
+    """The findings snapshot; ``fresh``: wait (up to ``FRESH_WAIT`` s) until it
+    covers every write committed before this request."""
+    cache: FindingsCache = request.app.state.findings
+    if fresh:
+        cache.start()
+        return await request.app.state.gateway.read(cache.wait_covering, cache.wanted,
+                                                    FRESH_WAIT)
+    return await request.app.state.gateway.read(cache.current, FIRST_WAIT)
+
+
+FRESH_WAIT = 120.0
+Fresh = Annotated[bool, Query(description="wait until the findings include every write "
+                              "accepted before this request")]
+
+
+def _ready(snap: Snapshot) -> FleetFindings:
+    if snap.findings is None:
+        raise ApiError(503, "the findings are not computed yet"
+                       + (f" (last refresh failed: {snap.error})" if snap.error else ""),
+                       "not-ready", {"Retry-After": "5"})
+    return snap.findings
+
+
+@router.get("/findings", responses={503: {"description": "first refresh not done yet"}})
+async def findings(request: Request, _: Read, fresh: Fresh = False) -> Response:
+    """The report (FleetFindings JSON, as ``coreepi report --format json``),
+    computed in the background after new data arrives. Headers:
+    ``X-Findings-Computed-At``, ``X-Findings-Stale`` (data arrived since)."""
+    snap = await snapshot(request, fresh)
+    _ready(snap)
+    state = status(snap, request.app.state.findings.wanted)
+    return Response(snap.findings_json, media_type="application/json", headers={
+        "X-Findings-Computed-At": state["computed_at"] or "",
+        "X-Findings-Stale": "true" if state["stale"] else "false"})
+
+
 @router.get("/groups")
-async def groups(
-    request: Request, _: Read,
-    since: Annotated[str | None, Query(description="ISO-8601")] = None,
-    until: Annotated[str | None, Query(description="ISO-8601")] = None,
-) -> dict[str, Any]:
-    """Crash counts (and distinct hosts) by signature and by phenotype over [since, until)."""
-    state = request.app.state
-    start, end = _time("since", since), _time("until", until)
-    frame = await state.gateway.read(state.store.crash_frame, start, end)
-    return {"since": start.isoformat() if start else None,
-            "until": end.isoformat() if end else None, **group_counts(frame)}
+async def groups(request: Request, _: Read, fresh: Fresh = False) -> dict[str, Any]:
+    """Signature and phenotype groups of the findings: id, crashes, hosts,
+    rate with CI, verdict, first/last seen (detail: ``/groups/{group_id}``)."""
+    snap = await snapshot(request, fresh)
+    f = _ready(snap)
+    rows = [{k: v for k, v in group_row(snap, g).items() if k not in ("curve",)}
+            for g in f.groups]
+    return {"findings": status(snap, request.app.state.findings.wanted),
+            "window": f.window.model_dump(mode="json"), "groups": rows}
+
+
+@router.get("/groups/{group_id}", responses={404: {"description": "unknown group"}})
+async def group(group_id: str, request: Request, _: Read) -> dict[str, Any]:
+    """One group's finding (GroupFinding JSON) with its id."""
+    snap = await snapshot(request)
+    _ready(snap)
+    g = snap.groups.get(group_id)
+    if g is None:
+        raise ApiError(404, f"unknown group {group_id[:80]!r}", "not-found")
+    return {"id": group_id, **g.model_dump(mode="json"),
+            "phenotypes": snap.phenotypes_by_signature.get(g.key, {})
+            if g.kind == "signature" else {}}
 
 
 @router.get("/hosts")
-async def hosts(request: Request, _: Read) -> dict[str, Any]:
-    """Every known host: attributes, exposure (seconds, last seen), crash count."""
-    state = request.app.state
-    rows = await state.gateway.read(host_rows, state.store)
-    return {"hosts": rows}
+async def hosts(request: Request, _: Read, fresh: Fresh = False) -> dict[str, Any]:
+    """Every host with attributes or in the findings: attributes, and for the
+    reported hosts (suspects first) crashes, node-days, SIR and verdict
+    (null for the others, and for all while the findings are not computed)."""
+    snap = await snapshot(request, fresh)
+    ids = sorted(set(snap.host_facts) | set(snap.hosts))
+    out = []
+    for hid in ids:
+        h = snap.hosts.get(hid)
+        out.append({"host_id": hid, "attributes": snap.host_facts.get(hid, {}),
+                    "crashes": h.crashes if h else None, "node_days": h.node_days if h else None,
+                    "sir": h.sir if h else None,
+                    "verdict": h.attribution.verdict if h else None})
+    f = snap.findings
+    return {"findings": status(snap, request.app.state.findings.wanted),
+            "window": f.window.model_dump(mode="json") if f else None, "hosts": out}
+
+
+@router.get("/hosts/{host_id:path}", responses={404: {"description": "unknown host"}})
+async def host(host_id: str, request: Request, _: Read) -> dict[str, Any]:
+    """One host: attributes, its finding (HostFinding JSON; null when the
+    findings do not report it) and its telemetry events in the window."""
+    snap = await snapshot(request)
+    h = snap.hosts.get(host_id)
+    facts = snap.host_facts.get(host_id)
+    if h is None and facts is None:
+        raise ApiError(404, f"unknown host {host_id[:200]!r}", "not-found")
+    return {"host_id": host_id, "attributes": facts or {},
+            "finding": h.model_dump(mode="json") if h else None,
+            "telemetry": [{"ts": t.ts.isoformat(), "kind": t.kind, "summary": t.summary,
+                           "hardware_indicative": t.hardware}
+                          for t in snap.telemetry.get(host_id, [])]}

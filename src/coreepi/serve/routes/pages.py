@@ -1,0 +1,318 @@
+"""The web UI: server-rendered pages (Jinja2), each also JSON at ``URL.json``.
+
+=================================  =============================================
+page                               what
+=================================  =============================================
+``/``                              overview: the answer first
+``/groups``                        signature groups; filters in the URL
+``/groups/{group_id}``             one group (``?cursor=`` pages its crashes)
+``/hosts``, ``/hosts/{host_id}``   reported hosts; one host
+``/crashes/{crash_id}``            one crash, its core and the gdb command
+``/search``                        signature, phenotype, host, attribute, time
+``/login``, ``/logout``            the session cookie (read scope)
+=================================  =============================================
+
+Pages need a read token: the session cookie (people) or an ``Authorization:
+Bearer`` header (scripts, tests). Without one an HTML page redirects to the
+login form and a ``.json`` page answers 401. Handlers are thin: the data
+comes from :mod:`coreepi.serve.views` / :mod:`coreepi.serve.itemviews`.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+
+from coreepi import __version__
+from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio
+from coreepi.serve import charts
+from coreepi.serve.auth import COOKIE, Authenticator, token_from
+from coreepi.serve.cores import stored_core
+from coreepi.serve.errors import ApiError
+from coreepi.serve.findings import FindingsCache, Snapshot
+from coreepi.serve.itemviews import crash_rows, crash_view, host_view
+from coreepi.serve.routes.query import FIRST_WAIT, decode_cursor, encode_cursor
+from coreepi.serve.views import (
+    SORTS,
+    GroupFilter,
+    crash_href,
+    group_view,
+    groups_view,
+    host_href,
+    hosts_view,
+    overview_view,
+    status,
+)
+
+router = APIRouter(include_in_schema=False)
+_SPARKS: dict[tuple[Any, ...], str] = {}
+
+
+def group_spark(row: dict[str, Any], axis: dict[str, str]) -> str:
+    """A group row's sparkline, drawn once per group state (a group's curve
+    changes only when its crash count or last crash does)."""
+    key = (row["id"], row["crashes"], row["last_seen"], axis["first"], axis["last"])
+    svg = _SPARKS.get(key)
+    if svg is None:
+        if len(_SPARKS) > 20_000:  # old refreshes' entries: start over
+            _SPARKS.clear()
+        svg = _SPARKS[key] = charts.sparkline(row["curve"], axis["first"], axis["last"])
+    return svg
+
+
+TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
+TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlencode,
+                             spark=group_spark)
+TEMPLATES.env.filters.update(rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]), n=fmt_n, p=fmt_p,
+                             q=fmt_q, ratio=lambda r: fmt_ratio(*r))
+PAGE_CRASHES = 50
+HOST_CRASHES = 500
+VERDICTS = ("hardware-suspect", "environment-triggered", "software", "undetermined")
+
+
+class LoginRequired(Exception):
+    """A page asked for without a read token: redirect to the login form."""
+
+    def __init__(self, next_url: str) -> None:
+        self.next_url = next_url
+
+
+async def _authorize(request: Request, as_json: bool) -> None:
+    auth: Authenticator = request.app.state.auth
+    if auth.stale():
+        await request.app.state.gateway.read(auth.refresh)
+    try:
+        token = auth.lookup(token_from(request, "read"))
+    except ApiError:
+        if as_json:
+            raise
+        raise LoginRequired(request.url.path + (f"?{request.url.query}" if request.url.query
+                                                else "")) from None
+    if "read" not in token.scopes and "admin" not in token.scopes:
+        raise ApiError(403, f"this token ({token.name}) lacks the 'read' scope", "forbidden")
+
+
+async def _snapshot(request: Request) -> tuple[Snapshot, dict[str, Any]]:
+    cache: FindingsCache = request.app.state.findings
+    snap = await request.app.state.gateway.read(cache.current, FIRST_WAIT)
+    return snap, status(snap, cache.wanted)
+
+
+def _split(name: str) -> tuple[str, bool]:
+    return (name[:-5], True) if name.endswith(".json") else (name, False)
+
+
+async def _page(request: Request, template: str, data: dict[str, Any] | None, as_json: bool,
+                title: str, snap_status: dict[str, Any] | None = None,
+                **extra: Any) -> Response:
+    """``data`` as JSON (``.json``) or rendered into ``template``; None: 404."""
+    if data is None:
+        raise ApiError(404, f"not found: {request.url.path}", "not-found")
+    if as_json:
+        return JSONResponse({**data, "findings": snap_status} if snap_status else data)
+    return TEMPLATES.TemplateResponse(request, template, {
+        "data": data, "title": title, "findings": snap_status, "path": request.url.path,
+        "query": request.url.query, **extra})
+
+
+def _day(name: str, value: str | None) -> date | None:
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError:
+        raise ApiError(400, f"{name}: not a date (YYYY-MM-DD): {value[:40]!r}",
+                       "invalid-query") from None
+
+
+def _filter(request: Request) -> GroupFilter:
+    q = request.query_params
+    sort = q.get("sort") or "rate"
+    if sort not in SORTS:
+        raise ApiError(400, f"sort: one of {', '.join(SORTS)}, not {sort[:40]!r}", "invalid-query")
+    verdict = q.get("verdict") or None
+    if verdict is not None and verdict not in VERDICTS:
+        raise ApiError(400, f"verdict: one of {', '.join(VERDICTS)}", "invalid-query")
+    return GroupFilter(verdict=verdict, phenotype=q.get("phenotype") or None,
+                       attr=q.get("attr") or None, since=_day("since", q.get("since")),
+                       until=_day("until", q.get("until")), q=q.get("q") or None, sort=sort,
+                       desc=q.get("desc", "1") != "0")
+
+
+@router.get("/")
+@router.get("/index.json")
+async def overview(request: Request) -> Response:
+    as_json = request.url.path.endswith(".json")
+    await _authorize(request, as_json)
+    snap, st = await _snapshot(request)
+    return await _page(request, "overview.html", overview_view(snap), as_json, "Overview", st)
+
+
+@router.get("/groups")
+@router.get("/groups.json")
+async def groups(request: Request) -> Response:
+    as_json = request.url.path.endswith(".json")
+    await _authorize(request, as_json)
+    flt = _filter(request)
+    snap, st = await _snapshot(request)
+    return await _page(request, "groups.html", groups_view(snap, flt), as_json, "Groups", st,
+                       flt=flt, verdicts=VERDICTS, sorts=SORTS)
+
+
+@router.get("/groups/{name}")
+async def group(name: str, request: Request) -> Response:
+    gid, as_json = _split(name)
+    await _authorize(request, as_json)
+    snap, st = await _snapshot(request)
+    g = snap.groups.get(gid)
+    rows: list[dict[str, Any]] = []
+    nxt = None
+    if g is not None and g.kind == "signature":
+        cursor = request.query_params.get("cursor")
+        state = request.app.state
+        raw = await state.gateway.read(state.store.list_crashes, signature=g.key,
+                                       limit=PAGE_CRASHES,
+                                       after=decode_cursor(cursor) if cursor else None)
+        rows = crash_rows(raw)
+        if len(raw) == PAGE_CRASHES:
+            nxt = encode_cursor(raw[-1]["ingested_at"], raw[-1]["crash_id"])
+    data = group_view(snap, gid, rows, nxt)
+    title = f"Group {g.key}" if g else "Group"
+    return await _page(request, "group.html", data, as_json, title, st)
+
+
+@router.get("/hosts")
+@router.get("/hosts.json")
+async def hosts(request: Request) -> Response:
+    as_json = request.url.path.endswith(".json")
+    await _authorize(request, as_json)
+    snap, st = await _snapshot(request)
+    return await _page(request, "hosts.html", hosts_view(snap), as_json, "Hosts", st)
+
+
+@router.get("/hosts/{name:path}")
+async def host(name: str, request: Request) -> Response:
+    host_id, as_json = _split(name)
+    await _authorize(request, as_json)
+    snap, st = await _snapshot(request)
+    state = request.app.state
+    rows = await state.gateway.read(state.store.list_crashes, host_id=host_id,
+                                    limit=HOST_CRASHES)
+    return await _page(request, "host.html", host_view(snap, host_id, rows), as_json,
+                       f"Host {host_id}", st)
+
+
+@router.get("/crashes/{name}")
+async def crash(name: str, request: Request) -> Response:
+    crash_id, as_json = _split(name)
+    await _authorize(request, as_json)
+    state = request.app.state
+    report = await state.gateway.read(state.store.get_report, crash_id)
+    data = None
+    if report is not None:
+        core = await state.gateway.read(stored_core, state.store, report)
+        data = crash_view(report, core)
+    return await _page(request, "crash.html", data, as_json, f"Crash {crash_id[:12]}")
+
+
+@router.get("/search")
+@router.get("/search.json")
+async def search(request: Request) -> Response:
+    """Groups by signature substring (``q``), phenotype, attribute value and
+    time; hosts by id substring (``host``); a crash by its id (``q``)."""
+    as_json = request.url.path.endswith(".json")
+    await _authorize(request, as_json)
+    flt = _filter(request)
+    host_q = (request.query_params.get("host") or "").strip()
+    snap, st = await _snapshot(request)
+    asked = any((flt.q, flt.phenotype, flt.attr, flt.since, flt.until, flt.verdict, host_q))
+    data: dict[str, Any] = {"asked": asked, "filter": {**flt.params(), "host": host_q}}
+    if asked:
+        found = groups_view(snap, flt, limit=100)
+        data["groups"] = found.get("rows", [])
+        data["groups_total"] = found.get("total", 0)
+        ids = sorted(set(snap.host_facts) | set(snap.hosts))
+        data["hosts"] = [{"host_id": h, "href": host_href(h)} for h in ids
+                         if host_q and host_q.lower() in h.lower()][:100]
+        data["crash"] = None
+        maybe_id = (flt.q or "").strip()
+        if maybe_id and len(maybe_id) <= 128 and " " not in maybe_id:
+            report = await request.app.state.gateway.read(request.app.state.store.get_report,
+                                                          maybe_id)
+            data["crash"] = crash_href(maybe_id) if report else None
+    return await _page(request, "search.html", data, as_json, "Search", st, flt=flt,
+                       verdicts=VERDICTS)
+
+
+def _local(url: str | None) -> str:
+    """Only a path on this server (no ``//host`` or scheme): no open redirect."""
+    if not url or not url.startswith("/") or url.startswith("//") or "\\" in url:
+        return "/"
+    return url
+
+
+def _with_cookie(request: Request, token: str, next_url: str) -> RedirectResponse:
+    out = RedirectResponse(_local(next_url), status_code=303)
+    out.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
+                   secure=request.url.scheme == "https")
+    return out
+
+
+@router.get("/login")
+async def login_form(request: Request) -> Response:
+    """The login form; ``?code=`` redeems the one-time code ``coreepi serve`` printed."""
+    code = request.query_params.get("code")
+    next_url = _local(request.query_params.get("next"))
+    if code:
+        session = request.app.state.auth.redeem(code)
+        if session is not None:
+            return _with_cookie(request, session, next_url)
+    return TEMPLATES.TemplateResponse(request, "login.html", {
+        "title": "Log in", "next": next_url, "findings": None, "path": "/login", "query": "",
+        "error": "that login link was used already or is not from this server; paste a read "
+                 "token instead" if code else None}, status_code=401 if code else 200)
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    """Check the pasted read token; set it as the session cookie."""
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    token = (form.get("token") or [""])[0].strip()
+    next_url = _local((form.get("next") or ["/"])[0])
+    auth: Authenticator = request.app.state.auth
+    await request.app.state.gateway.read(auth.refresh)
+    try:
+        found = auth.lookup(f"Bearer {token}")
+        ok = "read" in found.scopes or "admin" in found.scopes
+    except ApiError:
+        ok = False
+    if not ok:
+        return TEMPLATES.TemplateResponse(request, "login.html", {
+            "title": "Log in", "next": next_url, "findings": None, "path": "/login",
+            "query": "", "error": "unknown or revoked token, or one without the read scope"},
+            status_code=401)
+    return _with_cookie(request, token, next_url)
+
+
+@router.post("/logout")
+async def logout() -> Response:
+    out = RedirectResponse("/login", status_code=303)
+    out.delete_cookie(COOKIE, path="/")
+    return out
+
+
+def login_redirect(request: Request, exc: LoginRequired) -> Response:
+    return RedirectResponse("/login?" + urlencode({"next": exc.next_url}), status_code=303)
+
+
+def html_error(request: Request, status_code: int, detail: str) -> HTMLResponse:
+    """An error as a page (for browsers) — same base template, a link home."""
+    return TEMPLATES.TemplateResponse(request, "error.html", {
+        "title": f"{status_code}", "detail": detail, "status": status_code, "findings": None,
+        "path": request.url.path, "query": ""}, status_code=status_code)

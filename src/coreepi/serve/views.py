@@ -1,0 +1,290 @@
+"""The fleet pages' data: overview, groups, one group, hosts — from the findings snapshot.
+
+Each ``*_view`` returns a JSON-ready dict: what ``/PAGE.json`` answers and
+what the page's template renders (charts are drawn from the same dict). The
+views read the :class:`~coreepi.serve.findings.Snapshot` only; the group
+page's crash list is one indexed store read, passed in by the route.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+from urllib.parse import quote
+
+from coreepi.epi import Association, Attribution, GroupFinding, HostFinding
+from coreepi.reporting.phrases import evidence_text
+from coreepi.serve.findings import Snapshot, group_id
+
+__all__ = [
+    "GroupFilter",
+    "crash_href",
+    "evidence_rows",
+    "group_row",
+    "group_href",
+    "group_view",
+    "groups_view",
+    "host_href",
+    "hosts_view",
+    "overview_view",
+    "recommendation",
+    "status",
+    "trigger",
+]
+
+TOP_SOFTWARE = 10
+SORTS = ("rate", "crashes", "hosts", "first_seen", "last_seen", "signature")
+
+
+def group_href(gid: str) -> str:
+    return f"/groups/{gid}"
+
+
+def host_href(host_id: str) -> str:
+    return f"/hosts/{quote(host_id, safe='')}"
+
+
+def crash_href(crash_id: str) -> str:
+    return f"/crashes/{quote(crash_id, safe='')}"
+
+
+def status(snap: Snapshot, wanted: int) -> dict[str, Any]:
+    """How fresh the findings are: ``computed_at``, ``seconds`` (cost of the
+    refresh), ``stale`` (data arrived since), ``error`` (last refresh failed)."""
+    return {"computed_at": snap.computed_at.isoformat() if snap.computed_at else None,
+            "seconds": round(snap.seconds, 3), "stale": snap.covers < wanted,
+            "error": snap.error, "ready": snap.findings is not None}
+
+
+def evidence_rows(att: Attribution, n: int | None = None) -> list[dict[str, Any]]:
+    """An attribution's evidence: its data (JSON) and the sentence
+    :func:`coreepi.reporting.phrases.evidence_text` words it as (``text``)."""
+    return [{**e.model_dump(mode="json"), "text": evidence_text(e)} for e in att.evidence[:n]]
+
+
+def recommendation(host: HostFinding) -> str | None:
+    """What to do with a host, from its verdict. A hardware-suspect host is
+    drained at once; "replace" only when the machine itself confirms it
+    (hardware-indicative telemetry before its crashes: MCE, EDAC, Xid, AER),
+    else the part is tested first. An environment-triggered host: check its
+    configuration. Others: none."""
+    verdict = host.attribution.verdict
+    if verdict == "hardware-suspect":
+        tel = host.telemetry
+        if tel is not None and tel.hardware_events:
+            return (f"replace: drain now; {tel.hardware_events} hardware event(s) "
+                    "(MCE/EDAC/Xid/AER) preceded its crashes")
+        return "drain: take it out of service and run the vendor's diagnostics"
+    if verdict == "environment-triggered":
+        return "check its configuration (kernel, firmware, version) against the fleet"
+    return None
+
+
+def trigger(group: GroupFinding, fdr_q: float) -> Association | None:
+    """The attribute value that most raises a group's rate: significant
+    (q ≤ ``fdr_q``), elevated, environment attributes first, then smallest p."""
+    cands = [a for a in group.associations
+             if a.q_value is not None and a.q_value <= fdr_q
+             and (a.irr_status == "unbounded" or (a.irr is not None and a.irr > 1.0))]
+    cands.sort(key=lambda a: (a.attribute_class != "environment",
+                              a.p_value if a.p_value is not None else 2.0))
+    return cands[0] if cands else None
+
+
+def _assoc(a: Association) -> dict[str, Any]:
+    return {**a.model_dump(mode="json"), "label": f"{a.attribute}={a.value}"}
+
+
+def group_row(snap: Snapshot, g: GroupFinding) -> dict[str, Any]:
+    gid = group_id(g.kind, g.key)
+    ev = g.attribution.evidence
+    return {
+        "id": gid, "href": group_href(gid), "kind": g.kind, "key": g.key,
+        "crashes": g.crashes, "hosts": g.hosts, "rate": g.rate, "rate_lower": g.rate_lower,
+        "rate_upper": g.rate_upper, "verdict": g.attribution.verdict,
+        "evidence": evidence_text(ev[0]) if ev else None,
+        "first_seen": g.first_seen.isoformat() if g.first_seen else None,
+        "last_seen": g.last_seen.isoformat() if g.last_seen else None,
+        "phenotypes": snap.phenotypes_by_signature.get(g.key, {}) if g.kind == "signature" else {},
+        "curve": [p.model_dump(mode="json") for p in g.epidemic_curve],
+        "top_host": g.concentration.top_host,
+        "top_host_href": host_href(g.concentration.top_host) if g.concentration.top_host else None,
+        "top_host_share": g.concentration.top_host_share,
+    }
+
+
+def _host_row(h: HostFinding) -> dict[str, Any]:
+    return {"host_id": h.host_id, "href": host_href(h.host_id), "crashes": h.crashes,
+            "expected": h.expected, "sir": h.sir, "sir_lower": h.sir_lower,
+            "sir_upper": h.sir_upper, "sir_status": h.sir_status, "p_value": h.p_value, "verdict": h.attribution.verdict,
+            "recommendation": recommendation(h), "evidence": evidence_rows(h.attribution, 4),
+            "hardware_phenotypes": [p.model_dump() for p in h.hardware_phenotypes],
+            "distinct_signatures": h.distinct_signatures}
+
+
+def _axis(snap: Snapshot) -> dict[str, str]:
+    f = snap.findings
+    assert f is not None
+    first = f.window.since.date()
+    last = max(first, (f.window.until - timedelta(microseconds=1)).date())
+    return {"first": first.isoformat(), "last": last.isoformat()}
+
+
+def overview_view(snap: Snapshot) -> dict[str, Any]:
+    """The answer first: hardware-suspect hosts (with a recommendation),
+    environment-triggered groups (with their trigger), top software groups
+    by rate, fleet incidence with its CI and epidemic curve."""
+    f = snap.findings
+    if f is None:
+        return {"ready": False}
+    fdr_q = float(f.config.get("fdr_q", 0.05))
+    sig = [g for g in f.groups if g.kind == "signature"]
+    env = []
+    for g in sig:
+        if g.attribution.verdict == "environment-triggered":
+            t = trigger(g, fdr_q)
+            env.append({**group_row(snap, g), "trigger": _assoc(t) if t else None})
+    software = sorted((g for g in sig if g.attribution.verdict == "software"),
+                      key=lambda g: (-g.crashes, g.key))[:TOP_SOFTWARE]
+    hw_groups = [g for g in sig if g.attribution.verdict == "hardware-suspect"]
+    return {
+        "ready": True,
+        "window": f.window.model_dump(mode="json"),
+        "rate_per": f.config.get("rate_per", 1000),
+        "axis": _axis(snap),
+        "fleet_curve": snap.fleet_curve,
+        "hardware_hosts": [_host_row(h) for h in f.hosts
+                           if h.attribution.verdict == "hardware-suspect"],
+        "environment_groups": env,
+        "hardware_groups": [group_row(snap, g) for g in hw_groups],
+        "software_groups": [group_row(snap, g) for g in software],
+        "notes": f.notes,
+    }
+
+
+@dataclass(frozen=True)
+class GroupFilter:
+    """The groups page's state, all in the URL: ``verdict``, ``phenotype``,
+    ``attr`` (``name=value``: groups with crashes at that value), ``since`` /
+    ``until`` (UTC days, ``until`` exclusive: groups with crashes then),
+    ``q`` (signature substring, case-insensitive), ``sort`` / ``desc``."""
+
+    verdict: str | None = None
+    phenotype: str | None = None
+    attr: str | None = None
+    since: date | None = None
+    until: date | None = None
+    q: str | None = None
+    sort: str = "rate"
+    desc: bool = True
+
+    def params(self, **change: Any) -> dict[str, str]:
+        """The URL query of this state with ``change`` applied (None drops a key)."""
+        out = {k: getattr(self, k) for k in ("verdict", "phenotype", "attr", "since", "until",
+                                             "q", "sort")}
+        out["desc"] = "1" if self.desc else "0"
+        out.update(change)
+        return {k: str(v) for k, v in out.items() if v not in (None, "")}
+
+
+def _matches(snap: Snapshot, g: GroupFinding, flt: GroupFilter, skip: str = "") -> bool:
+    if flt.verdict and skip != "verdict" and g.attribution.verdict != flt.verdict:
+        return False
+    if flt.phenotype and skip != "phenotype" and not snap.phenotypes_by_signature.get(
+            g.key, {}).get(flt.phenotype):
+        return False
+    if flt.q and flt.q.lower() not in g.key.lower():
+        return False
+    if flt.attr and skip != "attr":
+        name, _, value = flt.attr.partition("=")
+        if not any(a.attribute == name and a.value == value and a.crashes
+                   for a in g.associations):
+            return False
+    if flt.since or flt.until:
+        lo, hi = flt.since or date.min, flt.until or date.max
+        if not any(lo <= p.day < hi for p in g.epidemic_curve):
+            return False
+    return True
+
+
+def _sort_key(flt: GroupFilter) -> Any:
+    """Sort groups by ``flt.sort``; undefined values last whatever the order."""
+    def key(g: GroupFinding) -> Any:
+        v = g.key if flt.sort == "signature" else getattr(g, flt.sort)
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        return (v is None) != flt.desc, v if v is not None else 0
+    return key
+
+
+def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = 100) -> dict[str, Any]:
+    """Signature groups matching ``flt``, sorted, the first ``limit``; facets
+    (verdict, phenotype, significant attribute value) count the groups each
+    choice would leave with the other filters kept."""
+    f = snap.findings
+    if f is None:
+        return {"ready": False}
+    fdr_q = f.config.get("fdr_q", 0.05)
+    matched: list[GroupFinding] = []
+    verdicts: Counter[str] = Counter()
+    phen: Counter[str] = Counter()
+    attrs: Counter[str] = Counter()
+    for g in f.groups:
+        if g.kind != "signature":
+            continue
+        if _matches(snap, g, flt):
+            matched.append(g)
+        if _matches(snap, g, flt, "verdict"):
+            verdicts[g.attribution.verdict] += 1
+        if _matches(snap, g, flt, "phenotype"):
+            phen.update(snap.phenotypes_by_signature.get(g.key, {}).keys())
+        if _matches(snap, g, flt, "attr"):
+            attrs.update(f"{a.attribute}={a.value}" for a in g.associations
+                         if a.crashes and a.q_value is not None and a.q_value <= fdr_q)
+    matched.sort(key=_sort_key(flt), reverse=flt.desc)
+    return {
+        "ready": True, "filter": flt.params(), "total": len(matched),
+        "rows": [group_row(snap, g) for g in matched[:limit]],
+        "truncated": len(matched) > limit, "axis": _axis(snap),
+        "facets": {"verdict": verdicts.most_common(), "phenotype": phen.most_common(20),
+                   "attr": attrs.most_common(20)},
+    }
+
+
+def group_view(snap: Snapshot, gid: str, crashes: list[dict[str, Any]],
+               next_cursor: str | None) -> dict[str, Any] | None:
+    """One group: verdict with all its evidence, rate, epidemic curve, rate
+    ratios by attribute value (forest), host concentration (observed vs
+    expected per host), phenotype counts, first/last seen, a page of its
+    crashes (``crashes``, from the store) and the representative crash
+    (the first one of the page). None when no group has this id."""
+    g = snap.groups.get(gid)
+    if g is None:
+        return None
+    conc = g.concentration
+    return {
+        **group_row(snap, g), "axis": _axis(snap),
+        "attribution": {"verdict": g.attribution.verdict, "rule": g.attribution.rule,
+                        "evidence": evidence_rows(g.attribution)},
+        "associations": [_assoc(a) for a in sorted(
+            g.associations, key=lambda a: (a.p_value if a.p_value is not None else 2.0,
+                                           a.attribute, a.value))],
+        "concentration": {**conc.model_dump(mode="json", exclude={"top_hosts"}),
+                          "top_hosts": [{**h.model_dump(mode="json"), "href": host_href(h.host_id)}
+                                        for h in conc.top_hosts]},
+        "hardware_phenotypes": [p.model_dump() for p in g.hardware_phenotypes],
+        "crash_list": crashes, "next_cursor": next_cursor,
+        "representative": crashes[0] if crashes else None,
+    }
+
+
+def hosts_view(snap: Snapshot) -> dict[str, Any]:
+    """The hosts the findings report on (suspects first, then by SIR p-value)."""
+    f = snap.findings
+    if f is None:
+        return {"ready": False}
+    return {"ready": True, "rows": [_host_row(h) for h in f.hosts],
+            "hosts_in_window": f.window.hosts}
