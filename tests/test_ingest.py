@@ -267,7 +267,7 @@ def test_ready_made_reports_in_batches(tmp_path: Path, monkeypatch: object) -> N
     """CrashReport JSON files go in by batches (one transaction each): counts
     per file stay right (a crash id in two files is added once), bad files
     are rejected, a re-run skips everything, a changed file is re-read."""
-    import coreepi.ingest.run as ingest_mod
+    import coreepi.ingest.crashes as ingest_mod
     from coreepi.model.report import AnalysisInfo, CrashReport, Source
 
     monkeypatch.setattr(ingest_mod, "REPORT_BATCH", 4)  # type: ignore[attr-defined]
@@ -299,3 +299,35 @@ def test_ready_made_reports_in_batches(tmp_path: Path, monkeypatch: object) -> N
         third = ingest([crashes], store, store_cores=False)
         assert (third.files_skipped, third.crashes_added) == (10, 1)
         assert "c3-new" in store.crash_ids()
+
+
+def test_same_crash_on_two_hosts_is_two_crashes(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    """One core (same build-id, pid, tid, registers: containers without ASLR)
+    from two hosts is two crashes; the same crash sent again (same host and
+    time, other file bytes) is still one."""
+    import bz2
+    import lzma
+
+    plain = coreset.cores[0].read_bytes()
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    # three artifacts of one core, each compressed its own way (so the ledger's
+    # content check does not take them for one file)
+    (crashes / "a.core").write_bytes(zstandard.ZstdCompressor().compress(plain))
+    sidecar(crashes / "a.core.json", "h1", "2024-01-02T10:00:00Z")
+    (crashes / "b.core").write_bytes(gzip.compress(plain))
+    sidecar(crashes / "b.core.json", "h2", "2024-01-02T10:00:00Z")
+    with DuckDBStore(tmp_path / "store") as store:
+        first = ingest([crashes], store, symbol_dirs=[], store_cores=False)
+        assert (first.crashes_added, first.crashes_existing) == (2, 0)
+        assert sorted(h for (h,) in store._query("SELECT host_id FROM crashes").fetchall()) == [
+            "h1", "h2"]
+        again = tmp_path / "again"
+        again.mkdir()
+        (again / "c.core").write_bytes(lzma.compress(plain))  # h1's crash, re-sent
+        sidecar(again / "c.core.json", "h1", "2024-01-02T10:00:00Z")
+        (again / "d.core").write_bytes(bz2.compress(plain))  # the same core, another time
+        sidecar(again / "d.core.json", "h1", "2024-01-03T10:00:00Z")
+        second = ingest([again], store, store_cores=False)
+        assert (second.crashes_added, second.crashes_existing) == (1, 1)
+        assert store._query("SELECT count(*) FROM crashes").fetchone()[0] == 3

@@ -134,7 +134,7 @@ def test_crash_report_time_is_utc_and_year_zero_is_refused() -> None:
 
 
 def test_heartbeat_out_of_range_time_is_a_validation_error_not_a_500() -> None:
-    from coreepi.serve.models import Heartbeat
+    from coreepi.model.heartbeat import Heartbeat
 
     with pytest.raises(ValidationError, match="out of range"):
         Heartbeat.model_validate({"host_id": "h1", "start": "0001-01-01T00:00:00+01:00",

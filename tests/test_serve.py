@@ -358,7 +358,7 @@ def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path,
 
 
 def test_decompress_to_counter_writes_nothing_and_caps(tmp_path: Path) -> None:
-    from coreepi.serve.intake import InvalidCore, decompress_checked
+    from coreepi.ingest.intake import InvalidCore, decompress_checked
 
     src = tmp_path / "bomb.zst"
     src.write_bytes(_bomb(64 << 20))

@@ -28,6 +28,7 @@ from testdata import vendored
 from coreepi.model.events import EventKind, TelemetryEvent
 from coreepi.model.report import AnalysisInfo, CrashReport, ProcessInfo, SignalInfo, Source
 from coreepi.parse.telemetry.base import split_prefix
+from coreepi.parse.open_input import DecompressionError
 from coreepi.parse.telemetry.logs import (
     event_from_crash,
     looks_like_telemetry,
@@ -701,7 +702,9 @@ def test_compressed_and_missing_files(tmp_path: Path) -> None:
     assert kinds(list(parse_telemetry(path))) == {"edac_ce": 4, "edac_ue": 1}
     corrupt = tmp_path / "cut.log.gz"
     corrupt.write_bytes(gzip.compress(EDAC.encode())[:-40])
-    list(parse_telemetry(corrupt))  # a cut stream ends the input, no exception
+    with pytest.raises(DecompressionError) as stopped:  # a cut stream says so, after its events
+        list(parse_telemetry(corrupt))
+    assert stopped.value.source == str(corrupt) and stopped.value.line >= 1
     with pytest.raises(OSError):
         list(parse_telemetry(tmp_path / "missing.log"))
 

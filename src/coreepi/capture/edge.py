@@ -1,6 +1,6 @@
 """Edge analysis: the core analysed on the node, by the same analyzer as
-``coreepi inspect``, in the sandboxed worker of :mod:`coreepi.ingest.worker`
-(RLIMIT_AS, RLIMIT_CPU, killed with its parent), within a wall-time budget.
+``coreepi inspect``, in ingest's sandbox (:class:`coreepi.ingest.sandbox.Sandbox`:
+RLIMIT_AS, RLIMIT_CPU, killed with its parent and at the wall-time budget).
 
 The node has the crashed binaries and libraries, so symbolization is cheap
 and the core need not travel; when the budget runs out the report goes
@@ -9,16 +9,12 @@ without analysis and the core is shipped for central analysis.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from coreepi.ingest.sandbox import Sandbox, SandboxLimits
 from coreepi.model.report import CrashReport
 
 __all__ = ["EdgeResult", "analyse_core"]
@@ -26,8 +22,11 @@ __all__ = ["EdgeResult", "analyse_core"]
 
 @dataclass
 class EdgeResult:
+    """``report``: the analysed report (None unless ``outcome`` is ``ok``);
+    ``outcome``: ``ok``, ``timeout`` or ``failed``; ``detail``: why not, one line."""
+
     report: CrashReport | None
-    outcome: str  # "ok", "timeout", "failed"
+    outcome: str
     detail: str = ""
 
 
@@ -39,41 +38,22 @@ def analyse_core(
     debug_dirs: list[str],
     scratch: Path,
 ) -> EdgeResult:
-    """Analyse ``core`` (zstd or plain ELF) in a worker process. ``scratch``:
-    a directory for the decompressed copy (created and removed here)."""
-    argv = [sys.executable, "-m", "coreepi.ingest.worker", "--artifact", str(core),
-            "--cpu-seconds", str(max(1, int(seconds) + 1))]
-    if memory_mb:
-        argv += ["--memory-limit-mb", str(memory_mb)]
-    for d in debug_dirs:
-        if os.path.isdir(d):
-            argv += ["--debug-dir", d]
+    """Analyse ``core`` (zstd or plain ELF) in the sandbox within ``seconds``
+    of wall time and ``memory_mb`` MiB of address space (0: no limit).
+    ``debug_dirs`` that do not exist are skipped. ``scratch``: a directory
+    for the decompressed copy (created and removed here). Never raises for
+    what the core does."""
+    limits = SandboxLimits(seconds, memory_mb or None,
+                           [Path(d) for d in debug_dirs if os.path.isdir(d)])
     scratch.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(scratch)}
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            proc.kill()  # the worker only: it is our child, by pid
-            proc.communicate()
-            return EdgeResult(None, "timeout", f"edge analysis took longer than {seconds:g} s")
+        result = Sandbox(limits, scratch_dir=scratch).run(core)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    if proc.returncode != 0:
-        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-        return EdgeResult(None, "failed", f"worker exited {proc.returncode}: {tail[0]}"[:500])
-    try:
-        obj = json.loads(out)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return EdgeResult(None, "failed", "worker printed no result")
-    if not obj.get("ok"):
-        return EdgeResult(None, "failed", f"{obj.get('category')}: {obj.get('error')}"[:500])
-    try:
-        reports = [CrashReport.model_validate(r) for r in obj.get("reports", [])]
-    except ValidationError as exc:
-        return EdgeResult(None, "failed", f"bad report from worker: {exc}"[:500])
-    if not reports:
+    if result.category == "worker-timeout":
+        return EdgeResult(None, "timeout", f"edge {result.error}")
+    if not result.ok:
+        return EdgeResult(None, "failed", f"{result.category}: {result.error}"[:500])
+    if not result.reports:
         return EdgeResult(None, "failed", "worker found no crash in the core")
-    return EdgeResult(reports[0], "ok")
+    return EdgeResult(result.reports[0], "ok")

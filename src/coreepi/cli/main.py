@@ -147,39 +147,43 @@ def telemetry(
     ] = False,
 ) -> None:
     """Read hardware events (MCE, EDAC, NVIDIA Xid, PCIe AER, SIGBUS MCE) from a log."""
+    from coreepi.parse.open_input import DecompressionError
     from coreepi.parse.telemetry.logs import parse_telemetry
 
     if not log.is_file():
         _fail(f"{log}: no such file")
+    stopped: DecompressionError | None = None
+    rows: list[tuple[str, str, str, str, str]] = []
     try:
-        events = parse_telemetry(log, host_id=host)
-        if json_output:
-            for event in events:
+        for event in parse_telemetry(log, host_id=host):
+            if json_output:
                 sys.stdout.write(event.model_dump_json() + "\n")
-            return
-        from rich.table import Table
-
-        table = Table("time", "kind", "severity", "component", "summary", title=str(log))
-        count = 0
-        for event in events:
-            count += 1
+                continue
             when = (
                 event.ts.isoformat() if event.ts is not None
                 else f"+{event.uptime_seconds:.6f}s" if event.uptime_seconds is not None
                 else ""
             )
-            table.add_row(when, event.kind.value, event.severity or "", event.component or "",
-                          event.summary)
+            rows.append((when, event.kind.value, event.severity or "", event.component or "",
+                         event.summary))
     except BrokenPipeError:
         raise
+    except DecompressionError as exc:  # the events before it are shown, then the error
+        stopped = exc
     except OSError as exc:
         _fail(f"{log}: {exc.strerror or exc}")
-    if not count:
-        sys.stderr.write(f"coreepi: {log}: no hardware events found\n")
-        return
-    from rich.console import Console
+    if not json_output and rows:
+        from rich.console import Console
+        from rich.table import Table
 
-    Console().print(table)
+        table = Table("time", "kind", "severity", "component", "summary", title=str(log))
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+    if stopped is not None:
+        _fail(stopped.stopped_at())
+    if not json_output and not rows:
+        sys.stderr.write(f"coreepi: {log}: no hardware events found\n")
 
 
 @app.command()

@@ -31,7 +31,7 @@ class _RateColumn(ProgressColumn):
 
 
 class IngestProgress:
-    """An :class:`coreepi.ingest.run.IngestObserver`; use as a context manager."""
+    """An :class:`coreepi.ingest.summary.IngestObserver`; use as a context manager."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)

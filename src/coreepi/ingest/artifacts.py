@@ -9,112 +9,45 @@ memory).
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from types import ModuleType
-from typing import IO, TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from coreepi.errors import InputError, NotACoreError
 from coreepi.model.report import CrashReport
+from coreepi.parse.open_input import decompress_to, open_input
 
-# The parsers, the analyzers and the decompressors are imported where they
-# are needed: `coreepi inspect` on a core never loads the log parsers or the
+# The parsers and the analyzers are imported where they are needed:
+# `coreepi inspect` on a core never loads the log parsers or the
 # case-definition language (start-up time is most of a small core's cost).
 if TYPE_CHECKING:
     from coreepi.analyze.casedefs import CaseDefinition
 
-__all__ = ["ArtifactKind", "inspect_core", "inspect_file", "sniff"]
+__all__ = ["ArtifactKind", "inspect_core", "inspect_file", "plain_core", "sniff"]
 
 SNIFF_BYTES = 64 << 10
 
-_COMPRESSED: dict[bytes, tuple[str, Callable[[IO[bytes]], IO[bytes]]]] = {
-    b"\x28\xb5\x2f\xfd": ("zstd", lambda f: _zstandard().ZstdDecompressor().stream_reader(f)),
-    b"\x1f\x8b": ("gzip", lambda f: gzip.GzipFile(fileobj=f)),
-    b"BZh": ("bzip2", lambda f: bz2.BZ2File(f)),
-    b"\xfd7zXZ\x00": ("xz", lambda f: lzma.LZMAFile(f)),
-}
-
-
-# A compressed core is decompressed to disk before reading; cap what a
-# decompression bomb can cost. Real cores beyond 64 GiB are not analysed.
-MAX_DECOMPRESSED_BYTES = int(os.environ.get("COREEPI_MAX_CORE_BYTES", 64 << 30))
-# zstd's RLE blocks turn 4 input bytes into 128 KiB: feeding 1 KiB at a time
-# keeps one decompress() call under ~32 MiB of output.
-_ZSTD_INPUT_STEP = 1 << 10
-
-
-def _zstandard() -> ModuleType:
-    import zstandard
-
-    return zstandard
-
-
-def _decompress_errors() -> tuple[type[BaseException], ...]:
-    return (OSError, EOFError, lzma.LZMAError, _zstandard().ZstdError)
-
-
-class _Capped:
-    """Counts bytes written to ``dst`` and refuses to go past the cap."""
-
-    def __init__(self, dst: IO[bytes], limit: int) -> None:
-        self.dst, self.limit, self.written = dst, limit, 0
-
-    def write(self, data: bytes) -> None:
-        self.written += len(data)
-        if self.written > self.limit:
-            raise EOFError(
-                f"decompresses to more than {self.limit} bytes (COREEPI_MAX_CORE_BYTES); "
-                "refusing a possible decompression bomb"
-            )
-        self.dst.write(data)
-
-
-def _copy_zstd(src: IO[bytes], dst: _Capped) -> None:
-    """Decompress every zstd frame of ``src`` into ``dst``. Unlike
-    ``stream_reader``, a stream cut inside a frame is an error, not a
-    silently shorter core."""
-    dctx = _zstandard().ZstdDecompressor()
-    obj, in_frame = dctx.decompressobj(), False
-    while block := src.read(1 << 20):
-        for i in range(0, len(block), _ZSTD_INPUT_STEP):
-            chunk = block[i : i + _ZSTD_INPUT_STEP]
-            while chunk:
-                in_frame = True
-                dst.write(obj.decompress(chunk))
-                chunk = b""
-                if obj.eof:  # a frame ended: the rest is the next frame
-                    chunk, obj, in_frame = obj.unused_data, dctx.decompressobj(), False
-    if in_frame:
-        raise EOFError("compressed data ended before the end of the zstd frame")
-
-
-def _copy_stream(src: IO[bytes], dst: _Capped) -> None:
-    while data := src.read(1 << 20):
-        dst.write(data)
-
 
 class ArtifactKind(StrEnum):
+    """What an artifact is, from its content."""
+
     ELF = "elf"
     KERNEL_LOG = "kernel-log"
     HS_ERR = "hs_err"
     UNKNOWN = "unknown"
 
 
-def _opener(head: bytes) -> tuple[str, Callable[[IO[bytes]], IO[bytes]]] | None:
-    return next((v for magic, v in _COMPRESSED.items() if head.startswith(magic)), None)
-
-
 def sniff(path: str | os.PathLike[str]) -> tuple[ArtifactKind, str | None]:
     """(kind, compression) of the file at ``path``, from its first 64 KiB
-    (decompressed first when compressed). Raises :class:`NotACoreError` when
-    the path is not a readable regular file."""
+    (decompressed first when compressed; compression as
+    :func:`coreepi.parse.open_input.compression_of`, None when plain).
+    Raises :class:`NotACoreError` when the path is not a readable regular
+    file, :class:`~coreepi.parse.open_input.DecompressionError` when those
+    first bytes do not decompress."""
     name = os.fspath(path)
     if os.path.isdir(name):
         raise NotACoreError(name, "is a directory, not a crash artifact")
@@ -125,17 +58,9 @@ def sniff(path: str | os.PathLike[str]) -> tuple[ArtifactKind, str | None]:
             # seekable file anyway.
             kind = "FIFO" if stat.S_ISFIFO(mode) else "socket"
             raise NotACoreError(name, f"is a {kind}, not a regular file")
-        with open(name, "rb") as fh:
+        with open_input(name) as fh:
             head = fh.read(SNIFF_BYTES)
-            opener = _opener(head)
-            compression = None
-            if opener is not None:
-                compression = opener[0]
-                fh.seek(0)
-                try:
-                    head = opener[1](fh).read(SNIFF_BYTES)
-                except _decompress_errors() as exc:
-                    raise NotACoreError(name, f"corrupt {compression} data: {exc}") from None
+            compression = fh.compression
     except FileNotFoundError:
         raise NotACoreError(name, "no such file") from None
     except OSError as exc:
@@ -233,19 +158,7 @@ def inspect_file(
         return [inspect_core(name, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
                              run_analysis=run_analysis, case_defs=definitions)]
     with tempfile.TemporaryDirectory(prefix="coreepi-") as tmp:
-        plain = Path(tmp) / "core"
-        try:
-            with open(name, "rb") as src, open(plain, "wb") as out:
-                opener = _opener(src.read(8))
-                assert opener is not None
-                src.seek(0)
-                dst = _Capped(out, MAX_DECOMPRESSED_BYTES)
-                if compression == "zstd":
-                    _copy_zstd(src, dst)
-                else:
-                    _copy_stream(opener[1](src), dst)
-        except _decompress_errors() as exc:
-            raise InputError(name, f"cannot decompress ({compression}): {exc}") from None
+        plain = plain_core(name, Path(tmp))
         try:
             report = inspect_core(plain, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
                                   run_analysis=run_analysis, case_defs=definitions)
@@ -256,3 +169,14 @@ def inspect_file(
             raise
     report.analysis.warnings = [w.replace(str(plain), name) for w in report.analysis.warnings]
     return [report]
+
+
+def plain_core(path: str | os.PathLike[str], tmp: Path) -> Path:
+    """The compressed core at ``path`` decompressed into ``tmp/core`` (drgn
+    needs a seekable file), within the cap of
+    :func:`~coreepi.parse.open_input.max_decompressed_bytes`. Returns that
+    path. Raises :class:`~coreepi.parse.open_input.DecompressionError` when
+    it is cut short, corrupt or too large once decompressed."""
+    plain = tmp / "core"
+    decompress_to(path, plain)
+    return plain

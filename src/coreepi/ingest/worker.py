@@ -11,7 +11,7 @@ object on standard output::
     {"ok": false, "category": "unreadable-core" | "memory-limit" | "analysis-error",
      "error": "one line"}
 
-The parent (:mod:`coreepi.ingest.run`) enforces the wall-time limit and turns a
+The parent (:class:`coreepi.ingest.sandbox.Sandbox`) enforces the wall-time limit and turns a
 worker that dies, hangs or prints garbage into one warning row. A hostile
 core can therefore cost one process, never the ingest.
 """
@@ -27,7 +27,6 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Any
 
 __all__ = ["main"]
 
@@ -53,24 +52,8 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _decompressor(compression: str, fh: IO[bytes]) -> Any:
-    import bz2
-    import gzip
-    import lzma
-
-    import zstandard
-
-    if compression == "zstd":
-        return zstandard.ZstdDecompressor().stream_reader(fh)
-    if compression == "gzip":
-        return gzip.GzipFile(fileobj=fh)
-    if compression == "bzip2":
-        return bz2.BZ2File(fh)
-    return lzma.LZMAFile(fh)
-
-
 def _analyse(path: str, debug_dirs: list[str]) -> str:
-    from coreepi.ingest.artifacts import ArtifactKind, inspect_file, sniff
+    from coreepi.ingest.artifacts import ArtifactKind, inspect_file, plain_core, sniff
     from coreepi.ingest.buildid import BuildIdIndex, core_main_build_id
 
     kind, compression = sniff(path)
@@ -79,18 +62,7 @@ def _analyse(path: str, debug_dirs: list[str]) -> str:
         if kind is ArtifactKind.ELF and compression is not None:
             # decompressed here (not by inspect_file) so that the main
             # executable's build-id can be read before parsing
-            plain = os.path.join(tmp, "core")
-            try:
-                with open(path, "rb") as src, open(plain, "wb") as dst:
-                    reader = _decompressor(compression, src)
-                    while chunk := reader.read(1 << 20):
-                        dst.write(chunk)
-            except MemoryError:
-                raise
-            except Exception as exc:  # zstd/gzip/bz2/lzma each raise their own
-                from coreepi.errors import InputError
-
-                raise InputError(path, f"cannot decompress ({compression}): {exc}") from None
+            plain = str(plain_core(path, Path(tmp)))
         exe = None
         if kind is ArtifactKind.ELF:
             index = BuildIdIndex(root=Path(tmp), symbol_dirs=[Path(d) for d in debug_dirs])

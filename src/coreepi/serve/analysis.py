@@ -1,8 +1,8 @@
 """The analysis worker: takes queued cores from the store's queue and analyses
-each in ingest's sandbox runner.
+each in ingest's sandbox (:class:`coreepi.ingest.sandbox.Sandbox`).
 
 A core upload is durable before it is queued (blob stored, crash row
-updated, job enqueued, one transaction; see :class:`~coreepi.serve.intake.CoreIntake`),
+updated, job enqueued, one transaction; see :class:`~coreepi.ingest.intake.CoreIntake`),
 so the HTTP request never waits for an analysis. :class:`AnalysisWorker`
 runs in ``coreepi worker`` processes (any number, on any hosts sharing a
 PostgreSQL store and its blobs) or as threads of ``coreepi serve`` (the
@@ -28,9 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coreepi import __version__
+from coreepi.ingest.intake import ARTIFACT, decompress_checked, merge_analysis
+from coreepi.ingest.sandbox import Sandbox, SandboxLimits
 from coreepi.model.report import CrashReport
 from coreepi.serve.config import ServeConfig
-from coreepi.serve.intake import ARTIFACT, decompress_checked, merge_analysis
 from coreepi.store import CoreStatus, CrashRecord, Job, Store
 
 __all__ = ["AnalysisWorker"]
@@ -58,8 +59,6 @@ class AnalysisWorker:
                  name: str | None = None, stale_after: float = 60.0,
                  backoff_seconds: float = 30.0,
                  on_result: Callable[[str], None] | None = None) -> None:
-        from coreepi.ingest.run import _Runner  # ingest's sandboxed worker runner
-
         self.store = store
         self.config = config
         self.tmp_dir = tmp_dir
@@ -67,8 +66,8 @@ class AnalysisWorker:
         self.stale_after = stale_after
         self.backoff_seconds = backoff_seconds
         self.on_result = on_result or (lambda _: None)
-        self.runner = _Runner(config.analysis_timeout_seconds, config.analysis_memory_limit_mb,
-                              list(config.symbol_dirs))
+        self.runner = Sandbox(SandboxLimits(config.analysis_timeout_seconds,
+                                            config.analysis_memory_limit_mb, config.symbol_dirs))
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None,
             poll_seconds: float = 1.0) -> None:

@@ -31,13 +31,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coreepi import __version__
+from coreepi.ingest.intake import CoreIntake, CoreLimits, accept_heartbeats, accept_reports
 from coreepi.serve.analysis import AnalysisWorker
 from coreepi.serve.auth import Authenticator
 from coreepi.serve.config import ServeConfig
 from coreepi.serve.errors import ApiError
 from coreepi.serve.findings import FindingsCache
 from coreepi.serve.gateway import GroupCommit, StoreGateway
-from coreepi.serve.intake import CoreIntake, accept_heartbeats, accept_reports
 from coreepi.serve.limits import BodyLimit
 from coreepi.serve.metrics import Metrics
 from coreepi.serve.routes import admin, ingest, jobs, ops, pages, query
@@ -101,7 +101,9 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     tmp_dir.mkdir(parents=True, exist_ok=True)
     metrics = Metrics()
     wake = threading.Event()  # set when a job is queued here: in-process workers start at once
-    intake = CoreIntake(store, config, tmp_dir, wake)
+    intake = CoreIntake(store, CoreLimits(config.max_core_uncompressed_bytes,
+                                           config.max_core_ratio, config.core_ratio_min_bytes),
+                        tmp_dir, wake)
     findings = FindingsCache(store, config.findings_debounce_seconds,
                              config.findings_max_delay_seconds)
 

@@ -21,12 +21,11 @@ from typing import IO
 
 import zstandard
 
+from coreepi.model.compression import compression_of
 from coreepi.store.interfaces.blobs import BlobInfo, BlobStore
 
-__all__ = ["COMPRESSED_MAGIC", "DirectoryBlobStore", "check_key", "sha256_file"]
+__all__ = ["DirectoryBlobStore", "check_key", "sha256_file"]
 
-COMPRESSED_MAGIC = (b"\x28\xb5\x2f\xfd", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
-"""zstd, gzip, bzip2, xz: content not worth compressing again."""
 _CHUNK = 1 << 20
 ZSTD_LEVEL = 3
 
@@ -89,7 +88,7 @@ class DirectoryBlobStore(BlobStore):
         with open(path, "rb") as src:
             head = src.read(8)
             src.seek(0)
-            compress = not head.startswith(COMPRESSED_MAGIC)
+            compress = compression_of(head) is None
             fd, tmp = tempfile.mkstemp(prefix=".put-", dir=self.root)
             try:
                 h = hashlib.sha256()

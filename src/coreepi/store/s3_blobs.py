@@ -34,7 +34,8 @@ import zstandard
 from obstore.store import S3Store
 
 from coreepi.errors import StoreError
-from coreepi.store.blobs import COMPRESSED_MAGIC, ZSTD_LEVEL, check_key
+from coreepi.model.compression import compression_of
+from coreepi.store.blobs import ZSTD_LEVEL, check_key
 from coreepi.store.interfaces.blobs import BlobInfo, BlobStore
 
 __all__ = ["PART_BYTES", "S3BlobStore"]
@@ -114,7 +115,7 @@ class S3BlobStore(BlobStore):
         with open(path, "rb") as src:
             head = src.read(8)
             src.seek(0)
-            compress = not head.startswith(COMPRESSED_MAGIC)
+            compress = compression_of(head) is None
             digest = hashlib.sha256()
             tmp = f"tmp/{uuid.uuid4().hex}"
             attributes = {_ENCODING: "zstd"} if compress else {}
@@ -133,7 +134,7 @@ class S3BlobStore(BlobStore):
     def put_bytes(self, data: bytes) -> str:
         key = hashlib.sha256(data).hexdigest()
         if not self.has(key):
-            compress = not data[:8].startswith(COMPRESSED_MAGIC)
+            compress = compression_of(data[:8]) is None
             body = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data) if compress else data
             obstore.put(self._store, self._path(key), body,
                         attributes={_ENCODING: "zstd"} if compress else {})

@@ -40,22 +40,19 @@ that is not an hs_err log gives None ("no crash found").
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import io
-import lzma
 import os
 import re
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import IO, Any, Final, cast
 
 from coreepi.model.report import AnalysisInfo, CrashReport, Source, stable_crash_id
 from coreepi.parse.jvm.build import ANALYZER, build_report
 from coreepi.parse.jvm.facts import HsErrLimits
 from coreepi.parse.jvm.scan import HsErrScanner
+from coreepi.parse.open_input import open_input
 
 __all__ = ["HsErrLimits", "looks_like_hs_err", "parse_hs_err"]
 
@@ -122,22 +119,9 @@ class _Reader:
             yield from text.split("\n") if "\n" in text else (text,)
 
 
-def _open_path(path: Path) -> IO[bytes]:
-    handle: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    magic = handle.read(6)
-    handle.seek(0)
-    if magic.startswith(b"\x1f\x8b"):
-        return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
-    if magic.startswith(b"BZh"):
-        return bz2.BZ2File(handle)
-    if magic.startswith(b"\xfd7zXZ\x00"):
-        return lzma.LZMAFile(handle)
-    return handle
-
-
 def _lines(source: Source_, reader: _Reader) -> Iterator[str]:
     if isinstance(source, os.PathLike):
-        with _open_path(Path(source)) as handle:
+        with open_input(source) as handle:
             yield from reader.binary_lines(handle)
     elif isinstance(source, str):
         yield from reader.text_lines(io.StringIO(source))
@@ -173,13 +157,15 @@ def parse_hs_err(
 ) -> CrashReport | None:
     """Parse one JVM fatal error log; None when the input holds none.
 
-    ``source``: a path (``pathlib.Path`` / ``os.PathLike``; gzip, bzip2, xz
-    decompressed by magic), the log text (``str``) or bytes, a text or
+    ``source``: a path (``pathlib.Path`` / ``os.PathLike``; zstd, gzip,
+    bzip2, xz decompressed by magic, see :mod:`coreepi.parse.open_input`), the log text (``str``) or bytes, a text or
     binary file object, or an iterable of lines (``str`` or ``bytes``, with
     or without newlines) — all read as a stream. ``name`` identifies the
     log in the crash id of a fragment that has no error line (defaults to
     the path). Memory is bounded by ``limits`` whatever the input size.
-    Raises only OSError, for a path that cannot be read.
+    Raises only OSError, for a path that cannot be read, and
+    :class:`~coreepi.parse.open_input.DecompressionError`, for a compressed
+    one cut short or corrupt.
     """
     started = time.monotonic()
     if name is None and isinstance(source, os.PathLike):

@@ -33,15 +33,11 @@ Robustness: the log is read as a stream, line by line, with bounded memory
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
-import lzma
 import os
 import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import IO, Final
+from typing import Final
 
 from coreepi import __version__
 from coreepi.model.report import (
@@ -64,6 +60,7 @@ from coreepi.parse.kernel.scan import (
     scan_lines,
     title_report,
 )
+from coreepi.parse.open_input import binary_lines, input_lines
 
 __all__ = ["ScanLimits", "iter_kernel_log", "looks_like_kernel_log", "parse_kernel_log"]
 
@@ -79,52 +76,6 @@ _HYPERVISORS: Final = (
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
-
-
-_CHUNK: Final = 1 << 20
-
-
-def _binary_lines(handle: IO[bytes], max_bytes: int) -> Iterator[str]:
-    """Lines of a binary stream split on ``\\n`` only; a longer line is cut
-    at ``max_bytes`` and its remainder skipped (so one 2 GB line costs
-    ``max_bytes`` of memory). Read in 1 MiB blocks, each decoded at once
-    (blocks end at a line break, so no character is split)."""
-    pending = b""
-    discarding = False
-    while True:
-        block = handle.read(_CHUNK)
-        if not block:
-            break
-        data = pending + block
-        end = data.rfind(b"\n")
-        if end < 0:
-            if not discarding and len(data) >= max_bytes:
-                yield _decode(data[:max_bytes])
-                discarding, data = True, b""
-            pending = b"" if discarding else data
-            continue
-        lines = _decode(data[:end]).split("\n")
-        if discarding:
-            lines = lines[1:]
-            discarding = False
-        for line in lines:
-            yield line if len(line) <= max_bytes else line[:max_bytes]
-        pending = data[end + 1:]
-    if pending and not discarding:
-        yield _decode(pending[:max_bytes])
-
-
-def _open_path(path: Path) -> IO[bytes]:
-    handle: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    magic = handle.read(6)
-    handle.seek(0)
-    if magic.startswith(b"\x1f\x8b"):
-        return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
-    if magic.startswith(b"BZh"):
-        return bz2.BZ2File(handle)  # type: ignore[return-value]
-    if magic.startswith(b"\xfd7zXZ\x00"):
-        return lzma.LZMAFile(handle)  # type: ignore[return-value]
-    return handle
 
 
 def _text_lines(text: str) -> Iterator[str]:
@@ -151,14 +102,13 @@ def _item_lines(items: Iterable[str | bytes]) -> Iterator[str]:
 
 def _lines(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: int) -> Iterator[str]:
     if isinstance(source, os.PathLike):
-        with _open_path(Path(source)) as handle:
-            yield from _binary_lines(handle, max_bytes)
+        yield from input_lines(source, max_bytes)
     elif isinstance(source, str):
         yield from _text_lines(source)
     elif isinstance(source, (bytes, bytearray)):
-        yield from _binary_lines(io.BytesIO(bytes(source)), max_bytes)
+        yield from binary_lines(io.BytesIO(bytes(source)), max_bytes)
     elif hasattr(source, "readline") and hasattr(source, "read") and isinstance(source.read(0), bytes):
-        yield from _binary_lines(source, max_bytes)  # type: ignore[arg-type]
+        yield from binary_lines(source, max_bytes)  # type: ignore[arg-type]
     else:
         yield from _item_lines(source)  # type: ignore[arg-type]
 
@@ -263,12 +213,14 @@ def iter_kernel_log(
 ) -> Iterator[CrashReport]:
     """Stream the crash reports of a kernel log, in log order.
 
-    ``source``: a path (``pathlib.Path`` / ``os.PathLike``; gzip, bzip2 and
-    xz files are decompressed), the log text as ``str`` or ``bytes``, a
+    ``source``: a path (``pathlib.Path`` / ``os.PathLike``; zstd, gzip, bzip2
+    and xz files are decompressed, see :mod:`coreepi.parse.open_input`), the log text as ``str`` or ``bytes``, a
     binary file object, or an iterable of lines (``str`` or ``bytes``, with
     or without their newline). ``name`` identifies the log in crash ids
     (defaults to the path for a path). Memory is bounded by ``limits``
-    whatever the input size. Raises only for an unreadable path (OSError).
+    whatever the input size. Raises only for an unreadable path (OSError) or
+    a compressed one cut short or corrupt
+    (:class:`~coreepi.parse.open_input.DecompressionError`).
     """
     if name is None and isinstance(source, os.PathLike):
         name = os.fspath(source)

@@ -4,7 +4,7 @@
 Input: any text that may hold them — ``dmesg`` (plain, ``-T``, ``-x``,
 ``--time-format iso``), ``/dev/kmsg`` records, console / pstore logs,
 journal and syslog text, ``mcelog --ascii`` output or ``/var/log/mcelog``,
-``ras-mc-ctl --errors`` output — as a path (gzip / bzip2 / xz decompressed),
+``ras-mc-ctl --errors`` output — as a path (zstd / gzip / bzip2 / xz decompressed),
 the text itself, or an iterable of lines. Output: events, streamed.
 
 Families (one module each):
@@ -31,7 +31,10 @@ give ``ts`` in UTC (a wall clock without a zone is taken as UTC).
 
 Robustness: the input is read line by line (lines cut at
 :data:`MAX_LINE_BYTES`), every multi-line record is bounded, and no input
-text makes these functions raise (an unreadable path raises OSError).
+text makes these functions raise (an unreadable path raises OSError, a
+compressed file cut short or corrupt
+:class:`~coreepi.parse.open_input.DecompressionError` after the events read
+before that point).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Final
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.report import CrashReport
 from coreepi.parse.kernel.oops import _lines
+from coreepi.parse.open_input import DecompressionError
 from coreepi.parse.telemetry.aer import AerParser
 from coreepi.parse.telemetry.base import Context, FamilyParser, split_prefix
 from coreepi.parse.telemetry.edac import EdacParser
@@ -57,6 +61,7 @@ from coreepi.parse.telemetry.xid import XidParser, xid_info, xid_table
 
 __all__ = [
     "MAX_LINE_BYTES",
+    "TelemetryScanner",
     "event_from_crash",
     "looks_like_telemetry",
     "parse_telemetry",
@@ -71,6 +76,47 @@ _PARSERS: Final = (XidParser, EdacParser, KernelMceParser, GhesParser, AerParser
                    RasMcCtlParser, MemoryFailureParser)
 
 
+class TelemetryScanner:
+    """The hardware events of a log, fed one line at a time (push): for a
+    reader that reads the log once for several purposes (see
+    :mod:`coreepi.ingest.hostlog`). ``host_id`` and ``name`` as in
+    :func:`parse_telemetry`. Feed every line, in order, with
+    :meth:`feed`; then :meth:`close` once."""
+
+    def __init__(self, *, host_id: str | None = None, name: str | None = None) -> None:
+        self._ctx = Context(host_id=host_id, name=name)
+        self._parsers: list[FamilyParser] = [cls(self._ctx) for cls in _PARSERS]
+        self.lines = 0
+
+    def feed(self, text: str) -> list[TelemetryEvent]:
+        """The events that this line (without its newline) completes, maybe none."""
+        self.lines += 1
+        parsers = self._parsers
+        # Most lines of a log are not hardware events: skip them unless a
+        # record that reads keyword-less lines (mcelog, ras-mc-ctl, old
+        # AER) is open. Skipped lines still count for the record gaps.
+        if _TRIGGER.search(text) is None and not any(p.busy for p in parsers):
+            return []
+        line = split_prefix(self.lines, text)
+        out: list[TelemetryEvent] = []
+        for index, parser in enumerate(parsers):
+            try:
+                out.extend(parser.feed(line))
+            except Exception:  # noqa: BLE001 - one family's bug must not stop the others
+                parsers[index] = _PARSERS[index](self._ctx)
+        return out
+
+    def close(self) -> list[TelemetryEvent]:
+        """The events of the records still open at the end of the input."""
+        out: list[TelemetryEvent] = []
+        for parser in self._parsers:
+            try:
+                out.extend(parser.flush())
+            except Exception:  # noqa: BLE001, S112 - one family's bug must not stop the others
+                continue
+        return out
+
+
 def parse_telemetry(
     source: Path | Iterable[str],
     *,
@@ -79,49 +125,30 @@ def parse_telemetry(
 ) -> Iterator[TelemetryEvent]:
     """Stream the hardware events of a kernel log or tool output.
 
-    ``source``: a path (``os.PathLike``; compressed files are decompressed),
-    the text as ``str`` / ``bytes``, a binary file object, or an iterable of
-    lines. ``host_id`` is copied into every event; ``name`` identifies the
-    input in ``source`` and in event ids (defaults to the path). Single-line
-    events come out as their line is read, multi-line records (MCE, AER,
-    GHES, mcelog) when they close, so the order is log order up to a few
-    lines. Memory stays bounded whatever the input size.
+    ``source``: a path (``os.PathLike``; compressed files are decompressed,
+    see :mod:`coreepi.parse.open_input`), the text as ``str`` / ``bytes``, a
+    binary file object, or an iterable of lines. ``host_id`` is copied into
+    every event; ``name`` identifies the input in ``source`` and in event
+    ids (defaults to the path). Single-line events come out as their line is
+    read, multi-line records (MCE, AER, GHES, mcelog) when they close, so the
+    order is log order up to a few lines. Memory stays bounded whatever the
+    input size.
+
+    Raises OSError when the path cannot be read, and
+    :class:`~coreepi.parse.open_input.DecompressionError` (naming the file
+    and the line where it stops) when a compressed file is cut short or
+    corrupt — after the events of every line before it.
     """
     if name is None and isinstance(source, os.PathLike):
         name = os.fspath(source)
-    ctx = Context(host_id=host_id, name=name)
-    parsers: list[FamilyParser] = [cls(ctx) for cls in _PARSERS]
-    number = 0
+    scanner = TelemetryScanner(host_id=host_id, name=name)
     try:
         for text in _lines(source, MAX_LINE_BYTES):  # type: ignore[arg-type]
-            number += 1
-            # Most lines of a log are not hardware events: skip them unless a
-            # record that reads keyword-less lines (mcelog, ras-mc-ctl, old
-            # AER) is open. Skipped lines still count for the record gaps.
-            if _TRIGGER.search(text) is None and not any(p.busy for p in parsers):
-                continue
-            try:
-                line = split_prefix(number, text)
-            except Exception:  # noqa: BLE001, S112 - a bad line is skipped, never fatal
-                continue
-            for index, parser in enumerate(parsers):
-                try:
-                    events = parser.feed(line)
-                except Exception:  # noqa: BLE001 - drop the parser's state and go on
-                    parsers[index] = _PARSERS[index](ctx)
-                    continue
-                yield from events
-    except OSError:
-        if number == 0:
-            raise  # the path could not be opened
-    except Exception:  # noqa: BLE001, S110 - a corrupt compressed stream ends the input
-        pass
-    for parser in parsers:
-        try:
-            events = parser.flush()
-        except Exception:  # noqa: BLE001, S112
-            continue
-        yield from events
+            yield from scanner.feed(text)
+    except DecompressionError:
+        yield from scanner.close()  # the records open where the input stops
+        raise
+    yield from scanner.close()
 
 
 _SIGBUS: Final = 7  # x86, arm, arm64, riscv, powerpc, s390

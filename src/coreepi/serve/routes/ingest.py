@@ -10,20 +10,20 @@ import anyio
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
-from coreepi.model.report import CrashReport
-from coreepi.serve.auth import require
-from coreepi.serve.errors import ApiError
-from coreepi.serve.intake import (
+from coreepi.ingest.intake import (
     CoreIntake,
     InvalidCore,
     Outcome,
     spool_file,
 )
+from coreepi.model.heartbeat import Heartbeat
+from coreepi.model.report import CrashReport
+from coreepi.serve.auth import require
+from coreepi.serve.errors import ApiError
 from coreepi.serve.limits import check_declared_length
 from coreepi.serve.models import (
     CoreAccepted,
     CrashAccepted,
-    Heartbeat,
     HeartbeatAccepted,
     is_crash_id,
 )

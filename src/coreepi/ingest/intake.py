@@ -1,8 +1,10 @@
-"""What the server does with what it receives: reports, heartbeats, cores.
+"""What the server receives from node agents, into the store: reports, heartbeats, cores.
 
-Library functions over a :class:`~coreepi.store.Store` (blocking; the app
+The intake of the HTTP API (``coreepi serve``; the agent sends through it):
+library functions over a :class:`~coreepi.store.Store` (blocking; the app
 runs them through its :class:`~coreepi.serve.gateway.StoreGateway`), so a
-test or another front end can call them without HTTP.
+test or another front end can call them without HTTP. The server's settings
+come in as a :class:`CoreLimits`; nothing here imports :mod:`coreepi.serve`.
 
 * :func:`accept_report` — a CrashReport: ``created``, ``duplicate`` (same
   crash_id, same content as received before) or ``conflict`` (same crash_id,
@@ -11,9 +13,10 @@ test or another front end can call them without HTTP.
   facts, when sent).
 * :class:`CoreIntake` — a received core: checked (zstd, ELF magic, size and
   compression ratio after decompression — into a counter, nothing written,
-  nothing written), kept as a blob (durable), the crash row updated and, when
-  the stored report lacks analysis, an analysis job queued in the same
-  transaction (:mod:`coreepi.serve.analysis` runs it).
+  unless it is to be analysed), kept as a blob (durable), the crash row
+  updated and, when the stored report lacks analysis, an analysis job queued
+  in the same transaction (the server's analysis workers run it in ingest's
+  sandbox, :class:`coreepi.ingest.sandbox.Sandbox`).
 """
 
 from __future__ import annotations
@@ -29,17 +32,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, cast
 
-import zstandard
-
 from coreepi import __version__
 from coreepi.model.fleet import ExposureInterval, HostRow
+from coreepi.model.heartbeat import Heartbeat
 from coreepi.model.report import CrashReport, HostFacts, ProcessInfo
-from coreepi.serve.config import ServeConfig
-from coreepi.serve.models import Heartbeat
+from coreepi.parse.open_input import DecompressionError, open_input
 from coreepi.store import CoreStatus, CrashRecord, Receipt, Store
 
 __all__ = [
     "CoreIntake",
+    "CoreLimits",
     "CoreResult",
     "InvalidCore",
     "Outcome",
@@ -54,10 +56,11 @@ __all__ = [
 ]
 
 ARTIFACT = "api"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 class Outcome(StrEnum):
+    """What became of one received item."""
+
     CREATED = "created"
     DUPLICATE = "duplicate"
     CONFLICT = "conflict"
@@ -278,12 +281,14 @@ def decompress_checked(src: Path, dst: Path | None, limit: int, *, max_ratio: in
     check_zstd_frames(src)
     compressed = src.stat().st_size
     ratio_cap = None if max_ratio is None else max(ratio_min_bytes, max_ratio * compressed)
+    cap = limit if ratio_cap is None else min(limit, ratio_cap)
     total, head = 0, b""
     out = open(dst, "wb") if dst is not None else None  # noqa: SIM115
     try:
         try:
-            with open(src, "rb") as fh:
-                reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+            with open_input(src, limit=cap) as reader:
+                if reader.compression != "zstd":
+                    raise InvalidCore("invalid-core", "not a zstd stream")
                 while chunk := reader.read(1 << 20):
                     if len(head) < len(ELF_MAGIC):
                         head += chunk[:len(ELF_MAGIC) - len(head)]
@@ -292,17 +297,17 @@ def decompress_checked(src: Path, dst: Path | None, limit: int, *, max_ratio: in
                                               f"decompressed data starts with {head!r}, not "
                                               f"{ELF_MAGIC!r}", status=422)
                     total += len(chunk)
-                    if total > limit:
-                        raise InvalidCore("too-large", f"the core is larger than {limit} bytes "
-                                          "once decompressed")
-                    if ratio_cap is not None and total > ratio_cap:
-                        raise InvalidCore("too-large", "the core expands more than "
-                                          f"{max_ratio}:1 beyond {ratio_min_bytes} bytes once "
-                                          f"decompressed ({compressed} bytes sent): a zstd bomb?")
                     if out is not None:
                         out.write(chunk)
-        except zstandard.ZstdError as exc:
-            raise InvalidCore("invalid-core", f"broken zstd stream: {exc}") from None
+        except DecompressionError as exc:
+            if not exc.too_large:
+                raise InvalidCore("invalid-core", f"broken zstd stream: {exc.detail}") from None
+            if cap == limit:
+                raise InvalidCore("too-large", f"the core is larger than {limit} bytes "
+                                  "once decompressed") from None
+            raise InvalidCore("too-large", f"the core expands more than {max_ratio}:1 beyond "
+                              f"{ratio_min_bytes} bytes once decompressed ({compressed} bytes "
+                              "sent): a zstd bomb?") from None
         if total == 0:
             raise InvalidCore("invalid-core", "the zstd stream holds no data")
         if head != ELF_MAGIC:
@@ -339,16 +344,30 @@ def merge_analysis(received: CrashReport, analysed: CrashReport) -> CrashReport:
     return merged
 
 
+@dataclass(frozen=True)
+class CoreLimits:
+    """What :class:`CoreIntake` accepts (the server's settings,
+    :class:`coreepi.serve.config.ServeConfig`, give them).
+    ``max_core_uncompressed_bytes``: hard cap on a core after decompression,
+    bytes; ``max_core_ratio`` / ``core_ratio_min_bytes``: the zstd-bomb rule
+    (refused beyond both ``core_ratio_min_bytes`` and ``max_core_ratio``
+    times the upload's size; None: no ratio rule)."""
+
+    max_core_uncompressed_bytes: int
+    max_core_ratio: int | None
+    core_ratio_min_bytes: int
+
+
 class CoreIntake:
     """Receives cores for known crashes (one instance per app). A core that
     needs central analysis is queued (:meth:`~coreepi.store.JobQueue.enqueue_analysis`)
     in the transaction that records it, and ``wake`` is set for in-process
     workers; :class:`~coreepi.serve.analysis.AnalysisWorker` does the rest."""
 
-    def __init__(self, store: Store, config: ServeConfig, tmp_dir: Path,
+    def __init__(self, store: Store, limits: CoreLimits, tmp_dir: Path,
                  wake: threading.Event | None = None) -> None:
         self.store = store
-        self.config = config
+        self.limits = limits
         self.tmp_dir = tmp_dir
         self.wake = wake
         self._locks: dict[str, threading.Lock] = {}
@@ -381,7 +400,7 @@ class CoreIntake:
             return CoreResult(crash_id, Outcome.DUPLICATE if same else Outcome.CONFLICT,
                               receipt.core_key, "stored",
                               signature=report.signature.signature if report.signature else None)
-        config = self.config
+        config = self.limits
         # validate (zstd, ELF, size, ratio) into a counter: no disk written
         plain_size = decompress_checked(upload, None, config.max_core_uncompressed_bytes,
                                         max_ratio=config.max_core_ratio,

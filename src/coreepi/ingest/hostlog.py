@@ -1,0 +1,190 @@
+"""A host's own log into the store, read once: hardware events and kernel crashes.
+
+``coreepi ingest --telemetry LOG --host H`` gives a kernel log (console,
+dmesg, journal or syslog text), mcelog or ``ras-mc-ctl --errors`` output of
+host H. One pass over its lines (:func:`coreepi.parse.open_input.input_lines`:
+plain or compressed, bounded) feeds three readers at once:
+
+* the telemetry scanner (:class:`coreepi.parse.telemetry.logs.TelemetryScanner`):
+  hardware events, stored in batches, idempotent by event id;
+* the kernel-log parser (:func:`coreepi.parse.kernel.oops.iter_kernel_log`,
+  then :func:`coreepi.analyze.analyze`): kernel crashes of host H,
+  ``crash_id`` made of the log's id and H;
+* a window of the last lines' prefixes, which gives each kernel crash the
+  wall-clock time of its oops line, or of the latest line before it that
+  has one (within :data:`LOOKBACK_LINES`); without one, the file's
+  modification time is used, with a warning and a kept rejection.
+
+A compressed log cut short keeps what was read before the cut and gets a
+``truncated-input`` rejection naming the file and the line where it stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from coreepi.analyze import analyze
+from coreepi.ingest.summary import IngestSummary, unchanged
+from coreepi.model.events import TelemetryEvent
+from coreepi.model.fleet import Rejections
+from coreepi.model.report import CrashReport, stable_crash_id
+from coreepi.parse.kernel.oops import iter_kernel_log
+from coreepi.parse.kernel.scan import ScanLimits
+from coreepi.parse.open_input import DecompressionError, input_lines
+from coreepi.parse.telemetry.base import split_prefix
+from coreepi.parse.telemetry.logs import MAX_LINE_BYTES, TelemetryScanner
+from coreepi.store import CoreStatus, CrashRecord, LedgerEntry, Store, sha256_file
+
+__all__ = ["EVENT_BATCH", "LOOKBACK_LINES", "ingest_host_log"]
+
+EVENT_BATCH = 10_000
+"""Telemetry events written to the store per statement."""
+LOOKBACK_LINES = 200
+"""How many lines before an oops line (itself included) may give its time."""
+# A line's time prefix fits in this many characters; the window keeps no more.
+_PREFIX_CHARS = 256
+
+
+class _OnePass:
+    """One read of the log: lines for the kernel parser, events to the
+    store as they come, and the window of recent prefixes for crash times."""
+
+    def __init__(self, path: Path, host: str, store_events: Callable[[list[TelemetryEvent]], None],
+                 limits: ScanLimits) -> None:
+        self.path = path
+        self.store_events = store_events
+        self.scanner = TelemetryScanner(host_id=host, name=str(path))
+        # An oops line is still in the window when its report comes out: a
+        # report is at most max_report_lines long, plus its follow-up lines.
+        self.window: deque[tuple[int, str]] = deque(
+            maxlen=LOOKBACK_LINES + limits.max_report_lines + limits.follow_up_lines)
+        self.batch: list[TelemetryEvent] = []
+        self.events = self.no_clock = 0
+        self.stopped: DecompressionError | None = None
+        self.sha256 = hashlib.sha256()  # of the file as on disk: the ledger's checksum
+
+    def lines(self) -> Iterator[str]:
+        """The log's lines, in order; feeds the scanner and the window on the way."""
+        number = 0
+        try:
+            for text in input_lines(self.path, MAX_LINE_BYTES, digest=self.sha256):
+                number += 1
+                self.window.append((number, text[:_PREFIX_CHARS]))
+                self._add(self.scanner.feed(text))
+                yield text
+        except DecompressionError as exc:
+            self.stopped = exc  # end the lines here: the parsers close what they hold
+        self._add(self.scanner.close())
+        self.store_events(self.batch)
+        self.batch = []
+
+    def _add(self, events: list[TelemetryEvent]) -> None:
+        for event in events:
+            self.events += 1
+            self.no_clock += event.ts is None
+            self.batch.append(event)
+        if len(self.batch) >= EVENT_BATCH:
+            self.store_events(self.batch)
+            self.batch = []
+
+    def time_of(self, line: int) -> tuple[datetime, str] | None:
+        """(UTC time, how it was found) of log line ``line`` from the log's
+        own wall-clock prefixes: the line's, else the latest one in the
+        :data:`LOOKBACK_LINES` lines before it; None when there is none (or
+        the line left the window)."""
+        if not self.window or line < self.window[0][0]:
+            return None
+        first = self.window[0][0]
+        for n in range(min(line, self.window[-1][0]), max(line - LOOKBACK_LINES, first - 1), -1):
+            ts = split_prefix(n, self.window[n - first][1]).ts
+            if ts is not None:
+                return ts, ("the oops line's time" if n == line else f"the time of log line {n}")
+        return None
+
+
+def _report_line(report: CrashReport) -> int:
+    """The 1-based line of the log where ``report`` starts; 0 when unknown."""
+    artifact = report.artifact
+    return (artifact.line or 0) if artifact is not None else 0
+
+
+def _crash_record(report: CrashReport, when: tuple[datetime, str] | None, path: Path, host: str,
+                  mtime: datetime, rejections: Rejections) -> CrashRecord:
+    """The crash row of one kernel crash of host ``host``, timed by ``when``
+    or, failing that, by the log's modification time ``mtime``."""
+    number = _report_line(report)
+    report.host_id = host
+    report.crash_id = stable_crash_id("kernel-log", host, report.crash_id)
+    if when is not None:
+        report.captured_at, how = when
+        if not how.startswith("the oops"):
+            report.analysis.warnings.append(f"crash time taken from {how}")
+    else:
+        report.captured_at = mtime
+        report.analysis.warnings.append(
+            "crash time unknown (no wall-clock time in the log near the report): the log "
+            "file's modification time is used")
+        title = report.signature.signature if report.signature else "kernel crash"
+        rejections.add(path, number or None, "estimated-time",
+                       f"kernel crash {title!r} has no wall-clock time in the log: "
+                       "counted at the file's modification time", action="kept")
+    return CrashRecord(report, {}, CoreStatus.NOT_STORED, None, str(path))
+
+
+def ingest_host_log(store: Store, path: Path, host: str, summary: IngestSummary,
+                    known: set[str] | None) -> None:
+    """Hardware events (idempotent by event id) and kernel crashes of host
+    ``host`` from the log at ``path``, read once; counts and rejections into
+    ``summary``. ``known``: the store's host ids (None: not checked). The
+    ledger key is the path and the host, so one log of two hosts is two
+    entries. Raises OSError when the log cannot be opened."""
+    summary.files_seen += 1
+    key = f"{path} (telemetry of host {host})"
+    st = path.stat()
+    if unchanged(store, key, st):
+        summary.files_skipped += 1
+        return
+    rejections = Rejections()
+    if known is not None and host not in known:
+        rejections.add(path, None, "unknown-host",
+                       f"unknown host_id {host!r} (not in hosts); log not ingested")
+        store.add_rejections(rejections, replace_files=[str(path)])
+        summary.rejections.extend(rejections)
+        return
+
+    def store_events(events: list[TelemetryEvent]) -> None:
+        summary.events_added += store.add_events(events)
+
+    limits = ScanLimits()
+    read = _OnePass(path, host, store_events, limits)
+    mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC)
+    lines = read.lines()
+    records = [_crash_record(analyze(report), read.time_of(_report_line(report)), path, host,
+                             mtime, rejections)
+               for report in iter_kernel_log(lines, name=str(path), limits=limits)]
+    for _ in lines:  # the parser read them all; if not, the events of the rest still count
+        pass
+    if read.no_clock:
+        summary.notes.append(
+            f"{path}: {read.no_clock} of {read.events} events have only seconds since boot (no "
+            "wall-clock time): stored, but not joined to crashes")
+    if read.stopped is not None:
+        rejections.add(path, read.stopped.line, "truncated-input",
+                       f"{read.stopped.reason}: the log stops at line {read.stopped.line}; the "
+                       "events and crashes before it are kept", action="kept")
+    # a log read to its end was hashed on the way; one cut short was not read whole
+    sha = read.sha256.hexdigest() if read.stopped is None else sha256_file(path)
+    with store.transaction():
+        added = store.add_crashes(records)
+        store.add_rejections(rejections, replace_files=[str(path)])
+        store.record_file(LedgerEntry(key, st.st_size, st.st_mtime_ns, sha, "telemetry-log",
+                                      "done"))
+    summary.crashes_added += added
+    summary.crashes_existing += len(records) - added
+    if added:
+        summary.crashes_by_status[str(CoreStatus.NOT_STORED)] += added
+    summary.rejections.extend(rejections)

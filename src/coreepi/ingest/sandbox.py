@@ -1,0 +1,161 @@
+"""The one sandbox runner: an artifact analysed in a child process, with limits.
+
+A hostile or broken artifact (a core that makes the unwinder loop, a
+decompression bomb, a log that trips a parser bug) may cost one child
+process, never its caller. Every analysis of an artifact outside the
+``coreepi inspect`` process goes through :class:`Sandbox`: ``coreepi
+ingest`` (:mod:`coreepi.ingest.crashes`), the server's core intake
+(:mod:`coreepi.ingest.intake`) and the node's edge analysis
+(:mod:`coreepi.capture.edge`).
+
+The child is ``python -m coreepi.ingest.worker`` (:mod:`coreepi.ingest.worker`):
+it limits its own address space (RLIMIT_AS, ``memory_limit_mb``) and CPU
+time (RLIMIT_CPU, the wall-time limit + 1 s), dies with its parent, and
+prints one JSON result. This side enforces the wall-time limit (the child
+is killed, by pid, when it passes) and turns a child that dies, hangs or
+prints garbage into a :class:`SandboxResult` with a category:
+
+==================  ==========================================================
+category            meaning
+==================  ==========================================================
+``worker-timeout``  the wall-time limit passed; the child was killed
+``worker-crashed``  the child died of a signal or printed no result
+``memory-limit``    the analysis ran out of its address-space limit
+``unreadable-core`` the artifact cannot be used (the worker's InputError)
+``analysis-error``  the analysis failed (a bug), or its report is invalid
+==================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from coreepi.model.report import CrashReport
+
+__all__ = ["Sandbox", "SandboxLimits", "SandboxResult"]
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits of one analysis. ``timeout_seconds``: wall time, seconds (the
+    CPU limit is one second more); ``memory_limit_mb``: address space, MiB
+    (None or 0: no limit); ``debug_dirs``: directories of debug files in
+    ``.build-id/xx/rest[.debug]`` layout, searched by the analysis."""
+
+    timeout_seconds: float
+    memory_limit_mb: int | None
+    debug_dirs: Sequence[Path] = ()
+
+
+@dataclass
+class SandboxResult:
+    """What one analysis gave: ``ok`` and its reports (zero or more: a
+    kernel log may hold several crashes), or ``category`` (see the module
+    docstring) and ``error``, one line."""
+
+    ok: bool
+    reports: list[CrashReport] = field(default_factory=list)
+    category: str = ""
+    error: str = ""
+
+
+class Sandbox:
+    """Runs analyses in worker children. Thread-safe: ``run`` may be called
+    from several threads at once; :meth:`kill_all` kills exactly the
+    children this sandbox started and that still run (an interrupted ingest,
+    a server shutting down).
+
+    ``scratch_dir``: where each child's temporary directory is made (a
+    decompressed core can be large: the capture puts it in its spool);
+    default: the system's temporary directory.
+    """
+
+    def __init__(self, limits: SandboxLimits, *, scratch_dir: Path | None = None) -> None:
+        self.limits = limits
+        self.scratch_dir = scratch_dir
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+
+    def _argv(self, artifact: Path) -> list[str]:
+        limits = self.limits
+        argv = [sys.executable, "-m", "coreepi.ingest.worker", "--artifact", str(artifact),
+                "--cpu-seconds", str(max(1, int(limits.timeout_seconds) + 1))]
+        if limits.memory_limit_mb:
+            argv += ["--memory-limit-mb", str(limits.memory_limit_mb)]
+        for d in limits.debug_dirs:
+            argv += ["--debug-dir", str(d)]
+        return argv
+
+    def run(self, artifact: Path) -> SandboxResult:
+        """Analyse the artifact at ``artifact`` (an ELF core, plain or
+        compressed, a kernel log or an hs_err log) in a child; blocks until
+        it is done or killed at the wall-time limit. Never raises for what
+        the artifact does; OSError when the child cannot be started."""
+        timeout = self.limits.timeout_seconds
+        # The worker decompresses cores into its TMPDIR; a worker killed for
+        # its time or memory limit cannot clean up, so this side owns the dir.
+        with tempfile.TemporaryDirectory(prefix="coreepi-sandbox-", dir=self.scratch_dir) as tmp:
+            proc = subprocess.Popen(self._argv(artifact), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True, env={**os.environ, "TMPDIR": tmp})
+            with self._lock:
+                self._procs.add(proc)
+            try:
+                try:
+                    out, err = proc.communicate(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()  # by pid: our child only
+                    proc.communicate()
+                    return SandboxResult(
+                        False, category="worker-timeout",
+                        error=f"analysis took longer than {timeout:g} s; stopped")
+            finally:
+                with self._lock:
+                    self._procs.discard(proc)
+        return self._decode(proc.returncode, out, err)
+
+    def _decode(self, rc: int, out: bytes, err: bytes) -> SandboxResult:
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        if rc < 0:
+            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else -rc
+            why = "memory or CPU limit" if -rc in (signal.SIGKILL, signal.SIGXCPU) else "a bug"
+            return SandboxResult(False, category="worker-crashed",
+                                 error=f"analysis process died of {name} ({why}?) {tail[0]}".strip())
+        try:
+            obj = json.loads(out)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            if "MemoryError" in err.decode("utf-8", "replace"):
+                return SandboxResult(False, category="memory-limit",
+                                     error=f"analysis exceeded the memory limit "
+                                     f"({self.limits.memory_limit_mb} MiB)")
+            return SandboxResult(False, category="worker-crashed",
+                                 error=f"analysis process exited {rc} without a result: {tail[0]}")
+        if not obj.get("ok"):
+            return SandboxResult(False, category=obj.get("category", "analysis-error"),
+                                 error=obj.get("error", "unknown error"))
+        try:
+            reports = [CrashReport.model_validate(r) for r in obj["reports"]]
+        except ValidationError as exc:
+            return SandboxResult(False, category="analysis-error", error=f"bad report: {exc}")
+        return SandboxResult(True, reports)
+
+    def kill_all(self) -> None:
+        """Kill (SIGKILL, by pid) every child of this sandbox still running."""
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
