@@ -326,3 +326,21 @@ def test_real_jvm_crash_hs_err_and_core_one_crash_either_order(
     assert report.signature is not None and report.signature.signature.startswith("Unsafe_PutLong")
     assert "null-deref" in {p.name for p in report.phenotypes}
     assert report.attributes["artifacts"] == "elf-core+hs_err"
+
+
+def test_sigbus_mceerr_crash_sent_over_the_api_is_a_telemetry_event_too(tmp_path: Path) -> None:
+    """One ingest path: a report received by the server's intake gives the
+    same sigbus_mce event as the same report in a fleet directory."""
+    from coreepi.ingest.intake import Outcome, accept_reports
+
+    report = CrashReport(
+        crash_id="c0ffee", captured_at=datetime(2024, 5, 1, 3, 0, tzinfo=UTC), host_id="h-mce",
+        source=Source.ELF_CORE,
+        signal=SignalInfo(number=7, name="SIGBUS", si_code=4, si_code_name="BUS_MCEERR_AR"),
+        analysis={"analyzer_version": "test"},
+    )
+    with DuckDBStore(tmp_path / "store") as store:
+        assert accept_reports(store, [report]) == [Outcome.CREATED]
+        assert rows(store, "SELECT kind, host_id FROM telemetry") == [("sigbus_mce", "h-mce")]
+        assert accept_reports(store, [report]) == [Outcome.DUPLICATE]
+        assert rows(store, "SELECT count(*) FROM telemetry") == [(1,)]

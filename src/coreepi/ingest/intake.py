@@ -8,7 +8,9 @@ come in as a :class:`CoreLimits`; nothing here imports :mod:`coreepi.serve`.
 
 * :func:`accept_report` — a CrashReport: ``created``, ``duplicate`` (same
   crash_id, same content as received before) or ``conflict`` (same crash_id,
-  other content). Check and insert happen under the store's writer lock.
+  other content). Check and insert happen under the store's writer lock. A
+  crash killed by SIGBUS BUS_MCEERR_* also becomes a ``sigbus_mce``
+  telemetry event, as in ``coreepi ingest`` (:func:`coreepi.ingest.crashes.crash_events`).
 * :func:`accept_heartbeat` — an exposure interval (+ host attributes from the
   facts, when sent).
 * :class:`CoreIntake` — a received core: checked (zstd, ELF magic, size and
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from coreepi import __version__
+from coreepi.ingest.crashes import crash_events
 from coreepi.model.fleet import ExposureInterval, HostRow
 from coreepi.model.heartbeat import Heartbeat
 from coreepi.model.report import CrashReport, HostFacts, ProcessInfo
@@ -107,7 +110,9 @@ def accept_reports(store: Store, reports: list[CrashReport]) -> list[Outcome]:
                 outcomes.append(Outcome.DUPLICATE if same else Outcome.CONFLICT)
         if new:
             now = datetime.now(UTC)
-            store.add_crashes([_record(r) for r in new])
+            records = [_record(r) for r in new]
+            store.add_crashes(records)
+            store.add_events(crash_events(records))  # as `coreepi ingest` does
             store.add_receipts([Receipt(r.crash_id, seen[r.crash_id], None, now) for r in new])
     return outcomes
 

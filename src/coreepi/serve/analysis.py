@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coreepi import __version__
+from coreepi.ingest.crashes import crash_events
 from coreepi.ingest.intake import ARTIFACT, decompress_checked, merge_analysis
 from coreepi.ingest.sandbox import Sandbox, SandboxLimits
 from coreepi.model.report import CrashReport
@@ -135,8 +136,12 @@ class AnalysisWorker:
             result = self.runner.run(plain)
         if result.ok and result.reports:
             merged = merge_analysis(report, result.reports[0])
-            self.store.update_crash(CrashRecord(merged, dict(merged.attributes),
-                                                CoreStatus.STORED, None, ARTIFACT))
+            record = CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED, None,
+                                 ARTIFACT)
+            with self.store.transaction():
+                self.store.update_crash(record)
+                # a SIGBUS MCE crash is a telemetry event too, as in `coreepi ingest`
+                self.store.add_events(crash_events([record]))
             self.on_result("ok")
             return
         why = (f"{result.category}: {result.error}" if not result.ok
