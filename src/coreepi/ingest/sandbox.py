@@ -4,9 +4,9 @@ A hostile or broken artifact (a core that makes the unwinder loop, a
 decompression bomb, a log that trips a parser bug) may cost one child
 process, never its caller. Every analysis of an artifact outside the
 ``coreepi inspect`` process goes through :class:`Sandbox`: ``coreepi
-ingest`` (:mod:`coreepi.ingest.crashes`), the server's core intake
-(:mod:`coreepi.ingest.intake`) and the node's edge analysis
-(:mod:`coreepi.capture.edge`).
+ingest`` (:mod:`coreepi.ingest.run`), the server's analysis of received
+cores (:mod:`coreepi.serve.analysis`, queued by :mod:`coreepi.ingest.intake`)
+and the node's edge analysis (:mod:`coreepi.capture.edge`).
 
 The child is ``python -m coreepi.ingest.worker`` (:mod:`coreepi.ingest.worker`):
 it limits its own address space (RLIMIT_AS, ``memory_limit_mb``) and CPU

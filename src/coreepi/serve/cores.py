@@ -14,19 +14,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from coreepi.model.compression import compression_of
 from coreepi.model.report import CrashReport
 from coreepi.store import DirectoryBlobStore, Store
 
 __all__ = ["StoredCore", "iter_file", "stored_core"]
 
 CHUNK = 1 << 20
-# magic -> (file suffix, media type, decompress-to-stdout command)
-_FORMATS = (
-    (b"\x28\xb5\x2f\xfd", ".zst", "application/zstd", "zstd -dc"),
-    (b"\x1f\x8b", ".gz", "application/gzip", "gzip -dc"),
-    (b"\xfd7zXZ\x00", ".xz", "application/x-xz", "xz -dc"),
-    (b"BZh", ".bz2", "application/x-bzip2", "bzip2 -dc"),
-)
+# compression (coreepi.model.compression) -> (file suffix, media type,
+# decompress-to-stdout command)
+_FORMATS = {
+    "zstd": (".zst", "application/zstd", "zstd -dc"),
+    "gzip": (".gz", "application/gzip", "gzip -dc"),
+    "xz": (".xz", "application/x-xz", "xz -dc"),
+    "bzip2": (".bz2", "application/x-bzip2", "bzip2 -dc"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +64,10 @@ def stored_core(store: Store, report: CrashReport) -> StoredCore | None:
         return None
     with open(path, "rb") as fh:
         head = fh.read(8)
-    for magic, suffix, media, decompress in _FORMATS:
-        if head.startswith(magic):
-            break
-    else:
+    compression = compression_of(head)
+    if compression is None:
         return None
+    suffix, media, decompress = _FORMATS[compression]
     name = f"{report.crash_id}.core{suffix}"
     core = f"{report.crash_id}.core"
     exe = report.process.exe or "/path/to/the/executable"
