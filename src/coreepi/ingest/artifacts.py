@@ -30,7 +30,7 @@ from coreepi.model.report import CrashReport
 if TYPE_CHECKING:
     from coreepi.analyze.casedefs import CaseDefinition
 
-__all__ = ["ArtifactKind", "inspect_core", "inspect_file", "sniff"]
+__all__ = ["ArtifactKind", "decompress", "inspect_core", "inspect_file", "sniff"]
 
 SNIFF_BYTES = 64 << 10
 
@@ -73,7 +73,14 @@ class _Capped:
                 f"decompresses to more than {self.limit} bytes (COREEPI_MAX_CORE_BYTES); "
                 "refusing a possible decompression bomb"
             )
-        self.dst.write(data)
+        try:
+            self.dst.write(data)
+        except OSError as exc:  # the output's failure (full disk, closed pipe), not the input's
+            raise _WriteFailed() from exc
+
+
+class _WriteFailed(Exception):
+    """Writing the decompressed data failed; ``__cause__`` is the OSError."""
 
 
 def _copy_zstd(src: IO[bytes], dst: _Capped) -> None:
@@ -98,6 +105,33 @@ def _copy_zstd(src: IO[bytes], dst: _Capped) -> None:
 def _copy_stream(src: IO[bytes], dst: _Capped) -> None:
     while data := src.read(1 << 20):
         dst.write(data)
+
+
+def decompress(src: IO[bytes], dst: IO[bytes], name: str,
+               limit: int = MAX_DECOMPRESSED_BYTES) -> str | None:
+    """Copy the seekable artifact ``src`` into ``dst``, decompressed when its
+    first bytes say zstd, gzip, bzip2 or xz (else as it is); at most ``limit``
+    bytes (default ``COREEPI_MAX_CORE_BYTES``). Returns the compression's name
+    (None: plain). Raises :class:`InputError` naming ``name`` when the data is
+    corrupt or decompresses past ``limit``."""
+    start = src.tell()
+    opener = _opener(src.read(8))
+    src.seek(start)
+    out = _Capped(dst, limit)
+    compression = opener[0] if opener is not None else None
+    try:
+        if opener is None:
+            _copy_stream(src, out)
+        elif compression == "zstd":
+            _copy_zstd(src, out)
+        else:
+            _copy_stream(opener[1](src), out)
+    except _WriteFailed as exc:
+        assert exc.__cause__ is not None
+        raise exc.__cause__ from None
+    except _decompress_errors() as exc:
+        raise InputError(name, f"cannot decompress ({compression or 'plain'}): {exc}") from None
+    return compression
 
 
 class ArtifactKind(StrEnum):
@@ -236,16 +270,9 @@ def inspect_file(
         plain = Path(tmp) / "core"
         try:
             with open(name, "rb") as src, open(plain, "wb") as out:
-                opener = _opener(src.read(8))
-                assert opener is not None
-                src.seek(0)
-                dst = _Capped(out, MAX_DECOMPRESSED_BYTES)
-                if compression == "zstd":
-                    _copy_zstd(src, dst)
-                else:
-                    _copy_stream(opener[1](src), dst)
-        except _decompress_errors() as exc:
-            raise InputError(name, f"cannot decompress ({compression}): {exc}") from None
+                decompress(src, out, name)
+        except OSError as exc:
+            raise InputError(name, f"cannot decompress into {tmp}: {exc.strerror or exc}") from None
         try:
             report = inspect_core(plain, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
                                   run_analysis=run_analysis, case_defs=definitions)

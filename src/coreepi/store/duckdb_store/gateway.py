@@ -42,9 +42,9 @@ DB_NAME = "coreepi.duckdb"
 
 
 def default_data_dir() -> Path:
-    """``$COREEPI_DATA``, else the per-user data dir (platformdirs), e.g.
+    """``$COREEPI_DATA_DIR``, else the per-user data dir (platformdirs), e.g.
     ``~/.local/share/coreepi`` on Linux."""
-    env = os.environ.get("COREEPI_DATA")
+    env = os.environ.get("COREEPI_DATA_DIR")
     if env:
         return Path(env)
     import platformdirs
