@@ -54,15 +54,17 @@ def report(
         findings = _findings(where, lo, hi)
     except (StoreError, InputError) as exc:
         fail(str(exc))
-    if findings is None:
-        sys.stderr.write(f"coreepi: nothing to report: {where} holds no crashes or exposure "
-                         "yet; run `coreepi ingest FLEET` first\n")
+    if isinstance(findings, int):
+        # an empty store, or a window without crashes: a short report, not an
+        # error (on stderr for the other formats, whose readers expect their format)
+        (sys.stdout if fmt == "text" else sys.stderr).write(
+            _empty_report(where, findings, lo, hi) + "\n")
         return
     if fmt != "text" or out is not None:
-        from coreepi.reporting import render
+        from coreepi.reporting import render, text_report
 
-        text = render(findings, fmt, width=PIPE_WIDTH, details=details) if fmt == "text" \
-            else render(findings, fmt)
+        text = (text_report(findings, _env_width(), details=details) if fmt == "text"
+                else render(findings, fmt))
         if out is None:
             sys.stdout.write(text)
         else:
@@ -71,39 +73,43 @@ def report(
     _show_text(findings, details=details, pager=not no_pager)
 
 
-def _findings(where: Path, lo: datetime | None, hi: datetime | None) -> FleetFindings | None:
-    """The findings over the window, or None when the store is empty."""
+def _findings(where: Path, lo: datetime | None, hi: datetime | None) -> FleetFindings | int:
+    """The findings over the window; when the window holds no crash, the
+    number of crashes stored in all instead."""
     from coreepi.reporting import build_findings
     from coreepi.store import open_store
 
     with open_store(where, read_only=True) as store:
-        counts = store.counts()
-        if not counts["crashes"] and not counts["exposure"]:
-            return None
+        if not store.count_crashes(lo, hi):
+            return store.count_crashes()
         return build_findings(store, lo, hi)
+
+
+def _empty_report(where: Path, total: int, lo: datetime | None, hi: datetime | None) -> str:
+    """The short report of a window without crashes (``total``: crashes stored in all)."""
+    if not total:
+        return (f"coreepi report: nothing to report: {where} holds no crashes yet; run "
+                f"`coreepi ingest FLEET --data-dir {where}` first")
+    span = (f"from {lo:%Y-%m-%d %H:%M} " if lo else "") + (f"until {hi:%Y-%m-%d %H:%M} "
+                                                            if hi else "")
+    return (f"coreepi report: no crash {span}(UTC). The store holds {total:,} crashes in "
+            "all; `coreepi list` shows when they happened.")
 
 
 def _show_text(findings: FleetFindings, *, details: bool, pager: bool) -> None:
     """The text report at the terminal's width (colour on a terminal), paged
     when it does not fit the screen."""
-    import io
-
-    from rich.console import Console
-
-    from coreepi.reporting import render_text
+    from coreepi.reporting import text_report
 
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns if tty else _env_width()
-    buf = io.StringIO()
-    console = Console(file=buf, width=width, force_terminal=tty, color_system="auto" if tty
-                      else None, highlight=False, emoji=False, soft_wrap=False)
-    render_text(findings, console, details=details)
+    text = text_report(findings, width, details=details, color=tty)
     if tty and pager:
         from coreepi.cli.pager import page
 
-        page(buf.getvalue())
+        page(text)
     else:
-        sys.stdout.write(buf.getvalue())
+        sys.stdout.write(text)
 
 
 def _env_width() -> int:
