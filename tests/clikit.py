@@ -66,3 +66,37 @@ def make_cli_fleet(root: Path, coreset: CoreSet, count: int = 6) -> CliFleet:
     done = cli("ingest", str(fleet), "--data-dir", str(data_dir), "--jobs", "2")
     assert done.returncode == 0, done.stderr
     return CliFleet(fleet, data_dir, coreset.binary, cores)
+
+
+def coreepi_argv() -> list[str]:
+    return [sys.executable, "-m", "coreepi"]
+
+
+def in_pty(args: list[str], cols: int = 80, rows: int = 24,
+           env: dict[str, str] | None = None) -> str:
+    """Run coreepi with stdin, stdout and stderr on a pseudo-terminal of
+    ``cols`` x ``rows`` (``PAGER=cat`` unless ``env`` says otherwise); what it printed."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("COREEPI_") and k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([*coreepi_argv(), *args], stdout=slave, stderr=slave, stdin=slave,
+                            env=base | {"PAGER": "cat"} | (env or {}), close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    return b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")

@@ -5,15 +5,13 @@ code path, two sources. `debug` runs gdb non-interactively (-batch -ex bt)."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clikit import CliFleet, cli, make_cli_fleet
+from clikit import CliFleet, cli, coreepi_argv, in_pty, make_cli_fleet
 from fleetfactory import CoreSet, coreset  # noqa: F401
 
 from coreepi.cli.listing import VERDICTS
@@ -71,7 +69,7 @@ def test_list_text_fits_80_columns_and_ids_resolve(fleet: CliFleet) -> None:
     first = rows(fleet)[0]
     assert first["crash_id"].startswith(short)
     # a terminal of 80 columns: every line fits (the signature is cut with …)
-    out = _in_pty(["list", "--data-dir", str(fleet.data), "--no-pager"], cols=80)
+    out = in_pty(["list", "--data-dir", str(fleet.data), "--no-pager"], cols=80)
     assert out.strip() and all(len(line) <= 80 for line in out.splitlines()), out
     info = cli("info", short[:8], "--data-dir", str(fleet.data))
     assert info.returncode == 0, info.stderr
@@ -103,11 +101,11 @@ def test_dump_gives_the_original_core(fleet: CliFleet, tmp_path: Path) -> None:
         assert not out.with_name(out.name + ".part").exists()
     with open(tmp_path / "piped", "wb") as fh:  # stdout that is not a terminal
         piped = subprocess.run(
-            [*_coreepi(), "dump", listed[1]["crash_id"], "--data-dir", str(fleet.data)],
+            [*coreepi_argv(), "dump", listed[1]["crash_id"], "--data-dir", str(fleet.data)],
             stdout=fh, stderr=subprocess.PIPE, timeout=120, check=False)
     assert piped.returncode == 0, piped.stderr
     assert (tmp_path / "piped").read_bytes() == originals[1][1].read_bytes()
-    tty = _in_pty(["dump", listed[0]["crash_id"], "--data-dir", str(fleet.data)])
+    tty = in_pty(["dump", listed[0]["crash_id"], "--data-dir", str(fleet.data)])
     assert "refusing to write a core to a terminal" in tty and "\x7fELF" not in tty
 
 
@@ -174,36 +172,3 @@ def test_server_source_agrees_with_the_store(fleet: CliFleet, server: tuple[str,
     assert cli("list", "--server", url, "--token-file", str(tokfile)).returncode == 0
     gone = cli("list", "--server", "http://127.0.0.1:9", env={"COREEPI_TOKEN": token})
     assert gone.returncode == 2 and "cannot reach the server" in gone.stderr
-
-
-def _coreepi() -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "coreepi"]
-
-
-def _in_pty(args: list[str], cols: int = 80, rows_: int = 24) -> str:
-    """Run coreepi with stdout on a pseudo-terminal of ``cols`` x ``rows_``; its output."""
-    import fcntl
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows_, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COREEPI_")}
-    env.pop("COLUMNS", None)
-    proc = subprocess.Popen([*_coreepi(), *args], stdout=slave, stderr=slave, stdin=slave,
-                            env=env | {"PAGER": "cat"}, close_fds=True)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=120)
-    os.close(master)
-    return b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
