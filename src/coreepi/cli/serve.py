@@ -108,7 +108,7 @@ def token_create(
 ) -> None:
     """Create a token and print it (once: only its hash is kept)."""
     from coreepi.errors import StoreError
-    from coreepi.serve.auth import create_token
+    from coreepi.serve.tokens import create_token
     from coreepi.store import open_store
 
     try:
@@ -129,7 +129,7 @@ def token_list(
 ) -> None:
     """List tokens (id, name, scopes, created, revoked); never the tokens themselves."""
     from coreepi.errors import StoreError
-    from coreepi.serve.auth import list_tokens
+    from coreepi.serve.tokens import list_tokens
     from coreepi.store import open_store
 
     try:
@@ -152,7 +152,7 @@ def token_revoke(
     """Revoke a token (every server on the store stops accepting it within its token
     cache time, 5 s by default)."""
     from coreepi.errors import StoreError
-    from coreepi.serve.auth import revoke_token
+    from coreepi.serve.tokens import revoke_token
     from coreepi.store import open_store
 
     try:
