@@ -27,9 +27,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -38,6 +37,11 @@ from coreepi.store.base import COUNTED_TABLES
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
 from coreepi.store.sqlbuild import insert_sql, utc_now
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["PostgresGateway", "array_literal", "is_postgres_url", "pg_sql", "redact"]
 
@@ -193,6 +197,8 @@ class PostgresGateway(Transactional):
 
     def _frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """One read as a DataFrame (column names from the query)."""
+        import pandas as pd
+
         with self._connection() as con:
             cur = con.execute(pg_sql(sql), params)
             columns = [d.name for d in cur.description or ()]
