@@ -155,7 +155,8 @@ def _section(title: str, console: Console) -> None:
 def _group_entry(g: GroupFinding) -> RenderableType:
     ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
     head = Text.assemble((g.key, "bold"))
-    facts = Text(f"{g.kind} · {g.crashes:,} crashes on {g.hosts:,} host{'s' if g.hosts != 1 else ''} · "
+    plural = "s" if g.hosts != 1 else ""
+    facts = Text(f"{g.kind} · {g.crashes:,} crashes on {g.hosts:,} host{plural} · "
                  f"{fmt_rate(g.rate)} per 1,000 node-days (95% CI "
                  f"{fmt_ci(g.rate_lower, g.rate_upper)}) · ")
     facts.append_text(_verdict(g.attribution.verdict))
