@@ -26,6 +26,8 @@ __all__ = [
     "TokenFile",
     "data_dir_or_default",
     "fail",
+    "shown",
+    "store_target",
     "parse_when",
     "read_token",
     "window",
@@ -61,6 +63,27 @@ def data_dir_or_default(data_dir: Path | None) -> Path:
     from coreepi.store import default_data_dir
 
     return default_data_dir()
+
+
+def store_target(store: str | None, data_dir: Path | None) -> str | Path:
+    """The store a reading command opens: ``--store`` (or ``$COREEPI_STORE``),
+    else the data dir. Exit 2 with one line when it is a data dir that does
+    not exist (a reader never creates one)."""
+    from coreepi.store import STORE_ENV
+    from coreepi.store.postgres_store import is_postgres_url
+
+    target: str | Path = store or os.environ.get(STORE_ENV) or data_dir_or_default(data_dir)
+    if not is_postgres_url(str(target)) and not Path(target).is_dir():
+        fail(f"{target}: no such data dir (run `coreepi ingest FLEET --data-dir {target}` "
+             "first)")
+    return target
+
+
+def shown(target: str | Path) -> str:
+    """A store location for a message: a database URL without its password."""
+    from coreepi.store.postgres_store import redact
+
+    return redact(str(target))
 
 
 def read_token(token_file: Path | None) -> str | None:

@@ -19,7 +19,8 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from coreepi.cli.common import DataDir, Server, TokenFile, data_dir_or_default, fail, window
+from coreepi.cli.common import DataDir, Server, TokenFile, fail, shown, store_target, window
+from coreepi.cli.options import StoreOpt
 from coreepi.cli.sources import CrashSource
 from coreepi.errors import InputError, StoreError
 
@@ -34,10 +35,10 @@ NoPager = Annotated[bool, typer.Option("--no-pager", help="Never use a pager.")]
 
 
 @contextmanager
-def crash_source(data_dir: Path | None, server: str | None,
-                 token_file: Path | None) -> Iterator[CrashSource]:
-    """The server at ``server`` when given, else the store of the data dir
-    (read-only). Errors of the source become one line and exit 2."""
+def crash_source(data_dir: Path | None, server: str | None, token_file: Path | None,
+                 store: str | None = None) -> Iterator[CrashSource]:
+    """The server at ``server`` when given, else the store (``--store`` or the
+    data dir, read-only). Errors of the source become one line and exit 2."""
     from coreepi.cli.common import read_token
     from coreepi.cli.sources import ServerSource, StoreSource
 
@@ -50,9 +51,9 @@ def crash_source(data_dir: Path | None, server: str | None,
         else:
             from coreepi.store import open_store
 
-            where = data_dir_or_default(data_dir)
-            with open_store(where, read_only=True) as store:
-                yield StoreSource(store, str(where))
+            where = store_target(store, data_dir)
+            with open_store(where, read_only=True) as opened:
+                yield StoreSource(opened, shown(where))
     except (InputError, StoreError) as exc:
         fail(str(exc))
 
@@ -77,6 +78,7 @@ def list_crashes(
     json_output: Annotated[bool, typer.Option("--json", help="One JSON array of summaries.")
                            ] = False,
     data_dir: DataDir = None,
+    store: StoreOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
     no_pager: NoPager = False,
@@ -87,7 +89,7 @@ def list_crashes(
     if verdict is not None and verdict not in VERDICTS:
         fail(f"--verdict {verdict!r}: one of {', '.join(VERDICTS)}")
     lo, hi = window(since, until)
-    with crash_source(data_dir, server, token_file) as source:
+    with crash_source(data_dir, server, token_file, store) as source:
         rows = select_crashes(source, since=lo, until=hi, host=host, signature=signature,
                               phenotype=phenotype, verdict=verdict, limit=limit)
     if json_output:
@@ -115,11 +117,12 @@ def info(
                          ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="The CrashReport as JSON.")] = False,
     data_dir: DataDir = None,
+    store: StoreOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
 ) -> None:
     """Show one stored crash: identity, core, signal, phenotypes, signature, backtrace."""
-    with crash_source(data_dir, server, token_file) as source:
+    with crash_source(data_dir, server, token_file, store) as source:
         report = source.report(source.resolve(crash_id))
     if json_output:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
@@ -172,13 +175,14 @@ def dump(
                                                 help="Write the core here (default: stdout, "
                                                 "never a terminal).")] = None,
     data_dir: DataDir = None,
+    store: StoreOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
 ) -> None:
     """Write a crash's core, decompressed (as the kernel wrote it), to FILE or stdout."""
     if output is None and sys.stdout.isatty():
         fail("refusing to write a core to a terminal: give -o FILE or redirect stdout")
-    with crash_source(data_dir, server, token_file) as source:
+    with crash_source(data_dir, server, token_file, store) as source:
         full = source.resolve(crash_id)
         if output is not None:
             size = _core_to_file(source, full, output)
@@ -209,6 +213,7 @@ def debug(
         help="Executables, libraries and debug files (a fleet's symbols/ or a .build-id "
         "tree), matched by build-id; repeatable.")] = None,
     data_dir: DataDir = None,
+    store: StoreOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
 ) -> None:
@@ -220,7 +225,7 @@ def debug(
     with tempfile.TemporaryDirectory(prefix="coreepi-debug-") as tmp:
         work = Path(tmp)
         # everything is fetched first, so the store is closed while gdb runs
-        with crash_source(data_dir, server, token_file) as source:
+        with crash_source(data_dir, server, token_file, store) as source:
             full = source.resolve(crash_id)
             report = source.report(full)
             core = work / f"{full}.core"

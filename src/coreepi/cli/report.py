@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from coreepi.cli.common import DataDir, data_dir_or_default, fail, window
+from coreepi.cli.common import DataDir, fail, shown, store_target, window
+from coreepi.cli.options import StoreOpt
 from coreepi.errors import InputError, StoreError
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ PIPE_WIDTH = 160
 
 def report(
     data_dir: DataDir = None,
+    store: StoreOpt = None,
     since: Annotated[str | None, typer.Option(
         "--since", metavar="TIME", help="Window start, ISO-8601 (default: all data).")] = None,
     until: Annotated[str | None, typer.Option(
@@ -47,9 +49,7 @@ def report(
     if fmt not in FORMATS:
         fail(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     lo, hi = window(since, until)
-    where = data_dir_or_default(data_dir)
-    if not where.is_dir():
-        fail(f"{where}: no such data dir (run `coreepi ingest FLEET --data-dir {where}` first)")
+    where = store_target(store, data_dir)
     try:
         findings = _findings(where, lo, hi)
     except (StoreError, InputError) as exc:
@@ -73,7 +73,8 @@ def report(
     _show_text(findings, details=details, pager=not no_pager)
 
 
-def _findings(where: Path, lo: datetime | None, hi: datetime | None) -> FleetFindings | int:
+def _findings(where: str | Path, lo: datetime | None, hi: datetime | None
+              ) -> FleetFindings | int:
     """The findings over the window; when the window holds no crash, the
     number of crashes stored in all instead."""
     from coreepi.reporting import build_findings
@@ -85,8 +86,10 @@ def _findings(where: Path, lo: datetime | None, hi: datetime | None) -> FleetFin
         return build_findings(store, lo, hi)
 
 
-def _empty_report(where: Path, total: int, lo: datetime | None, hi: datetime | None) -> str:
+def _empty_report(where: str | Path, total: int, lo: datetime | None, hi: datetime | None
+                  ) -> str:
     """The short report of a window without crashes (``total``: crashes stored in all)."""
+    where = shown(where)
     if not total:
         return (f"coreepi report: nothing to report: {where} holds no crashes yet; run "
                 f"`coreepi ingest FLEET --data-dir {where}` first")
