@@ -15,7 +15,7 @@ import httpx
 import pytest
 from clikit import cli
 from fleetfactory import CoreSet, coreset  # noqa: F401
-from servekit import free_port
+from servekit import ServeProcess, free_port
 
 
 def test_inspect_threads_registers_and_warnings(coreset: CoreSet) -> None:  # noqa: F811
@@ -36,8 +36,6 @@ def test_inspect_threads_registers_and_warnings(coreset: CoreSet) -> None:  # no
 
 
 def test_inspect_identity_then_submit(coreset: CoreSet, tmp_path: Path) -> None:  # noqa: F811
-    from test_serve_process import Running
-
     out = cli("inspect", str(coreset.cores[2]), "--json", "--host-id", "lab-3",
               "--captured-at", "2024-03-01T12:00:00")
     assert out.returncode == 0, out.stderr
@@ -49,7 +47,9 @@ def test_inspect_identity_then_submit(coreset: CoreSet, tmp_path: Path) -> None:
     ingest_token = cli("token", "create", "--scope", "ingest", env={"COREEPI_DATA_DIR": str(data)})
     read_token = cli("token", "create", "--scope", "read", "--data-dir", str(data))
     assert ingest_token.returncode == 0 and read_token.returncode == 0
-    server = Running(data)  # the same store as the tokens: flag and env var meet
+    # the same store as the tokens (one made with the flag, one with the env var)
+    server = ServeProcess(["--data-dir", str(data)],
+                           tmp_path / "serve.log")
     try:
         env = {"COREEPI_TOKEN": ingest_token.stdout.strip()}
         sent = cli("submit", str(path), "--server", server.url, env=env)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from clikit import CliFleet, cli, coreepi_argv, in_pty, make_cli_fleet
 from fleetfactory import CoreSet, coreset  # noqa: F401
+from servekit import ServeProcess
 
 from coreepi.cli.listing import VERDICTS
 from coreepi.epi.models import Verdict
@@ -130,14 +131,12 @@ def test_debug_runs_gdb_with_the_files_found_by_build_id(fleet: CliFleet) -> Non
 @pytest.fixture(scope="module")
 def server(fleet: CliFleet, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[str, str]]:
-    from test_serve_process import Running
-
     root = tmp_path_factory.mktemp("cliserve")
     data = root / "data"
     shutil.copytree(fleet.data, data)
     made = cli("token", "create", "--scope", "read", "--data-dir", str(data))
     assert made.returncode == 0, made.stderr
-    running = Running(data)
+    running = ServeProcess(["--data-dir", str(data)], root / "serve.log")
     try:
         yield running.url, made.stdout.strip()
     finally:
