@@ -19,7 +19,7 @@ from coreepi.epi import FleetFindings, analyze_fleet
 from coreepi.model.events import EventKind, TelemetryEvent
 from coreepi.model.fleet import ExposureInterval, HostRow
 from coreepi.model.report import AnalysisInfo, CrashReport, Phenotype, Signature, Source
-from coreepi.reporting import build_findings, render
+from coreepi.reporting import build_findings, render, text_report
 from coreepi.store import CrashRecord, DuckDBStore, open_store
 
 EVIL = "<script>alert(1)</script>"
@@ -165,7 +165,7 @@ def test_epidemic_curve(findings: FleetFindings) -> None:
 
 
 def test_text(findings: FleetFindings) -> None:
-    text = render(findings, "text", width=250)
+    text = text_report(findings, width=250, details=True)
     for title in ("Crash groups by rate", "Suspect hosts", "Strongest attribute associations"):
         assert title in text
     assert re.search(r"host h-017: \d+ crashes where [\d.]+ expected \(SIR", text)
@@ -231,7 +231,7 @@ def test_cli_formats_and_window(data_dir: Path, tmp_path: Path) -> None:
 def test_cli_empty_store(tmp_path: Path) -> None:
     runner = CliRunner()
     res = runner.invoke(app, ["report", "--data-dir", str(tmp_path / "none")])
-    assert res.exit_code == 0 and "nothing to report" in res.output
+    assert res.exit_code == 2 and "no such data dir" in res.output
     open_store(tmp_path / "empty").close()
     res = runner.invoke(app, ["report", "--data-dir", str(tmp_path / "empty"), "-f", "json"])
     assert res.exit_code == 0 and "nothing to report" in res.output

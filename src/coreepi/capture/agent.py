@@ -265,11 +265,14 @@ class Agent:
 
 
 def spool_status(config: CaptureConfig) -> dict[str, object]:
-    """Counts of the spool (for ``coreepi agent status``)."""
-    spool = Spool(config.spool_dir)
+    """Counts of the spool (for ``coreepi agent status``). Reads only: a
+    spool that does not exist yet counts as empty (``exists``: false)."""
+    spool = Spool(config.spool_dir, create=False)
     entries = spool.entries()
-    return {"spool_dir": str(spool.root), "queued": len(entries),
+    quarantine = spool.root / "quarantine"
+    return {"spool_dir": str(spool.root), "exists": spool.queue.is_dir(),
+            "queued": len(entries),
             "pending_analysis": sum(e.pending_age() is not None for e in entries),
             "reported_awaiting_core": sum(e.reported for e in entries),
             "spool_bytes": spool.usage_bytes(), "quota_bytes": config.spool.max_bytes,
-            "quarantined": len(list((spool.root / "quarantine").iterdir()))}
+            "quarantined": len(list(quarantine.iterdir())) if quarantine.is_dir() else 0}

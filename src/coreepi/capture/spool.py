@@ -102,12 +102,14 @@ class Entry:
 
 
 class Spool:
-    """A spool directory. Creating the object creates the directories."""
+    """A spool directory. Creating the object creates the directories, unless
+    ``create`` is False (a reader, such as ``coreepi agent status``)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], create: bool = True) -> None:
         self.root = Path(root)
         for sub in ("tmp", "queue", "quarantine", "state"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            if create:
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
 
     @property
     def tmp(self) -> Path:
@@ -159,6 +161,8 @@ class Spool:
     def entries(self) -> list[Entry]:
         """Queued entries, oldest first."""
         items = []
+        if not self.queue.is_dir():  # a reader's spool that was never created
+            return []
         for path in self.queue.iterdir():
             if path.is_dir() and (path / REPORT).exists():
                 try:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from coreepi import __version__
-from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
+from coreepi.cli.common import DataDir, fail
+from coreepi.cli.options import BlobsOpt, StoreOpt, store_location
 from coreepi.errors import InputError
+
+if TYPE_CHECKING:
+    from coreepi.ingest.run import IngestSummary
 
 app = typer.Typer(
     name="coreepi",
@@ -22,14 +25,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-
-EXIT_INPUT_ERROR = 2
-
-
-def _fail(message: str) -> NoReturn:
-    sys.stderr.write(f"coreepi: error: {message}\n")
-    raise typer.Exit(EXIT_INPUT_ERROR)
 
 
 def _version(value: bool) -> None:
@@ -48,79 +45,6 @@ def _root(
     """Core dump epidemiology."""
 
 
-@app.command()
-def inspect(
-    core: Annotated[
-        Path,
-        typer.Argument(
-            help="Crash artifact: ELF core (plain or zstd/gzip/bzip2/xz) or kernel log.",
-            metavar="FILE",
-        ),
-    ],
-    exe: Annotated[
-        Path | None, typer.Option("--exe", help="The crashed executable (if not at its path).")
-    ] = None,
-    sysroot: Annotated[
-        Path | None,
-        typer.Option("--sysroot", help="Look for the core's modules under this directory."),
-    ] = None,
-    debug_dir: Annotated[
-        list[Path] | None,
-        typer.Option("--debug-dir", help="Directory of debug files (.build-id/xx/…); repeatable."),
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the CrashReport as JSON.")] = False,
-    no_analysis: Annotated[
-        bool, typer.Option("--no-analysis", help="Only parse: no phenotypes or signature.")
-    ] = False,
-    case_defs: Annotated[
-        Path | None,
-        typer.Option(
-            "--case-defs",
-            help="TOML file of user case definitions (CEL expressions); shows which fire.",
-        ),
-    ] = None,
-) -> None:
-    """Read one crash artifact and print its crash report(s)."""
-    from coreepi.ingest.artifacts import inspect_file
-
-    try:
-        reports = inspect_file(
-            core,
-            exe=exe,
-            sysroot=sysroot,
-            debug_dirs=debug_dir or (),
-            run_analysis=not no_analysis,
-            case_defs=case_defs,
-        )
-    except InputError as exc:
-        _fail(str(exc))
-    if json_output:
-        if len(reports) == 1:
-            sys.stdout.write(reports[0].model_dump_json(indent=2) + "\n")
-        else:
-            items = ",\n".join(r.model_dump_json(indent=2) for r in reports)
-            sys.stdout.write(f"[{items}]\n" if items else "[]\n")
-        return
-    if not reports:
-        sys.stderr.write(f"coreepi: {core}: no crash found\n")
-    from rich.console import Console  # rich only when drawing (not for --json)
-
-    from coreepi.reporting.crash_text import render_report
-
-    console = Console()
-    for i, report in enumerate(reports):
-        if i:
-            console.rule()
-        render_report(report, console)
-        if case_defs is not None:
-            fired = [p.name for p in report.phenotypes if p.evidence.get("case_definition")]
-            console.print(
-                f"case definitions ({case_defs}): {', '.join(fired) if fired else 'none fired'}",
-                markup=False,
-            )
-
-
-@app.command()
 def schema(
     out: Annotated[
         Path | None, typer.Option("--out", help="Write here instead of standard output.")
@@ -136,10 +60,10 @@ def schema(
         out.write_text(text, encoding="utf-8")
 
 
-@app.command()
 def telemetry(
     log: Annotated[
-        Path, typer.Argument(help="Kernel log, dmesg, journal text, mcelog or ras-mc-ctl output.")
+        Path, typer.Argument(metavar="LOG",
+                             help="Kernel log, dmesg, journal text, mcelog or ras-mc-ctl output.")
     ],
     host: Annotated[str | None, typer.Option("--host", help="Host id to put in the events.")] = None,
     json_output: Annotated[
@@ -151,7 +75,7 @@ def telemetry(
     from coreepi.parse.telemetry.logs import parse_telemetry
 
     if not log.is_file():
-        _fail(f"{log}: no such file")
+        fail(f"{log}: no such file")
     stopped: DecompressionError | None = None
     rows: list[tuple[str, str, str, str, str]] = []
     try:
@@ -171,7 +95,7 @@ def telemetry(
     except DecompressionError as exc:  # the events before it are shown, then the error
         stopped = exc
     except OSError as exc:
-        _fail(f"{log}: {exc.strerror or exc}")
+        fail(f"{log}: {exc.strerror or exc}")
     if not json_output and rows:
         from rich.console import Console
         from rich.table import Table
@@ -181,12 +105,11 @@ def telemetry(
             table.add_row(*row)
         Console().print(table)
     if stopped is not None:
-        _fail(stopped.stopped_at())
+        fail(stopped.stopped_at())
     if not json_output and not rows:
         sys.stderr.write(f"coreepi: {log}: no hardware events found\n")
 
 
-@app.command()
 def ingest(
     inputs: Annotated[
         list[Path] | None,
@@ -211,7 +134,8 @@ def ingest(
     store: StoreOpt = None,
     blobs: BlobsOpt = None,
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Cores analysed at once (default: CPUs).")
+        int | None, typer.Option("--jobs", "-j", min=1, metavar="N",
+                                 help="Cores analysed at once (default: CPUs).")
     ] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=1, help="Wall-time limit per core, seconds.")
@@ -240,9 +164,9 @@ def ingest(
     if len(hosts) == 1:
         hosts = hosts * len(logs)
     if len(hosts) != len(logs):
-        _fail("give one --host for all --telemetry logs, or one --host per --telemetry log")
+        fail("give one --host for all --telemetry logs, or one --host per --telemetry log")
     if not inputs and not logs:
-        _fail("nothing to ingest: give a fleet directory or crash files, or --telemetry LOG")
+        fail("nothing to ingest: give a fleet directory or crash files, or --telemetry LOG")
     try:
         with open_store(store_location(store, data_dir), blobs=blobs) as opened, \
                 IngestProgress() as progress:
@@ -252,32 +176,23 @@ def ingest(
                 telemetry_logs=list(zip(logs, hosts, strict=True)),
             )
     except (InputError, StoreError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for rejection in summary.rejections:
         sys.stderr.write(f"coreepi: {rejection}\n")
     sys.stdout.write(str(summary) + "\n")
+    if not accepted_anything(summary):
+        fail(f"nothing ingested: none of the {summary.files_seen} input files held a crash, "
+             "host, exposure interval or telemetry event that could be stored (see above)")
+
+
+def accepted_anything(summary: IngestSummary) -> bool:
+    """Whether an ingest stored (or found already stored) anything of its input."""
+    return any((summary.files_skipped, summary.hosts, summary.exposure_added,
+                summary.exposure_duplicates, summary.events_added, summary.crashes_added,
+                summary.crashes_existing, summary.crashes_paired))
 
 
 
-# ``coreepi serve`` and ``coreepi token …`` live in cli/serve.py, ``coreepi store …`` in cli/store.py
-from coreepi.cli.serve import serve as _serve
-from coreepi.cli.serve import token_app as _token_app
-from coreepi.cli.store import store_app as _store_app
-
-app.command("serve")(_serve)
-app.add_typer(_token_app, name="token")
-app.add_typer(_store_app, name="store")
-from coreepi.cli.worker import register as _register_worker
-
-_register_worker(app)
-
-# ``coreepi collect`` and ``coreepi agent …`` live in capture/commands.py
-from coreepi.capture.commands import register as _register_capture
-
-_register_capture(app)
-
-
-@app.command()
 def simulate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Fleet directory to write.")],
     scenario: Annotated[
@@ -310,11 +225,10 @@ def simulate(
     try:
         result = run_simulation(scenario, out, seed=seed, jobs=jobs, on_crash=progress)
     except (InputError, BuildError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     sys.stdout.write(result.summary() + "\n")
 
 
-@app.command()
 def demo(
     data_dir: Annotated[
         Path | None,
@@ -346,81 +260,45 @@ def demo(
     try:
         run_demo(data_dir, seed=seed, scenario=scenario, fresh=fresh, jobs=jobs, html=html)
     except (InputError, StoreError, BuildError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
-def _when(value: str | None, option: str) -> datetime | None:
-    """An ISO-8601 date or date-time (``Z`` or an offset; naive means UTC)."""
-    if value is None:
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-    except (ValueError, OverflowError):
-        _fail(f"{option} {value!r}: not an ISO-8601 date or date-time in range (e.g. "
-              "2024-05-01 or 2024-05-01T12:00:00Z)")
+def _register() -> None:
+    """The commands, in the order ``coreepi --help`` lists them: one crash,
+    a fleet, the stored crashes, the server and the nodes, then the rest."""
+    from coreepi.capture.commands import register as register_capture
+    from coreepi.cli import artifact, crashes
+    from coreepi.cli import report as report_command
+    from coreepi.cli.serve import serve, token_app
+    from coreepi.cli.store import store_app
+    from coreepi.cli.worker import register as register_worker
+
+    artifact.register(app)  # inspect, submit
+    app.command()(ingest)
+    report_command.register(app)
+    crashes.register(app)  # list, info, dump, debug
+    app.command()(serve)
+    app.add_typer(token_app, name="token")
+    app.add_typer(store_app, name="store")
+    register_worker(app)  # worker
+    register_capture(app)  # collect, agent
+    app.command()(telemetry)
+    app.command()(simulate)
+    app.command()(demo)
+    app.command()(schema)
 
 
-@app.command()
-def report(
-    data_dir: DataDir = None,
-    store: StoreOpt = None,
-    since: Annotated[
-        str | None, typer.Option("--since", help="Window start, ISO-8601 (default: all data).")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", help="Window end, exclusive, ISO-8601.")
-    ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="text, json, markdown or html.")
-    ] = "text",
-    out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write here instead of standard output.")
-    ] = None,
-) -> None:
-    """Study the stored crashes as a population: groups, rates, suspect hosts,
-    attribute associations, each with its attribution and evidence."""
-    from coreepi.errors import StoreError
-    from coreepi.reporting import FORMATS, build_findings, render, render_text
-    from coreepi.store import default_data_dir, open_store
-    from coreepi.store.postgres_store import redact
-
-    if fmt not in FORMATS:
-        _fail(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
-    lo, hi = _when(since, "--since"), _when(until, "--until")
-    if lo is not None and hi is not None and hi <= lo:
-        _fail("--until must be after --since")
-    where = store_location(store, data_dir) or default_data_dir()
-    try:
-        with open_store(where, read_only=True) as opened:
-            counts = opened.counts()
-            if not counts["crashes"] and not counts["exposure"]:
-                raise StoreError(f"{redact(str(where))}: no crashes or exposure stored yet")
-            findings = build_findings(opened, lo, hi)
-    except StoreError as exc:
-        if "no coreepi store here" in str(exc) or "no crashes or exposure stored" in str(exc):
-            sys.stderr.write(f"coreepi: nothing to report: {exc}; run `coreepi ingest FLEET` "
-                             "first\n")
-            return
-        _fail(str(exc))
-    except InputError as exc:
-        _fail(str(exc))
-    if out is None and fmt == "text":
-        from rich.console import Console
-
-        render_text(findings, Console())
-        return
-    text = render(findings, fmt)
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
+_register()
 
 
 def main() -> None:
     """Console-script entry point."""
+    from coreepi.cli.helpfmt import tidy_help
+
+    command = typer.main.get_command(app)
+    tidy_help(command)
     try:
-        app()
+        command(prog_name="coreepi")
     except KeyboardInterrupt:
         sys.stderr.write("coreepi: interrupted\n")
         sys.exit(130)

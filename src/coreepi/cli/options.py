@@ -11,8 +11,9 @@ __all__ = ["BlobsOpt", "DataDir", "StoreOpt", "store_location"]
 
 DataDir = Annotated[
     Path | None,
-    typer.Option("--data-dir", envvar="COREEPI_DATA",
-                 help="Store directory (default: the per-user data dir)."),
+    typer.Option("--data-dir", envvar="COREEPI_DATA_DIR", metavar="DIR", show_envvar=True,
+                 help="Store directory (default: the per-user data dir, "
+                 "~/.local/share/coreepi)."),
 ]
 StoreOpt = Annotated[
     str | None,

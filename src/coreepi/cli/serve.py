@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
+from coreepi.cli.common import fail as _fail
 from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
 
 __all__ = ["serve", "token_app"]
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 token_app = typer.Typer(
     help="Bearer tokens of the HTTP API (scopes: ingest, read, admin). On a data dir, work "
@@ -20,10 +23,23 @@ token_app = typer.Typer(
 )
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Exit 2 with one line when ``host:port`` cannot be listened on (in use,
+    not an address of this machine, privileged), before anything is created."""
+    import socket
 
-def _fail(message: str) -> NoReturn:
-    sys.stderr.write(f"coreepi: error: {message}\n")
-    raise typer.Exit(2)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        _fail(f"--host {host}: {exc.strerror}")
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        # as uvicorn binds: a port left in TIME_WAIT by a previous server is free
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 
 
 def serve(
@@ -52,10 +68,16 @@ def serve(
         list[Path] | None,
         typer.Option("--symbol-dir", help="Symbol directory (.build-id layout); repeatable."),
     ] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+    log_level: Annotated[str, typer.Option(
+        "--log-level", metavar="LEVEL",
+        help="critical, error, warning, info (one access-log line per request) or debug.")
+    ] = "info",
 ) -> None:
     """Run the server over the store: HTTP API, web UI (prints a one-time login link), /docs,
     /metrics. Binds to 127.0.0.1 unless --host says otherwise."""
+    if log_level not in LOG_LEVELS:
+        _fail(f"--log-level {log_level!r}: one of {', '.join(LOG_LEVELS)}")
+    check_port_free(host, port)
     from dataclasses import replace
 
     from coreepi.errors import StoreError
@@ -86,7 +108,7 @@ def token_create(
 ) -> None:
     """Create a token and print it (once: only its hash is kept)."""
     from coreepi.errors import StoreError
-    from coreepi.serve.auth import create_token
+    from coreepi.serve.tokens import create_token
     from coreepi.store import open_store
 
     try:
@@ -107,7 +129,7 @@ def token_list(
 ) -> None:
     """List tokens (id, name, scopes, created, revoked); never the tokens themselves."""
     from coreepi.errors import StoreError
-    from coreepi.serve.auth import list_tokens
+    from coreepi.serve.tokens import list_tokens
     from coreepi.store import open_store
 
     try:
@@ -130,7 +152,7 @@ def token_revoke(
     """Revoke a token (every server on the store stops accepting it within its token
     cache time, 5 s by default)."""
     from coreepi.errors import StoreError
-    from coreepi.serve.auth import revoke_token
+    from coreepi.serve.tokens import revoke_token
     from coreepi.store import open_store
 
     try:

@@ -54,7 +54,7 @@ def store_copy(
 @store_app.command("prune")
 def store_prune(
     blobs: BlobsOpt = None,
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="COREEPI_DATA",
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", envvar="COREEPI_DATA_DIR",
                                                   help="Data dir whose blobs/ to prune "
                                                   "(without --blobs).")] = None,
     max_age_days: Annotated[float | None, typer.Option(

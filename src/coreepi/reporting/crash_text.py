@@ -1,14 +1,23 @@
-"""Human-readable rendering of a CrashReport for the terminal (Rich)."""
+"""Human-readable rendering of one CrashReport for the terminal (Rich):
+``coreepi inspect`` and ``coreepi info``.
+
+Every value from the crash (names, paths, evidence) goes in as
+:class:`rich.text.Text`, never parsed as markup; evidence is written as
+``key: value`` lines in words and hex, never as Python reprs. Warnings are
+not drawn here: the caller sends them to stderr (:func:`warning_lines`).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from coreepi.model.report import CrashReport, Frame, FrameTrust
+from coreepi.model.report import CrashReport, Frame, FrameTrust, Thread
 
-__all__ = ["render_report", "frame_label"]
+__all__ = ["evidence_text", "frame_label", "render_identity", "render_report", "warning_lines"]
 
 _TRUST_STYLE = {
     FrameTrust.CONTEXT: "bold green",
@@ -18,6 +27,8 @@ _TRUST_STYLE = {
 }
 MAX_SHOWN_FRAMES = 40
 MAX_SHOWN_MODULES = 15
+MAX_EVIDENCE_CHARS = 160
+MAX_EVIDENCE_ITEMS = 4
 
 
 def frame_label(frame: Frame) -> str:
@@ -30,9 +41,88 @@ def frame_label(frame: Frame) -> str:
     return "?" if frame.pc is None else f"0x{frame.pc:x}"
 
 
-def render_report(report: CrashReport, console: Console) -> None:
-    """Print the signal, the crashing thread's backtrace (with frame trust),
-    the top modules, and any warnings."""
+def evidence_text(value: object) -> str:
+    """A phenotype's evidence value in words: scalars as they read, lists
+    comma-separated, mappings as ``key value`` pairs, lists of mappings
+    separated by ``;`` (at most :data:`MAX_EVIDENCE_ITEMS` items, then
+    ``(+N more)``), cut at :data:`MAX_EVIDENCE_CHARS` with ``…``."""
+    text = _words(value)
+    return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"
+
+
+def _words(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_words(v)}" for k, v in value.items() if _shown(v))
+    if isinstance(value, (list, tuple, set)):
+        items = list(value)
+        sep = "; " if any(isinstance(i, Mapping) for i in items) else ", "
+        shown = sep.join(_words(i) for i in items[:MAX_EVIDENCE_ITEMS])
+        more = len(items) - MAX_EVIDENCE_ITEMS
+        return shown + (f" (+{more} more)" if more > 0 else "")
+    return str(value)
+
+
+def _shown(value: object) -> bool:
+    return value not in (None, "", [], {}, False)
+
+
+def warning_lines(report: CrashReport) -> list[str]:
+    """The analysis warnings of ``report``, one line each (for stderr)."""
+    return [" ".join(w.split()) for w in report.analysis.warnings]
+
+
+def render_identity(report: CrashReport, console: Console) -> None:
+    """What the store knows of a crash besides its analysis: id, time, host,
+    source, and what became of its core (``coreepi info``)."""
+    core = report.core
+    if core.stored:
+        size = f", {core.size_bytes:,} bytes" if core.size_bytes is not None else ""
+        fate = f"stored{size} (coreepi dump / coreepi debug)"
+    else:
+        fate = f"not stored ({core.dropped_reason})" if core.dropped_reason else "not stored"
+    when = report.captured_at.isoformat(sep=" ") if report.captured_at else "unknown"
+    for label, value in (("crash", report.crash_id), ("captured", when),
+                         ("host", report.host_id or "unknown"), ("source", str(report.source)),
+                         ("core", fate)):
+        console.print(Text.assemble((f"{label}: ", "bold"), value))
+    facts = [f"{k}={v}" for k, v in (("kernel", report.host.kernel),
+                                     ("cpu", report.host.cpu_model),
+                                     ("microcode", report.host.microcode)) if v]
+    facts += [f"{k}={v}" for k, v in sorted(report.attributes.items())]
+    if facts:
+        console.print(Text.assemble(("attributes: ", "bold"), "  ".join(facts)))
+
+
+def render_report(report: CrashReport, console: Console, *, all_threads: bool = False,
+                  registers: bool = False) -> None:
+    """Print the signal, the phenotypes and signature, the crashing thread's
+    backtrace (with frame trust) — every thread's with ``all_threads`` —
+    their registers with ``registers``, and the top modules."""
+    _render_head(report, console)
+    crashed = report.crashed_thread
+    threads = report.threads if all_threads else [t for t in (crashed,) if t is not None]
+    for thread in threads:
+        _render_thread(thread, console, registers=registers)
+    hidden = len(report.threads) - len(threads)
+    if hidden > 0:
+        console.print(Text(f"{hidden} more thread{'s' if hidden > 1 else ''} "
+                           "(--all-threads to show them)", style="dim"))
+    if report.modules:
+        mods = Table(title="modules", title_justify="left")
+        for col in ("base", "end", "build-id", "path"):
+            mods.add_column(col, overflow="fold")
+        for m in report.modules[:MAX_SHOWN_MODULES]:
+            mods.add_row(f"0x{m.base:x}", f"0x{m.end:x}", Text(m.build_id or "-"), Text(m.path))
+        console.print(mods)
+        if len(report.modules) > MAX_SHOWN_MODULES:
+            console.print(f"… {len(report.modules) - MAX_SHOWN_MODULES} more modules (--json)")
+
+
+def _render_head(report: CrashReport, console: Console) -> None:
     proc = report.process
     sig = report.signal
     head = Text()
@@ -50,24 +140,26 @@ def render_report(report: CrashReport, console: Console) -> None:
         if sig.fault_address is not None:
             head.append(f" at fault address 0x{sig.fault_address:x}")
     console.print(head)
-    if proc.exe or report.arch:
-        console.print(f"exe: {proc.exe or '?'}   arch: {report.arch or '?'}   "
-                      f"threads: {len(report.threads)}", markup=False)
+    if proc.exe:
+        console.print(Text(f"exe: {proc.exe}"))
+    console.print(Text(f"arch: {report.arch or '?'}   threads: {len(report.threads)}"))
     if proc.cmdline:
-        console.print(f"cmdline: {' '.join(proc.cmdline)}", markup=False)
-
+        console.print(Text(f"cmdline: {' '.join(proc.cmdline)}"))
     if report.signature is not None:
-        console.print(f"signature: {report.signature.signature}", style="bold", markup=False)
+        console.print(Text(f"signature: {report.signature.signature}", style="bold"))
     for p in report.phenotypes:
-        tag = " [hardware-indicative]" if p.hardware_indicative else ""
-        evidence = ", ".join(
-            f"{k}={_short(v)}" for k, v in p.evidence.items() if v not in (None, "", [], {}, False)
-        )
-        console.print(f"phenotype {p.name}{tag}: {evidence}", markup=False)
+        tag = " (hardware-indicative)" if p.hardware_indicative else ""
+        console.print(Text.assemble(("phenotype ", ""), (p.name, "bold"), tag))
+        for key, value in p.evidence.items():
+            if _shown(value):
+                console.print(Text(f"  {key}: {evidence_text(value)}"))
 
-    crashed = report.crashed_thread
-    if crashed is not None:
-        table = Table(title=f"crashing thread {crashed.tid or ''}", title_justify="left")
+
+def _render_thread(thread: Thread, console: Console, *, registers: bool) -> None:
+    name = f" ({thread.name})" if thread.name else ""
+    title = f"{'crashing thread' if thread.crashed else 'thread'} {thread.tid}{name}"
+    if thread.frames:
+        table = Table(title=title, title_justify="left")
         for col in ("#", "pc", "frame", "source", "trust"):
             # A long frame folds rather than ending in "…" (which would hide
             # the +0xoffset); the source column gives way first.
@@ -77,35 +169,34 @@ def render_report(report: CrashReport, console: Console) -> None:
                 overflow="fold" if col == "frame" else "ellipsis",
                 ratio=3 if col == "frame" else (1 if col == "source" else None),
             )
-        for f in crashed.frames[:MAX_SHOWN_FRAMES]:
+        for f in thread.frames[:MAX_SHOWN_FRAMES]:
             source = f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file and f.line else ""
             label = frame_label(f) + (" [inlined]" if f.inlined else "")
             table.add_row(
                 str(f.index),
                 "" if f.pc is None else f"0x{f.pc:x}",
-                Text(label),  # Text: names and paths come from the core, never markup
+                Text(label),
                 Text(source),
                 Text(f.trust.value, style=_TRUST_STYLE[f.trust]),
             )
         console.print(table)
-        if len(crashed.frames) > MAX_SHOWN_FRAMES:
-            console.print(f"… {len(crashed.frames) - MAX_SHOWN_FRAMES} more frames (--json)")
-        if crashed.unwind_error and crashed.unwind_error != "not unwound":
-            console.print(f"unwinding: {crashed.unwind_error}", style="dim", markup=False)
-
-    if report.modules:
-        mods = Table(title="modules", title_justify="left")
-        for col in ("base", "end", "build-id", "path"):
-            mods.add_column(col)
-        for m in report.modules[:MAX_SHOWN_MODULES]:
-            mods.add_row(f"0x{m.base:x}", f"0x{m.end:x}", Text(m.build_id or "-"), Text(m.path))
-        console.print(mods)
-        if len(report.modules) > MAX_SHOWN_MODULES:
-            console.print(f"… {len(report.modules) - MAX_SHOWN_MODULES} more modules (--json)")
-    for w in report.analysis.warnings:
-        console.print(f"warning: {w}", style="yellow", markup=False)
+        if len(thread.frames) > MAX_SHOWN_FRAMES:
+            console.print(f"… {len(thread.frames) - MAX_SHOWN_FRAMES} more frames (--json)")
+    else:
+        console.print(Text(f"{title}: no frames", style="bold"))
+    if thread.unwind_error and thread.unwind_error != "not unwound":
+        console.print(Text(f"unwinding: {thread.unwind_error}", style="dim"))
+    if registers:
+        _render_registers(thread.registers.items(), console)
 
 
-def _short(value: object, limit: int = 80) -> str:
-    text = str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _render_registers(regs: Iterable[tuple[str, int]], console: Console) -> None:
+    """Registers as ``name 0x%016x`` cells, as many per line as fit."""
+    cells = [f"{name:>6} 0x{value:016x}" for name, value in regs]
+    if not cells:
+        console.print(Text("registers: none recorded", style="dim"))
+        return
+    per_line = max(1, (console.width + 2) // (len(cells[0]) + 2))
+    console.print(Text("registers", style="bold"))
+    for i in range(0, len(cells), per_line):
+        console.print(Text("  ".join(cells[i : i + per_line])))

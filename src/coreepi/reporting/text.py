@@ -1,14 +1,25 @@
-"""The terminal report: Rich tables of groups, suspect hosts and associations."""
+"""The terminal report: the answers first, one sentence per finding, then the
+detail — in tables when they fit the console's width, else as lists, so that
+no word or identifier is ever split or cut (Rich wraps at spaces only: every
+text goes in with ``overflow="fold"`` off and ``no_wrap`` off).
+
+Layout: a headline; **Findings** (hardware-suspect hosts with a
+recommendation, then groups by verdict: hardware-suspect, environment-triggered
+with its trigger, software with its association); **Crash groups** and **Suspect
+hosts** as lists; with ``details`` also every group, host and association
+as tables (or lists at a narrow width).
+"""
 
 from __future__ import annotations
 
 import io
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from coreepi.epi.models import FleetFindings
+from coreepi.epi.models import Association, FleetFindings, GroupFinding, HostFinding
 from coreepi.reporting.phrases import (
     evidence_text,
     fmt_ci,
@@ -21,7 +32,7 @@ from coreepi.reporting.phrases import (
 )
 from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
 
-__all__ = ["VERDICT_STYLE", "render_text", "text_report"]
+__all__ = ["VERDICT_STYLE", "finding_lines", "render_text", "text_report"]
 
 VERDICT_STYLE = {
     "hardware-suspect": "bold red",
@@ -29,91 +40,261 @@ VERDICT_STYLE = {
     "environment-triggered": "yellow",
     "undetermined": "dim",
 }
+SHOWN_GROUPS = 10
+INDENT = 4
 
 
 def _verdict(v: str) -> Text:
     return Text(v, style=VERDICT_STYLE.get(v, ""))
 
 
-def render_text(findings: FleetFindings, console: Console) -> None:
-    """Print the report to ``console``. Every string from crash data goes in as
-    :class:`rich.text.Text` (never parsed as markup)."""
-    f = findings
+def _top_association(g: GroupFinding, attribute_class: str | None = None) -> Association | None:
+    """The group's most significant raising association (of ``attribute_class``)."""
+    q_max = 0.05
+    found = [a for a in g.associations
+             if a.q_value is not None and a.q_value <= q_max and (a.irr is None or a.irr > 1)
+             and (attribute_class is None or a.attribute_class == attribute_class)]
+    return min(found, key=lambda a: (a.p_value if a.p_value is not None else 2.0), default=None)
+
+
+def _crude(a: Association) -> str:
+    return fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status)
+
+
+def _adjusted(a: Association) -> str:
+    if a.adjusted_irr is None:
+        return ""
+    return fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper, a.adjusted_status)
+
+
+def _assoc_words(a: Association) -> str:
+    return (f"{a.crashes:,} of its crashes with {a.attribute}={a.value}, rate ratio "
+            f"{_crude(a)}, {fmt_q(a.q_value)}")
+
+
+def _host_line(h: HostFinding) -> Text:
+    hw = ", ".join(f"{p.name} ×{p.crashes}" for p in h.hardware_phenotypes)
+    text = Text.assemble(
+        (f"{h.attribution.verdict} host ", VERDICT_STYLE.get(h.attribution.verdict, "")),
+        (h.host_id, "bold"),
+        f": {h.crashes:,} crashes where {fmt_n(h.expected)} expected (SIR "
+        f"{fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status).replace(' (', ', 95% CI ', 1)}",
+    )
+    if hw:
+        text.append(f"; {hw}")
+    if h.attribution.verdict == "hardware-suspect":
+        text.append("; recommend drain and hardware diagnostics", "bold")
+    return text
+
+
+def _group_line(g: GroupFinding) -> Text:
+    verdict = g.attribution.verdict
+    spread = f"{g.crashes:,} crashes on {g.hosts:,} host{'s' if g.hosts != 1 else ''}"
+    if verdict == "environment-triggered":
+        trigger = _top_association(g, "environment") or _top_association(g)
+        if trigger is not None:
+            return Text.assemble((f"{trigger.attribute}={trigger.value}", "yellow"),
+                                 " triggers ", (g.key, "bold"), f": {spread}; "
+                                 + _assoc_words(trigger))
+    text = Text.assemble((f"{verdict} ", VERDICT_STYLE.get(verdict, "")),
+                         ("bug " if verdict == "software" else f"{g.kind} "), (g.key, "bold"),
+                         f": {spread}")
+    top = g.concentration
+    if verdict == "hardware-suspect" and top.top_host is not None:
+        text.append(f" ({top.top_host} has {top.top_host_crashes:,})")
+        return text
+    assoc = _top_association(g)
+    if assoc is not None:
+        text.append("; " + _assoc_words(assoc))
+    return text
+
+
+def finding_lines(f: FleetFindings) -> list[Text]:
+    """One sentence per finding, the most actionable first: hardware-suspect
+    hosts, then signature groups by verdict (hardware-suspect,
+    environment-triggered, software) and crash count, then phenotype groups
+    whose verdict no signature group carries; a count of the undetermined."""
+    lines = [_host_line(h) for h in f.hosts if h.attribution.verdict == "hardware-suspect"]
+    order = {"hardware-suspect": 0, "environment-triggered": 1, "software": 2}
+    decided = [g for g in f.groups if g.attribution.verdict in order]
+    signatures = [g for g in decided if g.kind == "signature"]
+    verdicts = {g.attribution.verdict for g in signatures}
+    phenotypes = [g for g in decided if g.kind == "phenotype"
+                  and g.attribution.verdict not in verdicts | {"software"}]
+    for g in sorted(signatures + phenotypes,
+                    key=lambda g: (order[g.attribution.verdict], -g.crashes, g.key)):
+        lines.append(_group_line(g))
+    rest = sum(g.attribution.verdict == "undetermined" for g in f.groups)
+    if rest:
+        lines.append(Text(f"{rest} group{'s' if rest > 1 else ''} undetermined (too few "
+                          "crashes, or no pattern yet): see --details", style="dim"))
+    return lines
+
+
+def _bullet(text: Text, console: Console) -> None:
+    """``text`` as a list item: wrapped at spaces with a hanging indent."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(width=1, no_wrap=True)
+    table.add_column()
+    table.add_row("•", text)
+    console.print(table)
+
+
+def _fits(table: Table, console: Console) -> bool:
+    """Whether ``table`` fits the console without wrapping any cell (its
+    natural width, measured as if the console had no limit)."""
+    unlimited = console.options.update(width=100_000, max_width=100_000)
+    return Measurement.get(console, unlimited, table).maximum <= console.width
+
+
+def _section(title: str, console: Console) -> None:
+    console.print()
+    console.print(Text(title, style="bold underline"))
+
+
+def _group_entry(g: GroupFinding) -> RenderableType:
+    ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
+    head = Text.assemble((g.key, "bold"))
+    plural = "s" if g.hosts != 1 else ""
+    facts = Text(f"{g.kind} · {g.crashes:,} crashes on {g.hosts:,} host{plural} · "
+                 f"{fmt_rate(g.rate)} per 1,000 node-days (95% CI "
+                 f"{fmt_ci(g.rate_lower, g.rate_upper)}) · ")
+    facts.append_text(_verdict(g.attribution.verdict))
+    return _indented(head, facts, Text(ev) if ev else None)
+
+
+def _indented(head: Text, *rest: Text | None) -> RenderableType:
+    grid = Table.grid()
+    grid.add_column(width=INDENT)
+    grid.add_column()
+    for line in rest:
+        if line is not None:
+            grid.add_row("", line)
+    return Group(head, grid)
+
+
+def _groups(f: FleetFindings, console: Console, limit: int | None) -> None:
+    groups = top_groups(f, limit=limit or len(f.groups))
     per = f"{f.config.get('rate_per', 1000):,.0f}"
+    table = Table(title=f"Crash groups by rate (per {per} node-days)", title_justify="left",
+                  show_lines=True)
+    for col, kw in (("kind", {}), ("group", {}), ("crashes", {"justify": "right"}),
+                    ("hosts", {"justify": "right"}), ("rate (95% CI)", {"justify": "right"}),
+                    ("attribution", {}), ("top evidence", {})):
+        table.add_column(col, **kw)  # type: ignore[arg-type]
+    for g in groups:
+        ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
+        table.add_row(g.kind, Text(g.key), f"{g.crashes:,}", f"{g.hosts:,}",
+                      f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})",
+                      _verdict(g.attribution.verdict), Text(ev))
+    if _fits(table, console):
+        console.print(table)
+        return
+    _section(f"Crash groups by rate (per {per} node-days)", console)
+    for g in groups:
+        console.print(_group_entry(g))
+    if len(f.groups) > len(groups):
+        console.print(Text(f"{len(f.groups) - len(groups)} more groups: --details",
+                           style="dim"))
+
+
+def _hosts(f: FleetFindings, console: Console) -> None:
+    hosts = suspect_hosts(f)
+    if not hosts:
+        console.print(Text("No suspect host."))
+        return
+    table = Table(title="Suspect hosts", title_justify="left", show_lines=True)
+    for col, kw in (("host", {}), ("crashes", {"justify": "right"}),
+                    ("expected", {"justify": "right"}), ("SIR (95% CI)", {"justify": "right"}),
+                    ("signatures (expected)", {"justify": "right"}),
+                    ("hardware phenotypes", {}), ("attribution", {}), ("top evidence", {})):
+        table.add_column(col, **kw)  # type: ignore[arg-type]
+    for h in hosts:
+        hw = ", ".join(f"{p.name} ×{p.crashes}" for p in h.hardware_phenotypes)
+        ev = evidence_text(h.attribution.evidence[0]) if h.attribution.evidence else ""
+        table.add_row(Text(h.host_id), f"{h.crashes:,}", fmt_n(h.expected),
+                      fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status),
+                      f"{h.distinct_signatures} ({fmt_n(h.expected_distinct_signatures)})",
+                      Text(hw), _verdict(h.attribution.verdict), Text(ev))
+    if _fits(table, console):
+        console.print(table)
+        return
+    _section("Suspect hosts", console)
+    for h in hosts:
+        ev = evidence_text(h.attribution.evidence[0]) if h.attribution.evidence else None
+        facts = Text(f"{h.crashes:,} crashes, {fmt_n(h.expected)} expected, SIR "
+                     f"{fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status)}; "
+                     f"{h.distinct_signatures} signatures ({fmt_n(h.expected_distinct_signatures)}"
+                     " expected) · ")
+        facts.append_text(_verdict(h.attribution.verdict))
+        console.print(_indented(Text(h.host_id, style="bold"), facts,
+                                Text(ev) if ev else None))
+
+
+def _associations(f: FleetFindings, console: Console) -> None:
+    rows = strongest_associations(f)
+    if not rows:
+        console.print(Text("No significant attribute association."))
+        return
+    table = Table(title="Strongest attribute associations", title_justify="left")
+    for col, kw in (("group", {}), ("attribute", {}), ("crashes", {"justify": "right"}),
+                    ("rate ratio (95% CI)", {"justify": "right"}),
+                    ("adjusted (95% CI)", {"justify": "right"}), ("p", {}), ("q", {})):
+        table.add_column(col, **kw)  # type: ignore[arg-type]
+    for r in rows:
+        a = r.association
+        table.add_row(Text(r.group.key), Text(f"{a.attribute}={a.value}"),
+                      f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}", _crude(a),
+                      _adjusted(a), fmt_p(a.p_value), fmt_q(a.q_value))
+    if _fits(table, console):
+        console.print(table)
+        return
+    _section("Strongest attribute associations", console)
+    for r in rows:
+        a = r.association
+        adj = f"; adjusted {_adjusted(a)}" if a.adjusted_irr is not None else ""
+        console.print(_indented(
+            Text.assemble((f"{a.attribute}={a.value}", "bold"), " in ", r.group.key),
+            Text(f"{a.crashes:,} of {a.crashes + a.rest_crashes:,} crashes, rate ratio "
+                 f"{_crude(a)}{adj}, {fmt_p(a.p_value)}, "
+                 f"{fmt_q(a.q_value)}")))
+
+
+def render_text(findings: FleetFindings, console: Console, *, details: bool = False) -> None:
+    """Print the report to ``console`` (its width decides tables or lists).
+    Every string from crash data goes in as :class:`rich.text.Text` (never
+    parsed as markup)."""
+    f = findings
     console.print(Text("coreepi report", style="bold"))
     console.print(Text(headline(f)))
     if not f.window.crashes:
         console.print(Text("No crash in this window.", style="bold"))
-
-    groups = Table(title=f"Crash groups by rate (per {per} node-days)", title_justify="left",
-                   show_lines=True)
-    for col, kw in (("kind", {}), ("group", {"overflow": "fold", "max_width": 48}),
-                    ("crashes", {"justify": "right"}), ("hosts", {"justify": "right"}),
-                    ("rate (95% CI)", {"justify": "right"}), ("attribution", {}),
-                    ("top evidence", {"overflow": "fold"})):
-        groups.add_column(col, **kw)
-    for g in top_groups(f):
-        ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
-        groups.add_row(
-            g.kind, Text(g.key), f"{g.crashes:,}", f"{g.hosts:,}",
-            f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})",
-            _verdict(g.attribution.verdict), Text(ev),
-        )
-    if f.groups:
-        console.print(groups)
-
-    hosts = suspect_hosts(f)
-    if hosts:
-        table = Table(title="Suspect hosts", title_justify="left", show_lines=True)
-        for col, kw in (("host", {}), ("crashes", {"justify": "right"}),
-                        ("expected", {"justify": "right"}), ("SIR (95% CI)", {"justify": "right"}),
-                        ("signatures (expected)", {"justify": "right"}),
-                        ("hardware phenotypes", {}), ("attribution", {}),
-                        ("top evidence", {"overflow": "fold"})):
-            table.add_column(col, **kw)  # type: ignore[arg-type]
-        for h in hosts:
-            hw = ", ".join(f"{p.name} ×{p.crashes}" for p in h.hardware_phenotypes)
-            ev = evidence_text(h.attribution.evidence[0]) if h.attribution.evidence else ""
-            table.add_row(
-                Text(h.host_id), f"{h.crashes:,}", fmt_n(h.expected),
-                fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status),
-                f"{h.distinct_signatures} ({fmt_n(h.expected_distinct_signatures)})",
-                Text(hw), _verdict(h.attribution.verdict), Text(ev),
-            )
-        console.print(table)
+        return
+    _section("Findings", console)
+    lines = finding_lines(f)
+    for line in lines or [Text("No group or host stands out.")]:
+        _bullet(line, console)
+    console.print()
+    _groups(f, console, None if details else SHOWN_GROUPS)
+    console.print()
+    _hosts(f, console)
+    if details:
+        console.print()
+        _associations(f, console)
+        for note in f.notes:
+            console.print(Text(f"note: {note}", style="dim"))
     else:
-        console.print(Text("No suspect host."))
-
-    rows = strongest_associations(f)
-    if rows:
-        table = Table(title="Strongest attribute associations", title_justify="left")
-        for col, kw in (("group", {"overflow": "fold", "max_width": 40}), ("attribute", {}),
-                        ("crashes", {"justify": "right"}),
-                        ("rate ratio (95% CI)", {"justify": "right"}),
-                        ("adjusted (95% CI)", {"justify": "right"}),
-                        ("p", {}), ("q", {})):
-            table.add_column(col, **kw)
-        for r in rows:
-            a = r.association
-            adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper, a.adjusted_status)
-                   if a.adjusted_irr is not None else "")
-            table.add_row(
-                Text(r.group.key), Text(f"{a.attribute}={a.value}"),
-                f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}",
-                fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status), adj, fmt_p(a.p_value),
-                fmt_q(a.q_value),
-            )
-        console.print(table)
-    else:
-        console.print(Text("No significant attribute association."))
-    for note in f.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print()
+        console.print(Text("More: --details (every group, the attribute associations, notes), "
+                           "--format html.", style="dim"))
 
 
-def text_report(findings: FleetFindings, width: int = 160) -> str:
-    """The text report as plain text (no colour), e.g. for ``--out FILE``."""
+def text_report(findings: FleetFindings, width: int = 160, *, details: bool = False,
+                color: bool = False) -> str:
+    """The text report at ``width`` columns, e.g. for ``--out FILE`` or a
+    pager (``color``: ANSI colours); lines carry no trailing blanks."""
     buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
-                      soft_wrap=False, emoji=False, highlight=False)
-    render_text(findings, console)
-    return buf.getvalue()
+    console = Console(file=buf, width=width, color_system="standard" if color else None,
+                      force_terminal=color, soft_wrap=False, emoji=False, highlight=False)
+    render_text(findings, console, details=details)
+    return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))

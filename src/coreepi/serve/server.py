@@ -39,5 +39,6 @@ def run(location: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: 
         sys.stderr.write("coreepi: web UI — open this link once to log in (it works one time):\n"
                          f"    {login_url(host, port, code)}\n")
         sys.stderr.flush()
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
+        # one "client - "METHOD path" status" line per request at --log-level info
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=True,
                     timeout_graceful_shutdown=30)

@@ -10,10 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from coreepi.model.fleet import ExposureInterval
-from coreepi.model.report import CrashReport
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    from coreepi.model.fleet import ExposureInterval
+    from coreepi.model.report import CrashReport
+
 
 __all__ = [
     "ApiToken",

@@ -3,11 +3,13 @@ decides what a ``crashes`` or ``telemetry`` row holds)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-from coreepi.model.events import TelemetryEvent
 from coreepi.store.records import CrashRecord
 from coreepi.store.sqlbuild import to_json, utc_now
+
+if TYPE_CHECKING:
+    from coreepi.model.events import TelemetryEvent
 
 __all__ = ["crash_row", "event_row"]
 

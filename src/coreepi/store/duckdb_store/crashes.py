@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from coreepi.model.report import CrashReport
 from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, insert_sql
-from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
 from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
 from coreepi.store.records import CoreStatus, CrashRecord
 from coreepi.store.rows import crash_row
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.report import CrashReport
+    from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
 
 __all__ = ["DuckDBCrashStore"]
 
@@ -36,6 +40,8 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
     """Crash records in DuckDB (one batch = one ``INSERT … RETURNING``)."""
 
     def add_crashes_new_ids(self, records: Sequence[CrashRecord]) -> set[str]:
+        import pandas as pd
+
         rows: dict[str, dict[str, Any]] = {}
         for rec in records:
             if rec.report.crash_id not in rows:
@@ -67,6 +73,8 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         return {r[0] for r in self._query("SELECT crash_id FROM crashes").fetchall()}
 
     def get_reports(self, crash_ids: Iterable[str]) -> dict[str, CrashReport]:
+        from coreepi.model.report import CrashReport
+
         ids = sorted(set(crash_ids))
         if not ids:
             return {}
@@ -77,6 +85,8 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         return {c: CrashReport.model_validate_json(r) for c, r in rows}
 
     def crash_records(self, host_id: str, since: datetime, until: datetime) -> list[CrashRecord]:
+        from coreepi.model.report import CrashReport
+
         where = Where().equals("host_id", host_id).since_until("captured_at", since, until)
         rows = self._query(
             "SELECT report, attributes, core_status, core_reason, artifact FROM crashes"
@@ -90,6 +100,8 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         ]
 
     def crash_frame(self, since: datetime | None = None, until: datetime | None = None) -> pd.DataFrame:
+        from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
+
         where = Where().since_until("captured_at", since, until)
         rows = self._query(
             f"SELECT {', '.join(CRASH_COLUMNS)}, attributes "

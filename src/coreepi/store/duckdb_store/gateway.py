@@ -24,16 +24,20 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from coreepi.errors import StoreError
 from coreepi.store.base import COUNTED_TABLES
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
 from coreepi.store.sqlbuild import Where, insert_sql, to_json, utc_now
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DB_NAME", "DuckDBGateway", "Where", "default_data_dir", "insert_sql", "to_json",
            "utc_now"]
@@ -42,9 +46,9 @@ DB_NAME = "coreepi.duckdb"
 
 
 def default_data_dir() -> Path:
-    """``$COREEPI_DATA``, else the per-user data dir (platformdirs), e.g.
+    """``$COREEPI_DATA_DIR``, else the per-user data dir (platformdirs), e.g.
     ``~/.local/share/coreepi`` on Linux."""
-    env = os.environ.get("COREEPI_DATA")
+    env = os.environ.get("COREEPI_DATA_DIR")
     if env:
         return Path(env)
     import platformdirs

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
-import pandas as pd
-
-from coreepi.model.fleet import ExposureInterval, HostRow
 from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, insert_sql, to_json, utc_now
-from coreepi.store.frames import NodeTimeFrames, exposure_frame_from
 from coreepi.store.interfaces.hosts import HostStore
-from coreepi.store.node_time import duckdb_node_time_frames
 from coreepi.store.records import ExposureResult
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.fleet import ExposureInterval, HostRow
+    from coreepi.store.frames import NodeTimeFrames, exposure_frame_from
+    from coreepi.store.node_time import duckdb_node_time_frames
 
 __all__ = ["DuckDBHostStore"]
 
@@ -25,6 +31,8 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
     """Hosts and exposure in DuckDB; node-time summed by :mod:`coreepi.store.node_time`."""
 
     def add_hosts(self, hosts: Iterable[HostRow]) -> int:
+        import pandas as pd
+
         rows = {h.host_id: to_json(h.attributes) for h in hosts}  # last one of a host wins
         frame = pd.DataFrame(
             {"host_id": list(rows), "attributes": list(rows.values()), "updated_at": utc_now()}
@@ -50,6 +58,8 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
         self, batch: list[ExposureInterval], source: str, result: ExposureResult
     ) -> None:
         """Write one batch; add what became of it to ``result``."""
+        import pandas as pd
+
         if not batch:
             return
         frame = pd.DataFrame({
@@ -89,6 +99,8 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
         return {r[0] for r in self._query("SELECT host_id FROM hosts").fetchall()}
 
     def hosts_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         rows = self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id").fetchall()
         records = [{"host_id": h, **json.loads(a)} for h, a in rows]
         return pd.DataFrame.from_records(records, columns=None if records else ["host_id"])
@@ -97,6 +109,8 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
         self, since: datetime | None = None, until: datetime | None = None
     ) -> pd.DataFrame:
         # overlapping [since, until): clipped to it by exposure_frame_from
+        from coreepi.store.frames import exposure_frame_from
+
         where = Where().add_if(since, "e.end_ts > ?").add_if(until, "e.start_ts < ?")
         rows = self._query(
             "SELECT e.host_id, e.start_ts AS start, e.end_ts AS \"end\", e.attributes, "
@@ -121,6 +135,8 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
     ) -> NodeTimeFrames:
         # a cursor of its own: the query registers temporary views, which
         # stay local to that cursor and vanish with it
+        from coreepi.store.node_time import duckdb_node_time_frames
+
         cur = self._con.cursor()
         cur.execute("SET TimeZone = 'UTC'")
         return duckdb_node_time_frames(cur, since, until)

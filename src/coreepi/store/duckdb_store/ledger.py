@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Iterable
 from datetime import UTC
 
-import pandas as pd
-
-from coreepi.model.fleet import Rejection
 from coreepi.store.duckdb_store.gateway import DuckDBGateway, utc_now
 from coreepi.store.interfaces.ledger import REJECTION_COLUMNS, LedgerStore
 from coreepi.store.records import LedgerEntry, Receipt
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.fleet import Rejection
 
 __all__ = ["DuckDBLedgerStore"]
 
@@ -26,6 +32,8 @@ class DuckDBLedgerStore(DuckDBGateway, LedgerStore):
     # -- ingest ledger
 
     def record_files(self, entries: Iterable[LedgerEntry]) -> None:
+        import pandas as pd
+
         rows = {e.path: e for e in entries}  # the last one of a path wins
         frame = pd.DataFrame(
             {c: [getattr(e, c) for e in rows.values()] for c in _LEDGER_COLUMNS}
@@ -39,6 +47,8 @@ class DuckDBLedgerStore(DuckDBGateway, LedgerStore):
         )
 
     def ledger_entries(self, paths: Iterable[str]) -> dict[str, LedgerEntry]:
+        import pandas as pd
+
         out: dict[str, LedgerEntry] = {}
         todo = list(dict.fromkeys(paths))
         for i in range(0, len(todo), PATHS_PER_QUERY):
@@ -72,6 +82,8 @@ class DuckDBLedgerStore(DuckDBGateway, LedgerStore):
             return self._insert_rejections(items)
 
     def _insert_rejections(self, items: list[Rejection]) -> int:
+        import pandas as pd
+
         frame = pd.DataFrame({
             "file": [r.file for r in items],
             "line": pd.array([r.line for r in items], dtype="Int64"),
@@ -91,6 +103,8 @@ class DuckDBLedgerStore(DuckDBGateway, LedgerStore):
     # -- receipts
 
     def add_receipts(self, receipts: Iterable[Receipt]) -> None:
+        import pandas as pd
+
         rows = {r.crash_id: r for r in receipts}  # the last one of a crash wins
         frame = pd.DataFrame({
             "crash_id": list(rows),

@@ -12,13 +12,17 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from coreepi.model.report import CrashReport
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.records import CrashRecord
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.report import CrashReport
 
 __all__ = ["CRASH_SUMMARY_COLUMNS", "CrashStore"]
 

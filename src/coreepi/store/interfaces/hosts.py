@@ -13,16 +13,22 @@ interface on the same database as its :class:`~coreepi.store.interfaces.CrashSto
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import abc
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
-import pandas as pd
-
-from coreepi.model.fleet import ExposureInterval, HostRow
-from coreepi.store.frames import NodeTimeFrames
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.records import ExposureResult
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.fleet import ExposureInterval, HostRow
+    from coreepi.store.frames import NodeTimeFrames
 
 __all__ = ["HostStore"]
 

@@ -13,14 +13,20 @@ Three tables of bookkeeping, none of them epidemiology:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import abc
 from collections.abc import Iterable
 
-import pandas as pd
-
-from coreepi.model.fleet import Rejection
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.records import LedgerEntry, Receipt
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.fleet import Rejection
 
 __all__ = ["REJECTION_COLUMNS", "LedgerStore"]
 

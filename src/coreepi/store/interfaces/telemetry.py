@@ -6,14 +6,20 @@ Rows are :class:`~coreepi.model.events.TelemetryEvent`, identified by
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import abc
 from collections.abc import Iterable
 from datetime import datetime
 
-import pandas as pd
-
-from coreepi.model.events import TelemetryEvent
 from coreepi.store.interfaces.session import Transactional
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.events import TelemetryEvent
 
 __all__ = ["TelemetryStore"]
 

@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from coreepi.model.report import CrashReport
-from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
 from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
 from coreepi.store.postgres_store.gateway import PostgresGateway, array_literal
 from coreepi.store.records import CoreStatus, CrashRecord
 from coreepi.store.rows import crash_row
 from coreepi.store.sqlbuild import Where
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.report import CrashReport
+    from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
 
 __all__ = ["PostgresCrashStore"]
 
@@ -65,6 +69,8 @@ class PostgresCrashStore(PostgresGateway, CrashStore):
         return {r[0] for r in self._query("SELECT crash_id FROM crashes")}
 
     def get_reports(self, crash_ids: Iterable[str]) -> dict[str, CrashReport]:
+        from coreepi.model.report import CrashReport
+
         ids = sorted(set(crash_ids))
         if not ids:
             return {}
@@ -72,6 +78,8 @@ class PostgresCrashStore(PostgresGateway, CrashStore):
         return {c: CrashReport.model_validate_json(r) for c, r in rows}
 
     def crash_records(self, host_id: str, since: datetime, until: datetime) -> list[CrashRecord]:
+        from coreepi.model.report import CrashReport
+
         where = Where().equals("host_id", host_id).since_until("captured_at", since, until)
         rows = self._query(
             "SELECT report, attributes, core_status, core_reason, artifact FROM crashes"
@@ -83,6 +91,8 @@ class PostgresCrashStore(PostgresGateway, CrashStore):
         ]
 
     def crash_frame(self, since: datetime | None = None, until: datetime | None = None) -> pd.DataFrame:
+        from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
+
         where = Where().since_until("captured_at", since, until)
         rows = self._frame(f"SELECT {', '.join(CRASH_COLUMNS)}, attributes "
                            f"FROM crashes{where.sql} ORDER BY captured_at, crash_id",

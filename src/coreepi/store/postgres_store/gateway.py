@@ -27,17 +27,20 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any
-
-import pandas as pd
-import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from typing import TYPE_CHECKING, Any
 
 from coreepi.errors import StoreError
 from coreepi.store.base import COUNTED_TABLES
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
 from coreepi.store.sqlbuild import insert_sql, utc_now
+
+# psycopg, pandas and the report models are loaded where they are used, not on
+# import: `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+    import psycopg
+    from psycopg_pool import ConnectionPool, PoolTimeout
 
 __all__ = ["PostgresGateway", "array_literal", "is_postgres_url", "pg_sql", "redact"]
 
@@ -88,6 +91,9 @@ class PostgresGateway(Transactional):
     password left out) when it cannot be reached or has a newer schema."""
 
     def __init__(self, url: str, *, read_only: bool = False, pool_size: int = 10) -> None:
+        import psycopg
+        from psycopg_pool import ConnectionPool, PoolTimeout
+
         self.url = url
         self.name = redact(url)
         self.read_only = read_only
@@ -151,6 +157,8 @@ class PostgresGateway(Transactional):
     def transaction(self) -> Iterator[None]:
         """See :meth:`Transactional.transaction`: the thread keeps one pooled
         connection for the block; nested blocks join it."""
+        import psycopg
+
         if self.read_only:
             raise StoreError(f"{self.name}: opened read-only")
         if getattr(self._local, "con", None) is not None:
@@ -170,6 +178,8 @@ class PostgresGateway(Transactional):
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """The thread's transaction connection, else a pooled one (autocommit)."""
+        import psycopg
+
         con = getattr(self._local, "con", None)
         if con is not None:
             yield con
@@ -193,6 +203,8 @@ class PostgresGateway(Transactional):
 
     def _frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """One read as a DataFrame (column names from the query)."""
+        import pandas as pd
+
         with self._connection() as con:
             cur = con.execute(pg_sql(sql), params)
             columns = [d.name for d in cur.description or ()]

@@ -7,18 +7,24 @@ default, None): the summed DuckDB query is DuckDB's SQL.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
-import pandas as pd
-
-from coreepi.model.fleet import ExposureInterval, HostRow
-from coreepi.store.frames import exposure_frame_from
 from coreepi.store.interfaces.hosts import HostStore
 from coreepi.store.postgres_store.gateway import PostgresGateway
 from coreepi.store.records import ExposureResult
 from coreepi.store.sqlbuild import Where, to_json, utc_now
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.fleet import ExposureInterval, HostRow
+    from coreepi.store.frames import exposure_frame_from
 
 __all__ = ["PostgresHostStore"]
 
@@ -98,6 +104,8 @@ class PostgresHostStore(PostgresGateway, HostStore):
         return {r[0] for r in self._query("SELECT host_id FROM hosts")}
 
     def hosts_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         rows = self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id")
         records = [{"host_id": h, **json.loads(a)} for h, a in rows]
         return pd.DataFrame.from_records(records, columns=None if records else ["host_id"])
@@ -106,6 +114,8 @@ class PostgresHostStore(PostgresGateway, HostStore):
         self, since: datetime | None = None, until: datetime | None = None
     ) -> pd.DataFrame:
         # overlapping [since, until): clipped to it by exposure_frame_from
+        from coreepi.store.frames import exposure_frame_from
+
         where = Where().add_if(since, "e.end_ts > ?").add_if(until, "e.start_ts < ?")
         rows = self._frame(
             "SELECT e.host_id, e.start_ts AS start, e.end_ts AS \"end\", e.attributes, "

@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Iterable
 
-import pandas as pd
-
-from coreepi.model.fleet import Rejection
 from coreepi.store.interfaces.ledger import REJECTION_COLUMNS, LedgerStore
 from coreepi.store.postgres_store.gateway import PostgresGateway
 from coreepi.store.records import LedgerEntry, Receipt
 from coreepi.store.sqlbuild import utc_now
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.fleet import Rejection
 
 __all__ = ["PostgresLedgerStore"]
 
@@ -79,6 +85,8 @@ class PostgresLedgerStore(PostgresGateway, LedgerStore):
         return len(items)
 
     def rejections_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         df = self._frame(f"SELECT {', '.join(REJECTION_COLUMNS)} FROM ingest_rejections "
                          "ORDER BY file, line")
         df["line"] = pd.array(df["line"], dtype="Int64")

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from coreepi.model.events import TelemetryEvent
-from coreepi.store.frames import TELEMETRY_COLUMNS, telemetry_frame_from
 from coreepi.store.interfaces.telemetry import TelemetryStore
 from coreepi.store.postgres_store.gateway import PostgresGateway
 from coreepi.store.rows import event_row
 from coreepi.store.sqlbuild import Where
+
+# pandas and the report models are loaded where they are used, not on import:
+# `coreepi list` and `coreepi token` open a store without them
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from coreepi.model.events import TelemetryEvent
+    from coreepi.store.frames import TELEMETRY_COLUMNS, telemetry_frame_from
 
 __all__ = ["PostgresTelemetryStore"]
 
@@ -41,6 +45,8 @@ class PostgresTelemetryStore(PostgresGateway, TelemetryStore):
     def telemetry_frame(
         self, since: datetime | None = None, until: datetime | None = None
     ) -> pd.DataFrame:
+        from coreepi.store.frames import TELEMETRY_COLUMNS, telemetry_frame_from
+
         where = Where().since_until("ts", since, until)
         rows = self._frame(f"SELECT {', '.join(TELEMETRY_COLUMNS)} FROM telemetry{where.sql} "
                            "ORDER BY ts, event_id", where.params)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-
-import psycopg
+from typing import TYPE_CHECKING
 
 from coreepi.store.interfaces.tokens import TokenStore
 from coreepi.store.postgres_store.gateway import PostgresGateway
 from coreepi.store.records import ApiToken
 from coreepi.store.sqlbuild import utc_now
+
+# loaded where it is used (see gateway.py)
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["PostgresTokenStore"]
 
@@ -20,6 +23,8 @@ class PostgresTokenStore(PostgresGateway, TokenStore):
     cache's next refresh."""
 
     def add_api_token(self, token: ApiToken) -> None:
+        import psycopg
+
         try:
             self._write(
                 "INSERT INTO api_tokens (token_id, name, scopes, token_sha256, created_at, "

@@ -1,0 +1,123 @@
+"""What every ``coreepi`` command shares: the one-line error, the data-dir
+option (:mod:`coreepi.cli.options`; one convention: ``--data-dir`` or
+``$COREEPI_DATA_DIR``, else the per-user data dir), the server options (``--server URL``, token from
+``$COREEPI_TOKEN`` or ``--token-file``) and ISO-8601 time options.
+
+Kept free of heavy imports: every command imports this module.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from coreepi.cli.options import DataDir
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "EXIT_INPUT_ERROR",
+    "DataDir",
+    "Server",
+    "TokenFile",
+    "data_dir_or_default",
+    "fail",
+    "shown",
+    "store_target",
+    "parse_when",
+    "read_token",
+    "window",
+]
+
+EXIT_INPUT_ERROR = 2
+DATA_DIR_ENV = "COREEPI_DATA_DIR"
+TOKEN_ENV = "COREEPI_TOKEN"
+
+Server = Annotated[
+    str | None,
+    typer.Option("--server", envvar="COREEPI_SERVER", metavar="URL", show_envvar=True,
+                 help="Read from a `coreepi serve` at URL instead of the local store "
+                 f"(token: ${TOKEN_ENV} or --token-file)."),
+]
+TokenFile = Annotated[
+    Path | None,
+    typer.Option("--token-file", metavar="FILE",
+                 help=f"File whose first line is the bearer token (default: ${TOKEN_ENV})."),
+]
+
+
+def fail(message: str) -> NoReturn:
+    """One line ``coreepi: error: MESSAGE`` on stderr, exit status 2."""
+    sys.stderr.write(f"coreepi: error: {message}\n")
+    raise typer.Exit(EXIT_INPUT_ERROR)
+
+
+def data_dir_or_default(data_dir: Path | None) -> Path:
+    """The data dir given, else the default one (:func:`coreepi.store.default_data_dir`)."""
+    if data_dir is not None:
+        return data_dir
+    from coreepi.store import default_data_dir
+
+    return default_data_dir()
+
+
+def store_target(store: str | None, data_dir: Path | None) -> str | Path:
+    """The store a reading command opens: ``--store`` (or ``$COREEPI_STORE``),
+    else the data dir. Exit 2 with one line when it is a data dir that does
+    not exist (a reader never creates one)."""
+    from coreepi.store import STORE_ENV
+    from coreepi.store.postgres_store import is_postgres_url
+
+    target: str | Path = store or os.environ.get(STORE_ENV) or data_dir_or_default(data_dir)
+    if not is_postgres_url(str(target)) and not Path(target).is_dir():
+        fail(f"{target}: no such data dir (run `coreepi ingest FLEET --data-dir {target}` "
+             "first)")
+    return target
+
+
+def shown(target: str | Path) -> str:
+    """A store location for a message: a database URL without its password."""
+    from coreepi.store.postgres_store import redact
+
+    return redact(str(target))
+
+
+def read_token(token_file: Path | None) -> str | None:
+    """The bearer token: the first line of ``token_file``, else ``$COREEPI_TOKEN``,
+    else None. An unreadable or empty file is an input error (exit 2)."""
+    if token_file is None:
+        return os.environ.get(TOKEN_ENV) or None
+    try:
+        lines = token_file.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        fail(f"--token-file {token_file}: {exc.strerror or exc}")
+    except UnicodeDecodeError:
+        fail(f"--token-file {token_file}: not a text file")
+    token = lines[0].strip() if lines else ""
+    if not token:
+        fail(f"--token-file {token_file}: empty (expected the token on its first line)")
+    return token
+
+
+def parse_when(value: str | None, option: str) -> datetime | None:
+    """An ISO-8601 date or date-time (``Z`` or an offset; naive means UTC), in UTC."""
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    except (ValueError, OverflowError):
+        fail(f"{option} {value!r}: not an ISO-8601 date or date-time in range (e.g. "
+             "2024-05-01 or 2024-05-01T12:00:00Z)")
+
+
+def window(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:
+    """``(--since, --until)`` parsed; exit 2 unless until > since."""
+    lo, hi = parse_when(since, "--since"), parse_when(until, "--until")
+    if lo is not None and hi is not None and hi <= lo:
+        fail("--until must be after --since")
+    return lo, hi

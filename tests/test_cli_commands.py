@@ -1,0 +1,134 @@
+"""The CLI's conventions: inspect's threads, registers and warnings; a local
+report sent with `submit`; one data dir for `token` and `serve` (flag or
+COREEPI_DATA_DIR); `serve` on a busy port; `agent status` creates nothing;
+an ingest that stores nothing fails; --help without Python type names."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from clikit import cli
+from fleetfactory import CoreSet, coreset  # noqa: F401
+from servekit import ServeProcess, free_port
+
+
+def test_inspect_threads_registers_and_warnings(coreset: CoreSet) -> None:  # noqa: F811
+    core = str(coreset.cores[0])
+    plain = cli("inspect", core, env={"COLUMNS": "100"})
+    assert plain.returncode == 0, plain.stderr
+    assert "crashing thread" in plain.stdout and "registers" not in plain.stdout
+    full = cli("inspect", core, "--all-threads", "--registers", env={"COLUMNS": "100"})
+    assert full.returncode == 0, full.stderr
+    assert re.search(r"\brip 0x[0-9a-f]{16}\b", full.stdout)
+    assert re.search(r"\brsp 0x[0-9a-f]{16}\b", full.stdout)
+    for text in (plain.stdout, full.stdout):
+        assert "{'" not in text and "[{" not in text and "warning" not in text
+    # the core was made without the binary at hand: a warning, on stderr only
+    moved = cli("inspect", core, "--exe", "/bin/true")
+    assert moved.returncode == 0
+    assert "warning" in moved.stderr and "warning" not in moved.stdout
+
+
+def test_inspect_identity_then_submit(coreset: CoreSet, tmp_path: Path) -> None:  # noqa: F811
+    out = cli("inspect", str(coreset.cores[2]), "--json", "--host-id", "lab-3",
+              "--captured-at", "2024-03-01T12:00:00")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["host_id"] == "lab-3" and report["captured_at"].startswith("2024-03-01T12:00")
+    path = tmp_path / "report.json"
+    path.write_text(out.stdout)
+    data = tmp_path / "data"
+    ingest_token = cli("token", "create", "--scope", "ingest", env={"COREEPI_DATA_DIR": str(data)})
+    read_token = cli("token", "create", "--scope", "read", "--data-dir", str(data))
+    assert ingest_token.returncode == 0 and read_token.returncode == 0
+    # the same store as the tokens (one made with the flag, one with the env var)
+    server = ServeProcess(["--data-dir", str(data)],
+                           tmp_path / "serve.log")
+    try:
+        env = {"COREEPI_TOKEN": ingest_token.stdout.strip()}
+        sent = cli("submit", str(path), "--server", server.url, env=env)
+        assert sent.returncode == 0, sent.stderr
+        assert sent.stdout.strip() == f"{report['crash_id']}: created"
+        again = cli("submit", str(path), "--server", server.url, env=env)
+        assert again.stdout.strip() == f"{report['crash_id']}: duplicate"
+        listed = cli("list", "--json", "--server", server.url,
+                     env={"COREEPI_TOKEN": read_token.stdout.strip()})
+        assert [r["host_id"] for r in json.loads(listed.stdout)] == ["lab-3"]
+        hostless = tmp_path / "hostless.json"
+        hostless.write_text(json.dumps(report | {"host_id": None}))
+        refused = cli("submit", str(hostless), "--server", server.url, env=env)
+        assert refused.returncode == 2 and "--host-id" in refused.stderr
+    finally:
+        server.kill()
+        server.log.close()
+
+
+def test_serve_access_log_and_busy_port(tmp_path: Path) -> None:
+    port = free_port()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        done = cli("serve", "--data-dir", str(tmp_path / "d"), "--port", str(port))
+        assert done.returncode == 2 and done.stderr.count("\n") == 1
+        assert done.stderr.startswith("coreepi: error: cannot listen on 127.0.0.1:")
+        assert "startup complete" not in done.stdout + done.stderr
+        assert not (tmp_path / "d").exists()  # nothing created
+    import subprocess
+    import sys
+
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "coreepi", "serve", "--data-dir",
+                                 str(tmp_path / "d"), "--port", str(port)], stdout=fh,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        time.sleep(0.5)
+        assert '"GET /healthz HTTP/1.1" 200' in log.read_text()
+    finally:
+        proc.terminate()  # our own child, by its handle
+        proc.wait(timeout=60)
+
+
+def test_agent_status_creates_nothing(tmp_path: Path) -> None:
+    spool = tmp_path / "spool" / "deep"
+    config = tmp_path / "capture.toml"
+    config.write_text(f'spool_dir = "{spool}"\n')
+    done = cli("agent", "status", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["exists"] is False and status["queued"] == 0
+    assert not (tmp_path / "spool").exists()
+
+
+def test_ingest_that_stores_nothing_fails(tmp_path: Path) -> None:
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "a.core").write_bytes(b"not a core at all")
+    done = cli("ingest", str(junk), "--data-dir", str(tmp_path / "d"))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "nothing ingested" in done.stderr
+
+
+@pytest.mark.parametrize("command", [
+    [], ["inspect"], ["ingest"], ["report"], ["list"], ["info"], ["dump"], ["debug"],
+    ["submit"], ["serve"], ["token", "create"], ["agent"], ["collect"], ["telemetry"],
+    ["simulate"], ["demo"]])
+def test_help_has_no_python_type_names(command: list[str]) -> None:
+    done = cli(*command, "--help", env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    types = r"<(path|str|int|float|bool|datetime|list\[\w+\]|(int|float) range)>|\{[A-Z_]+\}"
+    assert not re.search(types, done.stdout, re.IGNORECASE), done.stdout
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())
