@@ -272,6 +272,10 @@ from coreepi.capture.commands import register as _register_capture
 
 _register_capture(app)
 
+from coreepi.cli.ci import register as _register_ci  # ``coreepi ci …``, ``coreepi postmortem``
+
+_register_ci(app)
+
 
 @app.command()
 def simulate(

@@ -1,0 +1,21 @@
+"""coreepi.cirun: ``coreepi ci run`` as a library.
+
+::
+
+    run = ci_run(["make", "check"], mode="auto", cores_dir=Path("cores"))
+    match_run(run, "https://coreepi.example", token)   # optional: production lookup
+    run.failed("any")                                  # gate the job
+
+:mod:`~coreepi.cirun.run` picks a capture mode (:mod:`coreepi.capture.supervise`),
+runs the command, analyses each core into a CrashReport;
+:mod:`~coreepi.cirun.match` looks each signature up in the fleet through the
+server's read API. Renderings are in :mod:`coreepi.reporting.ci` and
+:mod:`coreepi.reporting.ci_machine`.
+"""
+
+from __future__ import annotations
+
+from coreepi.cirun.match import match_run
+from coreepi.cirun.run import MODES, CiError, choose_mode, ci_run
+
+__all__ = ["MODES", "CiError", "choose_mode", "ci_run", "match_run"]

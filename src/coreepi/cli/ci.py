@@ -1,0 +1,118 @@
+"""``coreepi ci run`` and ``coreepi postmortem``: thin commands over
+:mod:`coreepi.cirun` and :mod:`coreepi.reporting.postmortem`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+__all__ = ["ci_app", "postmortem", "register"]
+
+ci_app = typer.Typer(help="Capture and analyse the crashes of a CI job's command.",
+                     no_args_is_help=True)
+
+EXIT_GATE = 1
+EXIT_INPUT_ERROR = 2
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stderr.write(f"coreepi: error: {message}\n")
+    raise typer.Exit(EXIT_INPUT_ERROR)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"{path}: cannot write: {exc.strerror}")
+
+
+@ci_app.command("run", context_settings={"allow_interspersed_args": False})
+def run(
+    command: Annotated[list[str], typer.Argument(help="The command (after --).",
+                                                 metavar="-- CMD...")],
+    capture: Annotated[str, typer.Option("--capture", help="auto, kernel, systemd or ptrace.")
+                       ] = "auto",
+    junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help="Write JUnit XML here.")
+                         ] = None,
+    markdown: Annotated[Path | None, typer.Option(
+        "--markdown", help="Write a markdown summary (for a PR comment) here.")] = None,
+    github: Annotated[bool, typer.Option(
+        "--github", help="Print GitHub Actions ::error annotations.")] = False,
+    gitlab_codequality: Annotated[Path | None, typer.Option(
+        "--gitlab-codequality", help="Write a GitLab code-quality JSON report here.")] = None,
+    server: Annotated[str | None, typer.Option(
+        "--server", help="coreepi server to match signatures against (read token in "
+        "COREEPI_TOKEN).")] = None,
+    ui_url: Annotated[str | None, typer.Option(
+        "--ui-url", help="Base URL of the UI links (default: --server).")] = None,
+    fail_on: Annotated[str, typer.Option(
+        "--fail-on", help="any: fail on any crash; new: only on signatures production has "
+        "never seen (needs --server).")] = "any",
+    cores_dir: Annotated[Path | None, typer.Option(
+        "--cores-dir", help="Keep the cores here (default: a temporary directory, removed).")
+    ] = None,
+    journal_export: Annotated[Path | None, typer.Option(
+        "--journal-export", help="systemd mode: read this `journalctl -o json` export "
+        "instead of the live journal.")] = None,
+) -> None:
+    """Run CMD; analyse the core of every process of its tree that dies of a
+    fatal signal, without touching core_pattern. Exit status: 1 when the gate
+    fails (--fail-on), 2 on bad usage, else the command's own status."""
+    from rich.console import Console
+
+    from coreepi.cirun import CiError, ci_run, match_run
+    from coreepi.cirun.match import MatchError
+    from coreepi.reporting.ci import markdown_summary, print_summary
+    from coreepi.reporting import ci_machine
+
+    if fail_on not in ("any", "new"):
+        _fail(f"--fail-on {fail_on!r}: any or new")
+    token = os.environ.get("COREEPI_TOKEN", "")
+    if server and not token:
+        _fail("--server needs a read-scope token in COREEPI_TOKEN")
+    if fail_on == "new" and not server:
+        _fail("--fail-on new needs --server (what is new is decided by production)")
+    err = Console(stderr=True)
+
+    def said(mode: str, notes: list[str]) -> None:
+        for note in notes:
+            err.print(f"coreepi: {note}", markup=False, highlight=False)
+        err.print(f"coreepi: capture mode: {mode}", markup=False, highlight=False)
+
+    with tempfile.TemporaryDirectory(prefix="coreepi-ci-") as tmp:
+        try:
+            result = ci_run(command, mode=capture, cores_dir=cores_dir or Path(tmp),
+                            journal_export=journal_export, on_mode=said)
+        except CiError as exc:
+            _fail(str(exc))
+        if server:
+            try:
+                match_run(result, server, token, ui_url=ui_url)
+            except MatchError as exc:
+                result.warnings.append(f"no production match: {exc}")
+        workspace = Path(os.environ.get("GITHUB_WORKSPACE") or os.environ.get(
+            "CI_PROJECT_DIR") or Path.cwd())
+        print_summary(result, err)
+        if junit_xml:
+            _write(junit_xml, ci_machine.junit_xml(result))
+        if markdown:
+            _write(markdown, markdown_summary(result))
+        if gitlab_codequality:
+            _write(gitlab_codequality, ci_machine.gitlab_codequality(result, workspace))
+        if github:
+            sys.stdout.write(ci_machine.github_annotations(result, workspace))
+    if result.failed(fail_on):
+        raise typer.Exit(EXIT_GATE)
+    code = result.returncode
+    raise typer.Exit(128 - code if code < 0 else code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ci`` and ``postmortem`` to the root app."""
+    app.add_typer(ci_app, name="ci")
