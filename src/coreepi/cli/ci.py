@@ -96,6 +96,9 @@ def run(
                 match_run(result, server, token, ui_url=ui_url)
             except MatchError as exc:
                 result.warnings.append(f"no production match: {exc}")
+        if cores_dir is None:  # the temporary directory goes away: do not point into it
+            for crash in result.crashes:
+                crash.core = None
         workspace = Path(os.environ.get("GITHUB_WORKSPACE") or os.environ.get(
             "CI_PROJECT_DIR") or Path.cwd())
         print_summary(result, err)

@@ -108,14 +108,15 @@ class CiRun:
         return list(dict.fromkeys(c.signature for c in self.crashes))
 
 
-def top_frames(report: CrashReport | None, n: int = TOP_FRAMES) -> list[Frame]:
-    """The first ``n`` frames of the crashing thread, from the first frame
-    the signature used (past abort/raise and the like)."""
+def top_frames(report: CrashReport | None, n: int = TOP_FRAMES, *,
+               from_signature: bool = True) -> list[Frame]:
+    """The first ``n`` frames of the crashing thread; with ``from_signature``
+    from the first frame the signature used (past abort/raise and the like)."""
     thread = report.crashed_thread if report is not None else None
     if thread is None:
         return []
     used = report.signature.frames_used if report is not None and report.signature else []
-    first = min(used) if used else 0
+    first = min(used) if used and from_signature else 0
     return [f for f in thread.frames if f.index >= first][:n]
 
 
@@ -194,6 +195,6 @@ def markdown_summary(run: CiRun) -> str:
         lines += ["", f"<details><summary>{_cell(c.process)} (pid {c.pid}): "
                   f"{_cell(c.signature)}</summary>", "", "```",
                   f"$ {shlex.join(c.cmdline)}" if c.cmdline else f"{c.process}"]
-        lines += [f"#{f.index} {frame_text(f)}" for f in top_frames(c.report, 12)]
+        lines += [f"#{f.index} {frame_text(f)}" for f in top_frames(c.report, 12, from_signature=False)]
         lines += ["```", "</details>"]
     return "\n".join(lines) + "\n"

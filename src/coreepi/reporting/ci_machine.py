@@ -55,7 +55,7 @@ def source_frame(c: CiCrash, workspace: Path) -> tuple[str, int] | None:
 
 
 def _details(c: CiCrash) -> str:
-    frames: list[Frame] = top_frames(c.report, 16)
+    frames: list[Frame] = top_frames(c.report, 16, from_signature=False)
     lines = [f"#{f.index} {frame_text(f)}" for f in frames]
     if c.error:
         lines.append(c.error)
