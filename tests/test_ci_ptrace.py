@@ -65,7 +65,8 @@ def test_abort_in_a_thread_has_every_thread(suite: Suite, tmp_path: Path) -> Non
                               str(suite.root / "thread_abort")],
                              capture_output=True, text=True, timeout=120).stdout
         assert out.count("TID ") == 2
-        assert "check_invariant" in out and "worker_loop" in out and "main" in out
+        # the main thread may still be inside clone3 (the worker aborts at once)
+        assert re.search(r"check_invariant.*\n.*worker_loop", out), out
 
 
 def test_caught_signal_is_not_a_crash(tmp_path: Path) -> None:
