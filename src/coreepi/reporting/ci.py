@@ -43,7 +43,8 @@ class FleetMatch:
         if not self.known:
             return "new: never seen in production"
         since = self.since_version or (self.first_seen or "")[:10]
-        parts = [f"group {self.group_id or '?'}: {self.crashes} crashes on {self.hosts} hosts"
+        name = f"group {self.group_id}" if self.group_id else "seen in production"
+        parts = [f"{name}: {self.crashes} crashes on {self.hosts} hosts"
                  + (f" since {since}" if since else "")]
         if self.verdict:
             parts.append(f"verdict {self.verdict}")
@@ -145,9 +146,10 @@ def headline(run: CiRun) -> str:
 
 def print_summary(run: CiRun, console: Console) -> None:
     """The summary table: signature, phenotypes, test process, top frames (and fleet)."""
-    console.print(headline(run).replace("`", ""), markup=False, highlight=False)
+    # soft_wrap: lines a log reader greps stay whole
+    console.print(headline(run).replace("`", ""), markup=False, highlight=False, soft_wrap=True)
     for warning in run.warnings:
-        console.print(f"warning: {warning}", markup=False, highlight=False)
+        console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if not run.crashes:
         return
     table = Table(show_lines=True)
