@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -116,6 +117,66 @@ def run(
     raise typer.Exit(128 - code if code < 0 else code)
 
 
+def _utc(value: str, option: str) -> datetime:
+    from coreepi.model.fleet import parse_utc
+
+    try:
+        return parse_utc(value)
+    except (ValueError, OverflowError) as exc:
+        _fail(f"{option}: {exc}")
+
+
+def postmortem(
+    since: Annotated[str, typer.Option("--since", help="Window start, ISO-8601 (UTC).")],
+    until: Annotated[str, typer.Option("--until", help="Window end, exclusive, ISO-8601.")],
+    hosts: Annotated[list[str] | None, typer.Option(
+        "--hosts", help="Only these hosts (repeatable, or comma-separated).")] = None,
+    attribute: Annotated[list[str] | None, typer.Option(
+        "--attribute", help="Only hosts with attribute k=v (repeatable: all must hold).",
+        metavar="K=V")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="markdown or html.")] = "markdown",
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="UI base URL for links (groups, hosts, crashes).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of "
+                                             "standard output.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        "--data-dir", envvar="COREEPI_DATA",
+        help="Store directory (default: the per-user data dir).")] = None,
+) -> None:
+    """The crash section of an incident review over [--since, --until): timeline
+    of crashes and hardware telemetry, groups with verdicts and evidence, hosts,
+    rollouts in the window, recommended actions."""
+    from coreepi.errors import StoreError
+    from coreepi.reporting.postmortem import build_postmortem
+    from coreepi.reporting.postmortem_render import FORMATS, render_postmortem
+    from coreepi.store import default_data_dir, open_store
+
+    if fmt not in FORMATS:
+        _fail(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
+    lo, hi = _utc(since, "--since"), _utc(until, "--until")
+    if hi <= lo:
+        _fail("--until must be after --since")
+    pairs = {}
+    for item in attribute or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"--attribute {item!r}: expected K=V")
+        pairs[key] = value
+    chosen = [h for item in hosts or [] for h in item.split(",") if h]
+    try:
+        with open_store(data_dir if data_dir is not None else default_data_dir(),
+                        read_only=True) as store:
+            pm = build_postmortem(store, lo, hi, hosts=chosen or None, attributes=pairs)
+    except StoreError as exc:
+        _fail(str(exc))
+    text = render_postmortem(pm, fmt, base_url)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        _write(out, text)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``ci`` and ``postmortem`` to the root app."""
     app.add_typer(ci_app, name="ci")
+    app.command("postmortem")(postmortem)
