@@ -2,6 +2,9 @@
 
 ::
 
+    from coreepi.cirun.run import ci_run
+    from coreepi.cirun.match import match_run
+
     run = ci_run(["make", "check"], mode="auto", cores_dir=Path("cores"))
     match_run(run, "https://coreepi.example", token)   # optional: production lookup
     run.failed("any")                                  # gate the job
@@ -10,12 +13,6 @@
 runs the command, analyses each core into a CrashReport;
 :mod:`~coreepi.cirun.match` looks each signature up in the fleet through the
 server's read API. Renderings are in :mod:`coreepi.reporting.ci` and
-:mod:`coreepi.reporting.ci_machine`.
+:mod:`coreepi.reporting.ci_machine`. The submodules are imported one by one
+(no re-exports here): ``ci run`` without ``--server`` never loads httpx.
 """
-
-from __future__ import annotations
-
-from coreepi.cirun.match import match_run
-from coreepi.cirun.run import MODES, CiError, choose_mode, ci_run
-
-__all__ = ["MODES", "CiError", "choose_mode", "ci_run", "match_run"]

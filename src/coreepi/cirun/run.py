@@ -25,11 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coreepi.capture.supervise.base import RUN_ID_VARIABLE, CapturedCrash, CaptureResult
-from coreepi.capture.supervise.journal import (
-    collect_journal_cores,
-    systemd_unavailable,
-    wait_for_coredump,
-)
 from coreepi.capture.supervise.kernelfiles import (
     CORE_PATTERN,
     CORE_USES_PID,
@@ -78,6 +73,8 @@ def choose_mode(requested: str, journal_export: Path | None = None) -> tuple[str
             raise CiError("--capture kernel", why)
         notes.append(f"kernel: {why}")
     if requested in ("systemd", "auto"):
+        from coreepi.capture.supervise.journal import systemd_unavailable
+
         why = None if journal_export is not None else systemd_unavailable()
         if why is None:
             return "systemd", notes
@@ -106,7 +103,9 @@ def capture(argv: Sequence[str], mode: str, cores_dir: Path, *, run_id: str,
     warnings: list[str] = []
     if mode == "kernel":
         crashes, warnings = collect_kernel_cores(run_id, started, Path.cwd(), cores_dir)
-    else:
+    else:  # systemd-coredump's journal (its importer loads the capture config stack)
+        from coreepi.capture.supervise.journal import collect_journal_cores, wait_for_coredump
+
         if journal_export is None:
             wait_for_coredump(systemd_wait)
         crashes = collect_journal_cores(run_id, started, cores_dir, journal_export)

@@ -67,8 +67,7 @@ def run(
     fails (--fail-on), 2 on bad usage, else the command's own status."""
     from rich.console import Console
 
-    from coreepi.cirun import CiError, ci_run, match_run
-    from coreepi.cirun.match import MatchError
+    from coreepi.cirun.run import CiError, ci_run
     from coreepi.reporting.ci import markdown_summary, print_summary
     from coreepi.reporting import ci_machine
 
@@ -93,6 +92,8 @@ def run(
         except CiError as exc:
             _fail(str(exc))
         if server:
+            from coreepi.cirun.match import MatchError, match_run
+
             try:
                 match_run(result, server, token, ui_url=ui_url)
             except MatchError as exc:

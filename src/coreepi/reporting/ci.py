@@ -197,6 +197,7 @@ def markdown_summary(run: CiRun) -> str:
         lines += ["", f"<details><summary>{_cell(c.process)} (pid {c.pid}): "
                   f"{_cell(c.signature)}</summary>", "", "```",
                   f"$ {shlex.join(c.cmdline)}" if c.cmdline else f"{c.process}"]
-        lines += [f"#{f.index} {frame_text(f)}" for f in top_frames(c.report, 12, from_signature=False)]
+        stack = top_frames(c.report, 12, from_signature=False)
+        lines += [f"#{f.index} {frame_text(f)}" for f in stack]
         lines += ["```", "</details>"]
     return "\n".join(lines) + "\n"

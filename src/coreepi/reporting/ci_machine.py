@@ -75,8 +75,9 @@ def junit_xml(run: CiRun, suite: str = "coreepi ci run") -> str:
                         ("capture", run.mode)):
         ET.SubElement(props, "property", name=name, value=value)
     for c in run.crashes:
+        seconds = c.seconds_to_core + c.seconds_to_analyse
         case = ET.SubElement(ts, "testcase", classname=f"crash.{c.process or 'unknown'}",
-                             name=c.signature, time=f"{c.seconds_to_core + c.seconds_to_analyse:.3f}")
+                             name=c.signature, time=f"{seconds:.3f}")
         failure = ET.SubElement(case, "failure", message=_message(c), type=c.signal)
         failure.text = _details(c)
     if not run.crashes:
