@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def main() -> None:
         med = {k: statistics.median(v) for k, v in times.items()}
         startup = med["coreepi start-up"]
         result: dict[str, object] = {"rounds": args.rounds, "runs": args.runs,
-                                     "median_seconds": med}
+                                     "median_seconds": med, "seconds": times}
         print(f"crash-free suite ({args.rounds} rounds of gcc/g++/run), median of {args.runs}:")
         for name in variants:
             line = f"  {name:18s} {med[name]:7.2f} s"
@@ -93,10 +94,18 @@ def main() -> None:
                 line += (f"  overhead {over:+.2f} s = {over / med['bare']:+.1%}; without "
                          f"start-up {(over - startup) / med['bare']:+.1%}")
             print(line)
-        per_crash = []
-        for _ in range(args.runs):
-            run = ci_run(["sh", str(suite.script)], mode="ptrace",
-                         cores_dir=Path(tmp) / f"cores-{len(per_crash)}")
+        per_crash: list[dict[str, object]] = []
+        for i in range(args.runs):
+            with open(Path(tmp) / "suite.log", "w") as log:  # the suite's own chatter
+                saved = os.dup(1), os.dup(2)
+                os.dup2(log.fileno(), 1)
+                os.dup2(log.fileno(), 2)
+                try:
+                    run = ci_run(["sh", str(suite.script)], mode="ptrace",
+                                 cores_dir=Path(tmp) / f"cores-{i}")
+                finally:
+                    os.dup2(saved[0], 1)
+                    os.dup2(saved[1], 2)
             per_crash += [{"process": c.process, "signal": c.signal,
                            "core_s": c.seconds_to_core, "analyse_s": c.seconds_to_analyse}
                           for c in run.crashes]

@@ -61,6 +61,8 @@ def _check_two_crashes(code: int, cases: list[dict[str, str]], markdown: str) ->
     assert f"`{SEGV_SIGNATURE.replace('|', chr(92) + '|')}`" in markdown
     assert "check_invariant \\| worker_loop" in markdown
     assert "2 crashes, 2 signatures" in markdown
+    # C++ frames outside code spans are HTML-escaped (GitHub would eat "<void, …>")
+    assert "std::__invoke_impl&lt;void, void (*)()&gt;" in markdown
 
 
 def test_ptrace_mode_captures_child_and_thread_crashes(suite: Suite, tmp_path: Path) -> None:

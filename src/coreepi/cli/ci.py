@@ -82,8 +82,9 @@ def run(
 
     def said(mode: str, notes: list[str]) -> None:
         for note in notes:
-            err.print(f"coreepi: {note}", markup=False, highlight=False)
-        err.print(f"coreepi: capture mode: {mode}", markup=False, highlight=False)
+            err.print(f"coreepi: {note}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"coreepi: capture mode: {mode}", markup=False, highlight=False,
+                  soft_wrap=True)
 
     with tempfile.TemporaryDirectory(prefix="coreepi-ci-") as tmp:
         try:

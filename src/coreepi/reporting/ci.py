@@ -8,6 +8,7 @@ quality) are in :mod:`coreepi.reporting.ci_machine`.
 
 from __future__ import annotations
 
+import html
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,7 +169,14 @@ def print_summary(run: CiRun, console: Console) -> None:
 
 
 def _cell(text: str) -> str:
+    """Text for a table cell inside a code span (pipes escaped, one line)."""
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _text(text: str) -> str:
+    """Text for a table cell or HTML element outside code: also ``<`` ``>``
+    ``&`` escaped, or GitHub takes ``<void, …>`` of a C++ frame for a tag."""
+    return _cell(html.escape(text, quote=False))
 
 
 def markdown_summary(run: CiRun) -> str:
@@ -182,20 +190,20 @@ def markdown_summary(run: CiRun) -> str:
         head, rule = head + " production |", rule + "---|"
     lines += [head, rule]
     for c in run.crashes:
-        frames = "<br>".join(_cell(frame_text(f)) for f in top_frames(c.report)) or \
-            _cell(c.error or "-")
+        frames = "<br>".join(_text(frame_text(f)) for f in top_frames(c.report)) or \
+            _text(c.error or "-")
         row = (f"| `{_cell(c.signature)}` | {', '.join(c.phenotypes) or '-'} | "
-               f"{_cell(c.process)} (pid {c.pid}) {c.signal} | {frames} |")
+               f"{_text(c.process)} (pid {c.pid}) {c.signal} | {frames} |")
         if run.server:
             m = c.match
-            text = _cell(m.text()) if m else "not looked up"
+            text = _text(m.text()) if m else "not looked up"
             row += f" [{text}]({m.url}) |" if m and m.url else f" {text} |"
         lines.append(row)
     for c in run.crashes:
         if c.report is None:
             continue
-        lines += ["", f"<details><summary>{_cell(c.process)} (pid {c.pid}): "
-                  f"{_cell(c.signature)}</summary>", "", "```",
+        lines += ["", f"<details><summary>{_text(c.process)} (pid {c.pid}): "
+                  f"{_text(c.signature)}</summary>", "", "```",
                   f"$ {shlex.join(c.cmdline)}" if c.cmdline else f"{c.process}"]
         stack = top_frames(c.report, 12, from_signature=False)
         lines += [f"#{f.index} {frame_text(f)}" for f in stack]

@@ -102,7 +102,10 @@ class _Supervisor:
         self.tracees.add(tid)
         sig, event = os.WSTOPSIG(status), status >> 16
         if event in (ptrace.EVENT_FORK, ptrace.EVENT_VFORK, ptrace.EVENT_CLONE):
-            self.tracees.add(ptrace.get_event_msg(tid))
+            try:
+                self.tracees.add(ptrace.get_event_msg(tid))
+            except OSError:  # the parent died meanwhile; the child reports itself
+                pass
             _ignore_gone(ptrace.cont, tid)
         elif event == ptrace.EVENT_STOP:
             _ignore_gone(ptrace.listen if sig in _GROUP_STOP else ptrace.cont, tid)
