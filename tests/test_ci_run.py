@@ -115,6 +115,9 @@ def test_auto_says_which_mode(tmp_path: Path) -> None:
     (["--", "/nonexistent/tool"], "/nonexistent/tool: command not found"),
     (["--fail-on", "new", "--", "true"], "--fail-on new needs --server"),
     (["--server", "http://127.0.0.1:9", "--", "true"], "needs a read-scope token"),
+    (["--capture", "systemd", "--journal-export", "/nonexistent.json", "--", "true"],
+     "/nonexistent.json: no such file (--journal-export)"),
+    (["--cores-dir", "/proc/cores", "--", "true"], "/proc/cores: cannot make the cores"),
 ])
 def test_bad_usage_is_one_line_exit_2(tmp_path: Path, args: list[str], expected: str) -> None:
     r = coreepi("ci", "run", *args, cwd=tmp_path, env={"COREEPI_TOKEN": ""})

@@ -157,10 +157,16 @@ def ci_run(argv: Sequence[str], *, mode: str = "auto", cores_dir: Path,
         raise CiError("ci run", "no command given (coreepi ci run [OPTIONS] -- CMD ...)")
     if shutil.which(argv[0]) is None:
         raise CiError(argv[0], "command not found")
+    if journal_export is not None and not journal_export.is_file():
+        raise CiError(str(journal_export), "no such file (--journal-export)")
     chosen, notes = choose_mode(mode, journal_export)
+    try:
+        cores_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CiError(str(cores_dir), f"cannot make the cores directory: {exc.strerror}"
+                      ) from None
     if callable(on_mode):
         on_mode(chosen, notes)
-    cores_dir.mkdir(parents=True, exist_ok=True)
     run_id = os.environ.get(RUN_ID_VARIABLE) or uuid.uuid4().hex
     started = time.perf_counter()
     result = capture(argv, chosen, cores_dir, run_id=run_id, journal_export=journal_export,
