@@ -24,6 +24,7 @@ import pandas as pd
 
 from coreepi.epi.models import FleetFindings, GroupFinding, HostFinding
 from coreepi.reporting.build import build_findings
+from coreepi.reporting.phrases import evidence_text
 from coreepi.store import Store
 
 __all__ = ["Change", "Event", "Postmortem", "build_postmortem", "rollouts"]
@@ -152,7 +153,8 @@ def _host_rows(crashes: pd.DataFrame, telemetry: pd.DataFrame,
             "events": len(tel),
             "sir": f.sir if f else None,
             "verdict": f.attribution.verdict if f else None,
-            "evidence": f.attribution.evidence[0].text if f and f.attribution.evidence else None,
+            "evidence": evidence_text(f.attribution.evidence[0]) if f and f.attribution.evidence
+            else None,
         })
     return sorted(rows, key=lambda r: (r["verdict"] != "hardware-suspect", -r["crashes"],
                                        r["host_id"]))

@@ -12,6 +12,7 @@ import html
 from collections.abc import Callable
 from urllib.parse import quote
 
+from coreepi.reporting.phrases import evidence_text
 from coreepi.reporting.postmortem import Event, Postmortem
 
 __all__ = ["FORMATS", "render_postmortem", "ui_group_id"]
@@ -61,7 +62,7 @@ def _rows(pm: Postmortem, links: _Links, link: Callable[[str, str | None], str],
             ["signature", "crashes in window", "fleet crashes / hosts", "verdict", "evidence"],
             [[link(code(g.key), links.group(g.key)), str(pm.group_crashes.get(g.key, 0)),
               f"{g.crashes} / {g.hosts}", g.attribution.verdict,
-              esc("; ".join(e.text for e in g.attribution.evidence[:2]) or "-")]
+              esc("; ".join(evidence_text(e) for e in g.attribution.evidence[:2]) or "-")]
              for g in pm.groups]),
         "Hosts": (
             ["host", "crashes", "hardware events (all events)", "SIR", "verdict", "evidence"],
