@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -108,6 +109,9 @@ def test_known_and_new_signatures(suite: Suite, server: tuple[str, str], tmp_pat
     assert r.returncode == 1, r.stderr  # the thread abort is new to production
     md = (tmp_path / "pr.md").read_text()
     assert ": 3 crashes on 2 hosts since 3.1.0" in md
+    # the findings-based groups API gives the group's id, verdict and UI page
+    assert re.search(r"\[group ([0-9a-f]{16}): 3 crashes on 2 hosts since 3\.1\.0, verdict "
+                     r"[a-z-]+\]\(" + re.escape(url) + r"/groups/\1\)", md), md
     assert "new: never seen in production" in md
     assert "1 new to production" in md
     assert "; production: " in (tmp_path / "j.xml").read_text()

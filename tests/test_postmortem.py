@@ -131,3 +131,12 @@ def test_html_page(store: Path) -> None:
 def test_bad_usage(store: Path, args: list[str], expected: str) -> None:
     r = coreepi("postmortem", "--data-dir", str(store), *args, cwd=store.parent)
     assert r.returncode == 2 and expected in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_links_use_the_ui_group_ids() -> None:
+    # the renderer cannot import serve (it sits above reporting): same function, checked here
+    from coreepi.reporting.postmortem_render import ui_group_id
+    from coreepi.serve.findings import group_id
+
+    assert ui_group_id("signature", BUG) == group_id("signature", BUG)
+    assert ui_group_id("phenotype", "null-deref") == group_id("phenotype", "null-deref")
