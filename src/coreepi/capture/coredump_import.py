@@ -49,7 +49,14 @@ from coreepi.capture.spool import Spool, atomic_write
 from coreepi.capture.stream import StreamResult, compress_stream
 from coreepi.model.report import Source
 
-__all__ = ["COREDUMP_MESSAGE_ID", "ImportSummary", "import_coredumps", "journal_entries"]
+__all__ = [
+    "COREDUMP_MESSAGE_ID",
+    "ImportSummary",
+    "entry_core",
+    "entry_field",
+    "import_coredumps",
+    "journal_entries",
+]
 
 COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 REMEMBERED_IDS = 10000
@@ -62,7 +69,7 @@ class ImportSummary:
     errors: list[str] = dataclasses.field(default_factory=list)
 
 
-def _field(entry: dict[str, Any], name: str) -> str | None:
+def entry_field(entry: dict[str, Any], name: str) -> str | None:
     """A journal field as text (binary arrays decoded; repeated: the first)."""
     value = entry.get(name)
     if isinstance(value, list) and value and not isinstance(value[0], int):
@@ -86,10 +93,11 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def journal_entries(json_file: Path | None = None, after_cursor: str | None = None
-                    ) -> Iterator[dict[str, Any]]:
+def journal_entries(json_file: Path | None = None, after_cursor: str | None = None,
+                    since: float | None = None) -> Iterator[dict[str, Any]]:
     """systemd-coredump's entries: from a ``journalctl -o json`` file, or from
-    ``journalctl`` itself (after ``after_cursor``)."""
+    ``journalctl`` itself (after ``after_cursor``; logged at or after
+    ``since``, seconds since the epoch)."""
     if json_file is not None:
         lines: Iterable[str] = json_file.read_text(encoding="utf-8").splitlines()
     else:
@@ -99,6 +107,8 @@ def journal_entries(json_file: Path | None = None, after_cursor: str | None = No
         argv = [tool, "-o", "json", "--all", "--no-pager", f"MESSAGE_ID={COREDUMP_MESSAGE_ID}"]
         if after_cursor:
             argv.append(f"--after-cursor={after_cursor}")
+        if since is not None:
+            argv.append(f"--since=@{int(since)}")
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         lines = done.stdout.splitlines()
     for line in lines:
@@ -116,45 +126,46 @@ def journal_entries(json_file: Path | None = None, after_cursor: str | None = No
 
 def context_from_journal(entry: dict[str, Any], config: CaptureConfig) -> CrashContext:
     host_id, boot_id = host_ids(config)
-    stamp = _int(_field(entry, "COREDUMP_TIMESTAMP"))
-    proc = ProcContext(exe=_field(entry, "COREDUMP_EXE"), comm=_field(entry, "COREDUMP_COMM"))
-    cmdline = _field(entry, "COREDUMP_CMDLINE")
+    stamp = _int(entry_field(entry, "COREDUMP_TIMESTAMP"))
+    proc = ProcContext(exe=entry_field(entry, "COREDUMP_EXE"),
+                       comm=entry_field(entry, "COREDUMP_COMM"))
+    cmdline = entry_field(entry, "COREDUMP_CMDLINE")
     proc.cmdline = cmdline.split(" ") if cmdline else []  # systemd joined argv with spaces
-    proc.cgroup = _field(entry, "COREDUMP_CGROUP")
+    proc.cgroup = entry_field(entry, "COREDUMP_CGROUP")
     proc.container_id, proc.pod_uid = container_from_cgroup(proc.cgroup)
-    if status := _field(entry, "COREDUMP_PROC_STATUS"):
+    if status := entry_field(entry, "COREDUMP_PROC_STATUS"):
         apply_status(proc, parse_status(status))
-    proc.maps = parse_maps(_field(entry, "COREDUMP_PROC_MAPS") or "")
+    proc.maps = parse_maps(entry_field(entry, "COREDUMP_PROC_MAPS") or "")
     if environ := _bytes(entry, "COREDUMP_ENVIRON"):
         proc.environ = filter_environ(environ, config.collect.environ_allowlist)
     ctx = CrashContext(
         source=Source.SYSTEMD_COREDUMP,
-        pid=_int(_field(entry, "COREDUMP_PID")),
-        tid=_int(_field(entry, "COREDUMP_TID")),
-        signal=_int(_field(entry, "COREDUMP_SIGNAL")),
+        pid=_int(entry_field(entry, "COREDUMP_PID")),
+        tid=_int(entry_field(entry, "COREDUMP_TID")),
+        signal=_int(entry_field(entry, "COREDUMP_SIGNAL")),
         time=stamp / 1e6 if stamp is not None else None,
-        hostname=_field(entry, "COREDUMP_HOSTNAME"),
+        hostname=entry_field(entry, "COREDUMP_HOSTNAME"),
         comm=proc.comm,
-        uid=_int(_field(entry, "COREDUMP_UID")),
-        gid=_int(_field(entry, "COREDUMP_GID")),
-        rlimit_core=_int(_field(entry, "COREDUMP_RLIMIT")),
-        host_id=config.host_id or _field(entry, "_MACHINE_ID") or host_id,
-        boot_id=(_field(entry, "_BOOT_ID") or boot_id or "").replace("-", "") or None,
+        uid=_int(entry_field(entry, "COREDUMP_UID")),
+        gid=_int(entry_field(entry, "COREDUMP_GID")),
+        rlimit_core=_int(entry_field(entry, "COREDUMP_RLIMIT")),
+        host_id=config.host_id or entry_field(entry, "_MACHINE_ID") or host_id,
+        boot_id=(entry_field(entry, "_BOOT_ID") or boot_id or "").replace("-", "") or None,
         proc=proc,
     )
     for name in ("COREDUMP_UNIT", "COREDUMP_SLICE", "COREDUMP_PACKAGE_NAME",
                  "COREDUMP_PACKAGE_VERSION"):
-        if value := _field(entry, name):
+        if value := entry_field(entry, name):
             proc.environ[f"systemd.{name.removeprefix('COREDUMP_').lower()}"] = value
     return ctx
 
 
-def _open_core(entry: dict[str, Any]) -> tuple[BinaryIO | None, str | None]:
-    """A readable plain stream of the entry's core, or (None, why not)."""
+def entry_core(entry: dict[str, Any]) -> tuple[BinaryIO | None, str | None]:
+    """A readable plain stream of a journal entry's core, or (None, why not)."""
     inline = _bytes(entry, "COREDUMP")
     if inline:
         return io.BytesIO(inline), None
-    name = _field(entry, "COREDUMP_FILENAME")
+    name = entry_field(entry, "COREDUMP_FILENAME")
     if not name:
         return None, "systemd-coredump stored no core (Storage=none, too big, or RLIMIT_CORE=0)"
     try:
@@ -193,10 +204,10 @@ def import_coredumps(
             if crash_id in seen_set or spool.entry(crash_id) is not None:
                 summary.skipped += 1
                 continue
-            stream, why = _open_core(entry)
+            stream, why = entry_core(entry)
             if why:
                 ctx.warnings.append(why)
-            if _field(entry, "COREDUMP_TRUNCATED") in ("1", "yes", "true"):
+            if entry_field(entry, "COREDUMP_TRUNCATED") in ("1", "yes", "true"):
                 ctx.warnings.append("systemd-coredump truncated this core (ProcessSizeMax)")
 
             def feed(dest: Path | None, max_bytes: int, left: int,

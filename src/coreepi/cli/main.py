@@ -192,7 +192,6 @@ def accepted_anything(summary: IngestSummary) -> bool:
                 summary.crashes_existing, summary.crashes_paired))
 
 
-
 def simulate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Fleet directory to write.")],
     scenario: Annotated[
@@ -268,6 +267,7 @@ def _register() -> None:
     a fleet, the stored crashes, the server and the nodes, then the rest."""
     from coreepi.capture.commands import register as register_capture
     from coreepi.cli import artifact, crashes
+    from coreepi.cli.ci import register as register_ci
     from coreepi.cli import report as report_command
     from coreepi.cli.serve import serve, token_app
     from coreepi.cli.store import store_app
@@ -282,6 +282,7 @@ def _register() -> None:
     app.add_typer(store_app, name="store")
     register_worker(app)  # worker
     register_capture(app)  # collect, agent
+    register_ci(app)  # ci run, postmortem
     app.command()(telemetry)
     app.command()(simulate)
     app.command()(demo)

@@ -17,13 +17,30 @@ evidence items in words), ``text``, ``markdown``, ``html`` + ``svg``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from coreepi.epi.models import FleetFindings
-from coreepi.reporting.build import build_findings
-from coreepi.reporting.html import html_report
-from coreepi.reporting.markdown import markdown_report
-from coreepi.reporting.text import render_text, text_report
+# The report renderers need the statistics (epi: pandas, SciPy, statsmodels,
+# seconds to import); the package's other modules (ci, ci_machine) must not
+# pay for them: `coreepi ci run -- true` would start 10x slower. So the
+# package's names are loaded on first use.
+if TYPE_CHECKING:
+    from coreepi.epi.models import FleetFindings
+    from coreepi.reporting.build import build_findings
+    from coreepi.reporting.html import html_report
+    from coreepi.reporting.markdown import markdown_report
+    from coreepi.reporting.text import render_text, text_report
+
+_LAZY = {"build_findings": "build", "html_report": "html", "markdown_report": "markdown",
+         "render_text": "text", "text_report": "text"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"coreepi.reporting.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FORMATS",
@@ -51,9 +68,9 @@ def render(findings: FleetFindings, fmt: str, *, width: int = 160) -> str:
     if fmt == "json":
         return json_report(findings)
     if fmt == "markdown":
-        return markdown_report(findings)
+        return __getattr__("markdown_report")(findings)  # type: ignore[no-any-return]
     if fmt == "html":
-        return html_report(findings)
+        return __getattr__("html_report")(findings)  # type: ignore[no-any-return]
     if fmt == "text":
-        return text_report(findings, width=width)
+        return __getattr__("text_report")(findings, width=width)  # type: ignore[no-any-return]
     raise ValueError(f"unknown report format {fmt!r}; one of {', '.join(FORMATS)}")

@@ -1,0 +1,142 @@
+"""``coreepi postmortem`` on a small store: twelve hosts over ten days, a
+planted bad host (h-07: machine checks, then many crashes with scattered
+signatures and a hardware-indicative phenotype), a software bug spread over
+the fleet, and a kernel rollout (6.1.0 → 6.6.3 on eight hosts) in the
+window. The bad host, its telemetry and the rollout must appear."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cikit import coreepi
+
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+HOSTS = [f"h-{i:02d}" for i in range(1, 13)]
+BAD = "h-07"
+BUG = "parse_header | handle_request | main"
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _report(n: int, host: str, when: datetime, signature: str, phenotypes: list[dict[str, object]]
+            ) -> dict[str, object]:
+    return {"crash_id": f"{n:032x}", "source": "elf-core", "captured_at": _iso(when),
+            "host_id": host, "arch": "x86_64",
+            "signal": {"number": 11, "name": "SIGSEGV", "si_code_name": "SEGV_MAPERR"},
+            "process": {"pid": 1000 + n, "exe": "/usr/bin/svc", "comm": "svc"},
+            "signature": {"signature": signature}, "phenotypes": phenotypes,
+            "attributes": {"app_version": "3.1.2"},
+            "analysis": {"analyzer_version": "test"}}
+
+
+def _fleet(root: Path) -> Path:
+    fleet = root / "fleet"
+    (fleet / "crashes").mkdir(parents=True)
+    (fleet / "hosts.csv").write_text("host_id,cpu_model,kernel,microcode\n" + "".join(
+        f"{h},EPYC 7763,6.1.0,0xa0011d1\n" for h in HOSTS))
+    rows = ["host_id,start,end,kernel"]
+    mid = T0 + timedelta(days=5)
+    for i, h in enumerate(HOSTS):
+        rows.append(f"{h},{_iso(T0)},{_iso(mid)},6.1.0")
+        rows.append(f"{h},{_iso(mid)},{_iso(T0 + timedelta(days=10))},"
+                    f"{'6.6.3' if i < 8 else '6.1.0'}")
+    (fleet / "exposure.csv").write_text("\n".join(rows) + "\n")
+    events = [{"host_id": BAD, "ts": _iso(T0 + timedelta(days=4, hours=h)), "kind": kind,
+               "severity": "corrected", "component": "cpu 3 bank 5",
+               "summary": f"{kind} on {BAD} cpu 3 bank 5", "hardware_indicative": True}
+              for h, kind in ((1, "mce"), (2, "mce"), (3, "edac_ce"))]
+    (fleet / "telemetry.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    n = 0
+    misaligned = [{"name": "stack-misaligned", "hardware_indicative": True}]
+    for k in range(14):  # the bad host: scattered signatures after its machine checks
+        n += 1
+        r = _report(n, BAD, T0 + timedelta(days=4, hours=6 + 3 * k), f"fn_{k} | caller_{k}",
+                    misaligned)
+        (fleet / "crashes" / f"{n}.json").write_text(json.dumps(r))
+    for k, h in enumerate(HOSTS * 2):  # the software bug, everywhere, all window long
+        n += 1
+        r = _report(n, h, T0 + timedelta(hours=9 + 9 * k), BUG, [{"name": "null-deref"}])
+        (fleet / "crashes" / f"{n}.json").write_text(json.dumps(r))
+    return fleet
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("postmortem")
+    data = root / "data"
+    r = coreepi("ingest", str(_fleet(root)), "--data-dir", str(data), cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "rejected" not in r.stderr, r.stderr
+    return data
+
+
+def _pm(store: Path, *args: str) -> str:
+    r = coreepi("postmortem", "--data-dir", str(store), *args, cwd=store.parent)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_bad_host_telemetry_and_rollout_appear(store: Path) -> None:
+    md = _pm(store, "--since", "2024-05-04", "--until", "2024-05-09",
+             "--base-url", "https://coreepi.example")
+    hosts = md.split("### Hosts")[1].split("###")[0]
+    first = hosts.strip().splitlines()[2]
+    # 14 crashes of its own + 1 of the software bug
+    assert first.startswith(f"| [{BAD}](https://coreepi.example/hosts/{BAD}) | 15 | 3 (3) |")
+    assert "hardware-suspect" in first
+    assert f"Drain host {BAD}" in md and "3 hardware event(s)" in md
+    timeline = md.split("### Timeline")[1]
+    assert f"| 2024-05-05 01:00:00 | {BAD} | mce: mce on {BAD} cpu 3 bank 5 | hardware |" \
+        in timeline
+    assert timeline.count("| crash `") == 14 + sum(
+        1 for k in range(24) if datetime(2024, 5, 4, tzinfo=UTC)
+        <= T0 + timedelta(hours=9 + 9 * k) < datetime(2024, 5, 9, tzinfo=UTC))
+    changed = md.split("### What changed in the window")[1].split("###")[0]
+    assert "| kernel | 6.6.3 | 0% | 67% | 2024-05-06 00:00 |" in changed
+    assert "| kernel | 6.1.0 | 100% | 33% | - |" in changed
+    assert "| crash `SIGSEGV parse_header \\| handle_request \\| main` |" in md
+    assert re.search(r"\[`parse_header \\\| handle_request \\\| main`\]"
+                     r"\(https://coreepi\.example/groups/[0-9a-f]{16}\)", md)
+
+
+def test_scope_by_host_and_attribute(store: Path) -> None:
+    only = _pm(store, "--since", "2024-05-01", "--until", "2024-05-11", "--hosts", "h-12")
+    assert "host h-12: 2 crashes on 1 hosts" in only and BAD not in only
+    kernel = _pm(store, "--since", "2024-05-06", "--until", "2024-05-11",
+                 "--attribute", "kernel=6.1.0")
+    assert "kernel=6.1.0" in kernel
+    assert "| h-09 |" in kernel and "| h-01 |" not in kernel  # h-01 ran 6.6.3 then
+
+
+def test_html_page(store: Path) -> None:
+    page = _pm(store, "--since", "2024-05-04", "--until", "2024-05-09", "--format", "html",
+               "--base-url", "https://coreepi.example")
+    assert page.startswith("<!DOCTYPE html>") and page.count("<table>") == 4
+    assert f'<a href="https://coreepi.example/hosts/{BAD}">{BAD}</a>' in page
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--since", "2024-05-04", "--until", "2024-05-01"], "--until must be after --since"),
+    (["--since", "yesterday", "--until", "2024-05-01"], "--since: not an ISO-8601"),
+    (["--since", "2024-05-01", "--until", "2024-05-02", "--attribute", "kernel"],
+     "--attribute 'kernel': expected K=V"),
+    (["--since", "2024-05-01", "--until", "2024-05-02", "--format", "pdf"], "--format 'pdf'"),
+])
+def test_bad_usage(store: Path, args: list[str], expected: str) -> None:
+    r = coreepi("postmortem", "--data-dir", str(store), *args, cwd=store.parent)
+    assert r.returncode == 2 and expected in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_links_use_the_ui_group_ids() -> None:
+    # the renderer cannot import serve (it sits above reporting): same function, checked here
+    from coreepi.reporting.postmortem_render import ui_group_id
+    from coreepi.serve.findings import group_id
+
+    assert ui_group_id("signature", BUG) == group_id("signature", BUG)
+    assert ui_group_id("phenotype", "null-deref") == group_id("phenotype", "null-deref")
