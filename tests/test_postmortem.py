@@ -133,10 +133,10 @@ def test_bad_usage(store: Path, args: list[str], expected: str) -> None:
     assert r.returncode == 2 and expected in r.stderr and r.stderr.count("\n") == 1
 
 
-def test_links_use_the_ui_group_ids() -> None:
-    # the renderer cannot import serve (it sits above reporting): same function, checked here
-    from coreepi.reporting.postmortem_render import ui_group_id
-    from coreepi.serve.findings import group_id
+def test_links_use_the_ui_group_ids(store: Path) -> None:
+    # the group page's URL is /groups/{group_id}: the postmortem's links must land there
+    from coreepi.epi.models import group_id
 
-    assert ui_group_id("signature", BUG) == group_id("signature", BUG)
-    assert ui_group_id("phenotype", "null-deref") == group_id("phenotype", "null-deref")
+    md = _pm(store, "--since", "2024-05-04", "--until", "2024-05-09",
+             "--base-url", "http://ui.example")
+    assert f"http://ui.example/groups/{group_id('signature', BUG)}" in md

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "FINDINGS_SCHEMA_VERSION",
+    "group_id",
     "Association",
     "AttributeSummary",
     "Attribution",
@@ -44,6 +45,16 @@ __all__ = [
     "ratio_status",
     "sir_status",
 ]
+
+
+def group_id(kind: str, key: str) -> str:
+    """A group's stable id: 16 hex digits of SHA-256 over ``kind`` NUL ``key``.
+    The web UI's URLs and every renderer's links use it (signatures hold
+    ``/``, ``|``, spaces and whatever a binary names a function; an id keeps
+    URLs short and safe, and stable across refreshes)."""
+    import hashlib
+
+    return hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()[:16]
 
 FINDINGS_SCHEMA_VERSION = "2.0.0"
 """Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""

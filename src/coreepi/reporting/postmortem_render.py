@@ -7,25 +7,18 @@ URL is given: ``/groups/{id}``, ``/hosts/{host}``, ``/crashes/{crash_id}``.
 
 from __future__ import annotations
 
-import hashlib
 import html
 from collections.abc import Callable
 from urllib.parse import quote
 
+from coreepi.epi.models import group_id
 from coreepi.reporting.phrases import evidence_text
 from coreepi.reporting.postmortem import Event, Postmortem
 
-__all__ = ["FORMATS", "render_postmortem", "ui_group_id"]
+__all__ = ["FORMATS", "render_postmortem"]
 
 FORMATS = ("markdown", "html")
 MAX_TIMELINE = 300
-
-
-def ui_group_id(kind: str, key: str) -> str:
-    """The UI's id of a group: 16 hex digits of SHA-256 over kind NUL key
-    (the web UI's ``coreepi.serve.findings.group_id``; the same function so
-    links land on the group's page)."""
-    return hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()[:16]
 
 
 class _Links:
@@ -33,7 +26,7 @@ class _Links:
         self.base = base.rstrip("/") if base else None
 
     def group(self, key: str) -> str | None:
-        return f"{self.base}/groups/{ui_group_id('signature', key)}" if self.base else None
+        return f"{self.base}/groups/{group_id('signature', key)}" if self.base else None
 
     def host(self, host_id: str) -> str | None:
         return f"{self.base}/hosts/{quote(host_id, safe='')}" if self.base else None

@@ -17,7 +17,6 @@ saw are in the findings.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -27,16 +26,10 @@ from typing import Any
 import pandas as pd
 
 from coreepi.epi import FleetFindings, GroupFinding, HostFinding
+from coreepi.epi.models import group_id
 from coreepi.store import Store
 
 __all__ = ["FindingsCache", "Snapshot", "TelemetryPoint", "group_id"]
-
-
-def group_id(kind: str, key: str) -> str:
-    """A group's id in URLs: 16 hex digits of SHA-256 over kind and key
-    (signatures hold ``/``, ``|``, spaces and whatever an attacker names a
-    function; an id keeps URLs short and safe, and stable across refreshes)."""
-    return hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
