@@ -270,11 +270,11 @@ def score(findings: FleetFindings, truth: dict[str, Any], links: Sequence[CrashL
             ds.evidence = _deciding(g.attribution.evidence)
             attrs = ((d.get("cause") or {}).get("attributes") or {})
             if attrs and d["kind"] in ("software", "environment"):
-                ds.attribute_found = _attribute_found(g, attrs, d["kind"])
-                texts = [evidence_text(e) for e in g.attribution.evidence
-                         if e.kind == "rate-ratio"]
+                ds.attribute_found = _attribute_found(g, attrs, d["kind"], findings.config)
+                want = {(k, str(v)) for k, v in attrs.items()}
                 ds.attribute_evidence = next(
-                    (t for t in texts if any(f"{k}={v}" in t for k, v in attrs.items())), "")
+                    (evidence_text(e) for e in g.attribution.evidence
+                     if e.kind == "rate-ratio" and (e.attribute, e.level) in want), "")
         out.append(ds)
     # merged: two diseases (noise included) whose crashes mostly share one group
     by_home: dict[str, list[str]] = defaultdict(list)
@@ -294,24 +294,26 @@ def _population(d: dict[str, Any]) -> bool:
     return bool(cause.get("attributes")) and len(cause.get("host_ids") or []) > 2
 
 
-def _attribute_found(g: GroupFinding, attrs: dict[str, Any], kind: str) -> bool:
-    """The group shows the planted attribute value: for environment diseases the
-    deciding association; for software ones any significant association (rate
-    ratio ≥ 2 with a CI above 1 and q ≤ 0.05, as the attribution rules count it)."""
+def _attribute_found(g: GroupFinding, attrs: dict[str, Any], kind: str,
+                     config: dict[str, Any]) -> bool:
+    """The group shows the planted attribute value, read from structured evidence: for
+    environment diseases the deciding association (its ``attribute`` and ``level``); for
+    software ones any significant association (q ≤ ``fdr_q``, rate ratio ≥ ``min_irr``
+    with a CI above 1: the findings' own EpiConfig, as the attribution rules count it)."""
     want = {(k, str(v)) for k, v in attrs.items()}
     if kind == "environment":
-        lead = _deciding(g.attribution.evidence)
-        return g.attribution.rule == "environment-association" and any(
-            f"{k}={v}" in lead for k, v in want)
-    for a in g.associations:
-        if (a.attribute, a.value) in want and _significant(a):
-            return True
-    return False
+        ev = g.attribution.evidence
+        return (g.attribution.rule == "environment-association" and bool(ev)
+                and (ev[0].attribute, ev[0].level) in want)
+    return any((a.attribute, a.value) in want and _significant(a, config)
+               for a in g.associations)
 
 
-def _significant(a: Any) -> bool:
-    return (a.q_value is not None and a.q_value <= 0.05 and a.irr_lower is not None
-            and a.irr_lower > 1.0 and (a.irr is None or a.irr >= 2.0))
+def _significant(a: Any, config: dict[str, Any]) -> bool:
+    return (a.q_value is not None and a.q_value <= config["fdr_q"] and a.irr_lower is not None
+            and a.irr_lower > 1.0
+            and (a.irr_status == "unbounded" or (a.irr is not None
+                                                 and a.irr >= config["min_irr"])))
 
 
 def crashes_needed(
