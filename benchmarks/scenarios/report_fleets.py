@@ -131,7 +131,7 @@ def new_node(seed: int) -> Fleet:
                     ignore_index=True)
     rows = _background(rng, hosts, 0.05)
     for i in range(4):  # four bugs of the new build; the first two before its first heartbeat
-        at = end - timedelta(minutes=12 - 3 * i)
+        at = end - timedelta(minutes=14 - 3 * i)
         rows.append(_crash(rng, "h-new", f"NewBuild::bug{i} | main", ["null-deref"], "new-build",
                            at=at))
     return _tables(rows, exp, [Planted("new-node", "hardware", None, host="h-new")])
