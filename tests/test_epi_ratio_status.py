@@ -14,7 +14,6 @@ import pytest
 
 from coreepi.epi import analyze_fleet
 from coreepi.epi.models import FleetFindings, HostFinding, ratio_status, sir_status
-from coreepi.reporting import render
 from coreepi.reporting.phrases import evidence_text, fmt_ratio
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")

@@ -13,7 +13,11 @@ report (:class:`coreepi.epi.FleetFindings`) with what was planted:
   holds most of its crashes (its *home group*) has the expected verdict, and,
   when the disease was planted on an attribute value (``app_version``,
   ``kernel`` …), that group shows a significant association with that value
-  (for ``environment``: the association that decided the verdict);
+  (for ``environment``: the association that decided the verdict); when it was
+  planted on a hidden workload condition, with the top stratum of a measure
+  that condition drives (``exceptions_per_s`` …). Significance uses the
+  findings' own EpiConfig (``fdr_q``, ``min_irr``); evidence is matched by its
+  structured ``attribute`` and ``level``, never by its wording;
 - two diseases are *merged* when they share a home group.
 
 :func:`crashes_needed` replays the data in time order (reports on growing
@@ -212,7 +216,10 @@ def _cause(d: dict[str, Any]) -> str:
     if d["kind"] == "hardware":
         return "host " + ", ".join(cause.get("host_ids") or [])
     attrs = cause.get("attributes") or {}
-    return ", ".join(f"{k}={v}" for k, v in attrs.items())
+    parts = [f"{k}={v}" for k, v in attrs.items()]
+    parts += [f"{k}={v} (hidden; shows as high {', '.join(cause.get('measures') or [])})"
+              for k, v in (cause.get("hidden") or {}).items()]
+    return ", ".join(parts)
 
 
 def _deciding(ev: Sequence[Any]) -> str:
@@ -269,9 +276,14 @@ def score(findings: FleetFindings, truth: dict[str, Any], links: Sequence[CrashL
             ds.verdict = g.attribution.verdict
             ds.evidence = _deciding(g.attribution.evidence)
             attrs = ((d.get("cause") or {}).get("attributes") or {})
-            if attrs and d["kind"] in ("software", "environment"):
-                ds.attribute_found = _attribute_found(g, attrs, d["kind"], findings.config)
-                want = {(k, str(v)) for k, v in attrs.items()}
+            measures = (d.get("cause") or {}).get("measures") or []
+            if (attrs or measures) and d["kind"] in ("software", "environment"):
+                want = {(k, str(v)) for k, v in attrs.items()} | _top_strata(findings, measures)
+                ds.attribute_found = (
+                    (not attrs or _attribute_found(g, attrs, d["kind"], findings.config))
+                    and (not measures or any(
+                        (a.attribute, a.value) in want and _significant(a, findings.config)
+                        for a in g.associations)))
                 ds.attribute_evidence = next(
                     (evidence_text(e) for e in g.attribution.evidence
                      if e.kind == "rate-ratio" and (e.attribute, e.level) in want), "")
@@ -285,6 +297,13 @@ def score(findings: FleetFindings, truth: dict[str, Any], links: Sequence[CrashL
             ds.merged_with = [n for n in by_home[ds.home_group] if n != ds.name]
     unlinked = sum(1 for x in links if x.crash_id is None)
     return FleetScore(out, true_hw, found_hw, unlinked, population)
+
+
+def _top_strata(findings: FleetFindings, measures: Sequence[str]) -> set[tuple[str, str]]:
+    """(measure, its highest stratum) for each measure binned into strata by the engine: a
+    hidden condition that raises a measure is found as that measure's top stratum."""
+    return {(a.name, a.levels[-1]) for a in findings.attributes
+            if a.name in measures and a.kind == "strata" and a.levels}
 
 
 def _population(d: dict[str, Any]) -> bool:
