@@ -123,6 +123,13 @@ class EpiConfig:
     host_sir_p: float = 1e-6
     """A host has excess crashes when its one-sided exact Poisson p-value (observed vs
     expected over all groups) is below this."""
+    host_sir_p_strong: float = 1e-4
+    """... or below this when the host shows at least ``strong_hardware_signs`` signs. The
+    signs screen the fleet first: hosts with two independent hardware signs are few (none
+    in the null fleets of ``benchmarks/report_attribution.py``; say at most 100 in any
+    fleet), and 1e-4 is the same Bonferroni argument (0.01) over that screened family."""
+    strong_hardware_signs: int = 2
+    """Hardware signs that let a host's excess be judged at ``host_sir_p_strong``."""
     min_sir: float = 5.0
     """... and its SIR is at least this: a 5-fold excess is beyond workload variation
     between hosts of one role."""

@@ -80,14 +80,16 @@ class HostSigns:
         )  # fmt: skip
 
     def excess(self, config: EpiConfig) -> bool:
-        """Improbably many crashes for the host's exposure (never under its threshold)."""
-        return (
-            self.exposure_sufficient
-            and self.p_value is not None
-            and self.p_value < config.host_sir_p
-            and self.sir is not None
-            and self.sir >= config.min_sir
-        )
+        """Improbably many crashes for the host's exposure (never under its threshold): SIR ≥
+        ``min_sir`` and p < ``host_sir_p``, or p < ``host_sir_p_strong`` when the host shows
+        at least ``strong_hardware_signs`` hardware signs."""
+        if not (self.exposure_sufficient and self.p_value is not None and self.sir is not None
+                and self.sir >= config.min_sir):
+            return False
+        if self.p_value < config.host_sir_p:
+            return True
+        return (self.p_value < config.host_sir_p_strong
+                and len(self.signs(config)) >= config.strong_hardware_signs)
 
     def signs(self, config: EpiConfig) -> list[Evidence]:
         """The hardware signs of this host, each as evidence for hardware-suspect."""
