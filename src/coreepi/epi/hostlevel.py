@@ -114,9 +114,11 @@ def _fill(
         affected_all = affected.groupby(level="gid", sort=False).sum()
     else:
         k["t"] = k["host_id"].map(host_node_days).to_numpy(np.float64)
+    cells = k.groupby(["gid", "level"], sort=False).indices
+    empty = np.empty(0, dtype=np.int64)
     for i in idx:
         gid, value = out.at[i, "gid"], str(out.at[i, "value"])
-        kv = k.loc[(k["gid"] == gid) & (k["level"] == value)]
+        kv = k.iloc[cells.get((gid, value), empty)]
         x_v = float(kv["k"].sum())
         if t_hv is not None:
             a = int(affected.get((gid, value), 0))
