@@ -8,10 +8,13 @@ pure function of tables (its input frames and output are in its docstring):
 2. :func:`attach_attributes` — give each crash the attributes of its
    exposure interval, bin numeric attributes, cap levels (:mod:`.exposure`);
 3. :func:`find_groups` — groups by signature and by phenotype, rates with
-   exact CIs, crude rate ratios for every group × attribute value, BH q-values
-   (:mod:`.groups`);
-4. :func:`study_hosts` — SIR / diversity / hardware phenotypes / telemetry per
-   host, host concentration per group (:mod:`.hosts`);
+   exact CIs, crude rate ratios for every group × attribute value, q-values by
+   testing family (:mod:`.groups`, :mod:`.families`), and the host-level
+   checks of the candidate associations (:mod:`.hostlevel`);
+4. :func:`study_hosts` — SIR (standardized over ``standardize_by``) /
+   diversity / hardware phenotypes / telemetry per host, host concentration
+   per group (:mod:`.hosts`); only crashes inside exposure, and no test for a
+   host under ``min_host_node_days``;
 5. :func:`~coreepi.epi.assemble.group_findings` — adjusted rate ratios
    (Poisson GLM, :mod:`.confounding`) and attribution of each group
    (:mod:`.attribution`);
