@@ -84,3 +84,24 @@ def test_hierarchical_qvalues_select_pairs_then_levels() -> None:
     assert pair_q == pytest.approx([0.006, 0.006, 0.006, 0.6, 0.6])
     assert q[:3] == pytest.approx([0.006, 0.06, 1.0])
     assert min(q[3:]) >= 0.6  # an unselected pair never reads as significant
+
+
+def test_numbers_given_as_text_are_binned_into_strata() -> None:
+    # hosts.csv carries text: "912" and "30.5" are numbers, "6.1.0-13" is a label
+    from coreepi.epi.exposure import _numbers
+
+    assert _numbers(pd.Series(["912", None, "30.5"], dtype=object)).tolist()[::2] == [912.0, 30.5]
+    labels = pd.Series(["6.1.0-13", "5.15"], dtype=object)
+    assert _numbers(labels) is labels
+    t0 = pd.Timestamp("2024-05-01", tz="UTC")
+    exposure = pd.DataFrame({
+        "host_id": [f"h{i}" for i in range(20)], "start": t0, "end": t0 + pd.Timedelta(days=10),
+        "exceptions_per_s": [str(10 + i) for i in range(20)],
+    })  # fmt: skip
+    crashes = pd.DataFrame({
+        "crash_id": ["c1"], "host_id": ["h19"], "captured_at": [t0 + pd.Timedelta(days=1)],
+        "signature": ["s"], "phenotypes": [[]], "hardware_phenotypes": [[]],
+    })  # fmt: skip
+    f = analyze_fleet(crashes, exposure)
+    info = next(a for a in f.attributes if a.name == "exceptions_per_s")
+    assert info.kind == "strata" and info.levels[-1] == "≥25"  # quartiles of 10..29
