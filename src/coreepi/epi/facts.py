@@ -247,9 +247,10 @@ class AssociationFacts:
         )  # fmt: skip
 
     def evidence(self, config: EpiConfig) -> Evidence | None:
-        """``rate-ratio`` when crude-significant and surviving adjustment (supports the
-        verdict of its attribute class); ``confounding`` when adjustment explains it away;
-        None when not significant."""
+        """``rate-ratio`` when crude-significant (supports the verdict of its attribute
+        class; with the adjusted estimate or the note); ``confounding`` when adjustment
+        explains it away (the adjusted ratio falls below ``min_irr``); None when not
+        significant."""
         if not self.crude_significant(config):
             return None
         adjusted = self._adjusted()
@@ -258,13 +259,20 @@ class AssociationFacts:
             ratio=self.irr, ratio_status=self.irr_status, ci_low=self.irr_lower,
             ci_high=self.irr_upper, p=self.p_value, q=self.q_value, adjusted=adjusted,
         )  # fmt: skip
-        if self.adjustment_assessable and not self.survives_adjustment(config):
+        # "explained away" only when the adjusted ratio itself falls below min_irr; one that
+        # stays large with a wide CI (two proxies of one cause adjusted for each other) is
+        # imprecise, not confounded: it stays a rate-ratio, with the adjusted estimate shown
+        if (self.adjustment_assessable and not self.survives_adjustment(config)
+                and self.adjusted_status == "finite" and self.adjusted_irr is not None
+                and self.adjusted_irr < config.min_irr):
             return Evidence(kind="confounding", supports=None,
                             strength=strength(self.q_value) / 2, **common)  # type: ignore[arg-type]
-        supports: Verdict = {  # type: ignore[assignment]
+        supports: Verdict | None = {  # type: ignore[assignment]
             "environment": "environment-triggered",
             "hardware": "hardware-suspect",
         }.get(self.attribute_class, "software")
+        if not self.survives_adjustment(config):
+            supports = None  # imprecise or not assessable after adjustment: names nothing
         note = self.adjustment_note if adjusted is None else None
         return Evidence(kind="rate-ratio", supports=supports, strength=strength(self.q_value),
                         note=note, **common)  # type: ignore[arg-type]
