@@ -200,3 +200,18 @@ def test_collinear_covariate_is_left_out_with_a_note() -> None:
     # cpu cannot be told apart: confounding is not assessable (fails closed)
     assert res.irr == pytest.approx(3.0, rel=1e-6)
     assert res.inseparable == ("cpu_model",) and not res.assessable
+
+
+def test_a_refinement_of_the_value_is_not_adjusted_for() -> None:
+    # microcode m1 and m2 both run only on cpu Gold (m3 only elsewhere): microcode subdivides
+    # cpu=Gold, so it cannot confound it; every crash on Gold, 6 on m1, none on m2
+    exposure = pd.DataFrame({"cpu_model": ["Gold", "Gold", "EPYC"],
+                             "microcode": ["m1", "m2", "m3"], "node_days": [50.0, 50.0, 100.0]})
+    crashes = pd.DataFrame({"cpu_model": ["Gold"] * 6, "microcode": ["m1"] * 6})
+    cube = exposure_cube(exposure, ["cpu_model", "microcode"])
+    res = adjusted_rate_ratio(crashes, cube, "cpu_model", "Gold", ["microcode"])
+    assert res.assessable and res.adjusted_for == ()
+    assert res.note is not None and "refinement, not a confounder" in res.note
+    # by hand: one stratum, X = 6 = N: pi^6 = 0.025 with pi = R / (R + 1) (100 vs 100 days)
+    pi = 0.025 ** (1 / 6)
+    assert res.lower == pytest.approx(pi / (1 - pi), rel=1e-5)

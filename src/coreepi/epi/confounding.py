@@ -178,9 +178,14 @@ def adjusted_rate_ratio(
     target = (cells[attribute].astype(object).astype(str) == value).to_numpy(dtype=np.float64)
     y = cells["crashes"].to_numpy(dtype=np.float64)
     weights = cells["node_days"].to_numpy(dtype=np.float64)
+    notes: list[str] = []
+    refining = [c for c in covs if _refines(cells, target, c, weights)]
+    if refining:  # a subdivision of the value cannot confound it (microcode within a CPU)
+        covs = [c for c in covs if c not in refining]
+        notes.append(f"not adjusted for {', '.join(refining)}: it subdivides "
+                     f"{attribute}={value} (a refinement, not a confounder)")
     base, kept, dropped = _design(cells, target, covs, weights)
     inseparable = tuple(c for c in dropped if _coincides(cells, target, c, weights))
-    notes: list[str] = []
     if dropped:
         notes.append(
             f"not adjusted for {', '.join(dropped)}: collinear with {attribute}={value} "
@@ -213,6 +218,17 @@ def adjusted_rate_ratio(
         upper=math.exp(coef + z * se), p_value=float(glm.pvalues[1]), adjusted_for=tuple(kept),
         note="; ".join(notes) or None, method="poisson-glm", inseparable=inseparable,
     )  # fmt: skip
+
+
+def _refines(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.ndarray) -> bool:
+    """Every level of the covariate lies wholly inside or wholly outside the value, and at
+    least two lie inside: it subdivides the value (and is determined by it outside)."""
+    codes, _ = pd.factorize(cells[cov].astype(object))
+    inside = np.bincount(codes, weights=weights * target)
+    total = np.bincount(codes, weights=weights)
+    share = np.divide(inside, total, out=np.zeros_like(total), where=total > 0)
+    whole = np.isclose(share, 0.0) | np.isclose(share, 1.0)
+    return bool(whole.all() and int(np.isclose(share, 1.0).sum()) >= 2)
 
 
 def _coincides(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.ndarray) -> bool:
