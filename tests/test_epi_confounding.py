@@ -138,12 +138,50 @@ def _cells_and_crashes(kernel_of_crash: list[str]) -> tuple[pd.DataFrame, pd.Dat
     return exposure, crashes
 
 
-def test_separation_falls_back_to_crude_with_a_note() -> None:
+def test_separation_is_estimated_by_the_exact_conditional_method() -> None:
+    # Every crash has kernel 6.1; two cpu strata of 100 + 100 node-days, 5 crashes each.
+    # By hand: X = 10 = N, so P(X >= 10; R) = pi^10 with pi = R / (R + 1) in both strata;
+    # the lower limit solves pi^10 = 0.025: pi = 0.025^0.1 = 0.691503, R_L = pi / (1 - pi)
+    # = 2.24151; the MLE is unbounded; p = 2 * (1/2)^10 = 0.001953125.
     exposure, crashes = _cells_and_crashes(["6.1"] * 10)
     cube = exposure_cube(exposure, ["kernel", "cpu_model"])
     res = adjusted_rate_ratio(crashes, cube, "kernel", "6.1", ["cpu_model"])
-    assert res.irr is None and not res.estimable
+    assert res.method == "exact-conditional" and res.assessable
+    assert res.irr == float("inf") and res.upper is None
+    pi = 0.025 ** 0.1
+    assert res.lower == pytest.approx(pi / (1 - pi), rel=1e-5)
+    assert res.p_value == pytest.approx(2 * 0.5**10, rel=1e-9)
     assert res.note is not None and "separation" in res.note
+
+
+def test_exact_conditional_matches_the_conditional_binomial_in_one_stratum() -> None:
+    # One stratum: the exact conditional method is R's poisson.test(c(11, 21), c(800, 3011))
+    # (Breslow & Day's Fredericia example): 1.971488, CI 0.8584264-4.2772659. The p-value
+    # is the doubled smaller tail (Breslow & Day's convention), not R's sum of less likely
+    # outcomes (0.07967): 2 * P(X >= 11 | Binomial(32, 800 / 3811)).
+    from scipy import stats
+
+    from coreepi.epi.exact import exact_common_ratio
+
+    est = exact_common_ratio([11], [32], [800.0], [3011.0])
+    assert est is not None
+    assert est.ratio == pytest.approx(1.971488, rel=1e-5)
+    assert est.lower == pytest.approx(0.8584264, rel=1e-5)
+    assert est.upper == pytest.approx(4.2772659, rel=1e-5)
+    assert est.p_value == pytest.approx(2 * stats.binom.sf(10, 32, 800 / 3811), rel=1e-9)
+
+
+def test_no_informative_stratum_fails_closed() -> None:
+    # kernel 6.1 only on cpu B and every crash on it: no stratum holds both kernels
+    exposure = pd.DataFrame(
+        {"kernel": ["5.15", "6.1"], "cpu_model": ["A", "B"], "node_days": [100.0, 100.0]}
+    )
+    crashes = pd.DataFrame({"kernel": ["6.1"] * 9, "cpu_model": ["B"] * 9})
+    cube = exposure_cube(exposure, ["kernel", "cpu_model"])
+    res = adjusted_rate_ratio(crashes, cube, "kernel", "6.1", ["cpu_model"])
+    assert res.irr is None and not res.assessable
+    assert res.inseparable == ("cpu_model",)
+    assert res.note is not None and "cannot be assessed" in res.note
 
 
 def test_collinear_covariate_is_left_out_with_a_note() -> None:
@@ -158,5 +196,22 @@ def test_collinear_covariate_is_left_out_with_a_note() -> None:
     res = adjusted_rate_ratio(crashes, cube, "kernel", "6.1", ["cpu_model"])
     assert res.adjusted_for == ()
     assert res.note is not None and "not adjusted for cpu_model" in res.note
-    # with nothing left to adjust for, the GLM gives the crude ratio 9/3 = 3
+    # with nothing left to adjust for, the GLM gives the crude ratio 9/3 = 3, but kernel and
+    # cpu cannot be told apart: confounding is not assessable (fails closed)
     assert res.irr == pytest.approx(3.0, rel=1e-6)
+    assert res.inseparable == ("cpu_model",) and not res.assessable
+
+
+def test_a_refinement_of_the_value_is_not_adjusted_for() -> None:
+    # microcode m1 and m2 both run only on cpu Gold (m3 only elsewhere): microcode subdivides
+    # cpu=Gold, so it cannot confound it; every crash on Gold, 6 on m1, none on m2
+    exposure = pd.DataFrame({"cpu_model": ["Gold", "Gold", "EPYC"],
+                             "microcode": ["m1", "m2", "m3"], "node_days": [50.0, 50.0, 100.0]})
+    crashes = pd.DataFrame({"cpu_model": ["Gold"] * 6, "microcode": ["m1"] * 6})
+    cube = exposure_cube(exposure, ["cpu_model", "microcode"])
+    res = adjusted_rate_ratio(crashes, cube, "cpu_model", "Gold", ["microcode"])
+    assert res.assessable and res.adjusted_for == ()
+    assert res.note is not None and "refinement, not a confounder" in res.note
+    # by hand: one stratum, X = 6 = N: pi^6 = 0.025 with pi = R / (R + 1) (100 vs 100 days)
+    pi = 0.025 ** (1 / 6)
+    assert res.lower == pytest.approx(pi / (1 - pi), rel=1e-5)

@@ -14,7 +14,6 @@ import pytest
 
 from coreepi.epi import analyze_fleet
 from coreepi.epi.models import FleetFindings, HostFinding, ratio_status, sir_status
-from coreepi.reporting import render
 from coreepi.reporting.phrases import evidence_text, fmt_ratio
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
@@ -59,16 +58,21 @@ def test_status_of_a_ratio() -> None:
     assert sir_status(3, 0.0, 0.0) == "undefined"  # no fleet exposure: no fleet rate
 
 
-def test_host_with_crashes_and_no_exposure_has_an_unbounded_sir() -> None:
-    # host "ghost" crashes 6 times but has no exposure: 0 expected, SIR = 6/0
+def test_host_with_crashes_and_no_exposure_gets_no_sir_and_no_suspicion() -> None:
+    # host "ghost" crashes 6 times but has no exposure: no SIR from ~0 exposure (issue 11),
+    # undetermined for insufficient exposure, never a suspect
     f = analyze_fleet(_crashes([("a", 1), ("a", 2), ("b", 3)] + [("ghost", 4)] * 6), _exposure())
     ghost = _host(f, "ghost")
-    assert (ghost.sir, ghost.sir_status, ghost.expected) == (None, "unbounded", 0.0)
-    assert json.loads(f.model_dump_json())["hosts"][0]["sir_status"] == "unbounded"
-    assert _sir_text(ghost) == ("host ghost: 6 crashes where 0 expected (SIR unbounded, 95% CI "
-                                "unbounded–unbounded, p < 1e-20)")
-    assert fmt_ratio(ghost.sir, ghost.sir_lower, ghost.sir_upper, ghost.sir_status).startswith("∞")
+    assert (ghost.sir, ghost.p_value, ghost.sir_status) == (None, None, "undefined")
+    assert not ghost.exposure_sufficient and ghost.crashes_outside_exposure == 6
+    assert (ghost.attribution.verdict, ghost.attribution.rule) == (
+        "undetermined", "insufficient-exposure")
+    assert evidence_text(ghost.attribution.evidence[0]) == (
+        "host ghost: insufficient exposure — 0 node-days observed, at least 1 needed for any "
+        "test; its 6 crash(es) are counted, not judged")
+    assert all(e.kind != "sir" for e in ghost.attribution.evidence)
     assert _host(f, "a").sir_status == "finite"
+    assert fmt_ratio(None, None, None, "unbounded").startswith("∞")
 
 
 def test_fleet_without_exposure_in_the_window_has_undefined_sirs() -> None:
@@ -79,12 +83,15 @@ def test_fleet_without_exposure_in_the_window_has_undefined_sirs() -> None:
     a = _host(f, "a")
     assert (a.sir, a.sir_status) == (None, "undefined")
     assert {h["sir_status"] for h in json.loads(f.model_dump_json())["hosts"]} == {"undefined"}
-    text = _sir_text(a)
+    assert a.attribution.rule == "insufficient-exposure"  # no exposure: no test at all
+    from coreepi.epi.models import Evidence
+
+    text = evidence_text(Evidence(kind="sir", supports=None, strength=0.0, host_ids=["a"],
+                                  observed=3, expected=0.0, ratio_status="undefined", p=0.5))
     assert text == ("host a: 3 crashes where n/a expected (SIR undefined (0/0), 95% CI n/a–n/a, "
                     "p n/a)")
     assert "unbounded" not in text
     assert fmt_ratio(a.sir, a.sir_lower, a.sir_upper, a.sir_status) == "undefined (0/0)"
-    assert "undefined (0/0)" in render(f, "markdown")  # the suspect-hosts table cell
 
 
 def test_unbounded_rate_ratio_is_marked_and_worded() -> None:

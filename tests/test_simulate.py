@@ -21,7 +21,7 @@ from coreepi.simulate.exposure import (
     split_at,
     with_changes,
 )
-from coreepi.simulate.hosts import Host, make_hosts
+from coreepi.simulate.hosts import Host, add_measures, make_hosts
 from coreepi.simulate.rollout import upgrade_times, version_at
 from coreepi.simulate.sampling import eligible_intervals, poisson_times, stream
 from coreepi.simulate.scenario import ExposureSpec, scenario_from_dict
@@ -164,6 +164,32 @@ def test_correlated_attribute_follows_its_parent() -> None:
     b = [h for h in hosts if h.attributes["cpu_model"] == "B"]
     share = sum(h.attributes["kernel"] == "6.1" for h in b) / len(b)
     assert 0.4 < share < 0.6  # B uses the default weights, 1:1
+
+
+def test_hidden_condition_shows_only_through_its_noisy_measures() -> None:
+    data = minimal(scenario__hosts=400)
+    data["attribute"].append({"name": "profile", "depends_on": "workload", "hidden": True,
+                              "values": {"normal": 1}})
+    data["measure"] = [{"name": "exceptions_per_s", "depends_on": "profile", "median": 30.0,
+                        "sigma": 0.6, "given": {"normal": {"median": 30.0, "sigma": 0.6}}},
+                       {"name": "load", "median": 4.0, "sigma": 0.0}]
+    s = scenario_from_dict(data)
+    assert "profile" not in s.columns and s.columns[-2:] == ["exceptions_per_s", "load"]
+    assert s.measures_of("profile") == ["exceptions_per_s"]
+    hosts = make_hosts(s, stream(3, "hosts"))
+    measured = add_measures(s, hosts, stream(3, "measures"))
+    # the measures come from their own stream: every attribute stays as drawn
+    assert all(m.attributes.items() >= h.attributes.items() for h, m in zip(hosts, measured))
+    exc = np.array([float(m.attributes["exceptions_per_s"]) for m in measured])
+    assert 25 < float(np.median(exc)) < 36 and len(set(exc)) > 100  # noisy, median 30
+    assert {m.attributes["load"] for m in measured} == {"4"}  # sigma 0: the median itself
+
+
+def test_measure_must_depend_on_an_attribute() -> None:
+    data = minimal()
+    data["measure"] = [{"name": "load", "depends_on": "nope", "median": 1.0}]
+    with pytest.raises(InputError, match=r"measure\[0\]\.depends_on"):
+        scenario_from_dict(data)
 
 
 # -- exposure arithmetic

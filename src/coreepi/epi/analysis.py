@@ -8,10 +8,13 @@ pure function of tables (its input frames and output are in its docstring):
 2. :func:`attach_attributes` — give each crash the attributes of its
    exposure interval, bin numeric attributes, cap levels (:mod:`.exposure`);
 3. :func:`find_groups` — groups by signature and by phenotype, rates with
-   exact CIs, crude rate ratios for every group × attribute value, BH q-values
-   (:mod:`.groups`);
-4. :func:`study_hosts` — SIR / diversity / hardware phenotypes / telemetry per
-   host, host concentration per group (:mod:`.hosts`);
+   exact CIs, crude rate ratios for every group × attribute value, q-values by
+   testing family (:mod:`.groups`, :mod:`.families`), and the host-level
+   checks of the candidate associations (:mod:`.hostlevel`);
+4. :func:`study_hosts` — SIR (standardized over ``standardize_by``) /
+   diversity / hardware phenotypes / telemetry per host, host concentration
+   per group (:mod:`.hosts`); only crashes inside exposure, and no test for a
+   host under ``min_host_node_days``;
 5. :func:`~coreepi.epi.assemble.group_findings` — adjusted rate ratios
    (Poisson GLM, :mod:`.confounding`) and attribution of each group
    (:mod:`.attribution`);
@@ -35,6 +38,7 @@ from coreepi.epi.assemble import HostTables, group_findings, host_findings
 from coreepi.epi.config import EpiConfig
 from coreepi.epi.exposure import AttributeInfo, attach_sets, clip_exposure, prepare_attributes
 from coreepi.epi.groups import association_table, group_table, memberships
+from coreepi.epi.hostlevel import host_level_associations
 from coreepi.epi.hosts import (
     _list_lengths,
     host_concentration,
@@ -126,6 +130,23 @@ class Framed:
     """The store's summed exposure, when that path was taken."""
     crash_only: tuple[str, ...] = ()
     """Attribute columns of the crashes without exposure (cannot be tested)."""
+    host_sets: pd.DataFrame | None = None
+    """Node-time path only: ``host_id``, ``row`` (row of ``exposure``), ``node_days`` —
+    each host's exposure per attribute set, when the store gave it."""
+
+    def host_level(self, columns: list[str]) -> pd.DataFrame | None:
+        """``host_id``, ``columns``, ``node_days``: each host's exposure by those attribute
+        values (the clipped intervals, or the store's per-host sets); None when the
+        node-time path came without per-host sets."""
+        if self.node_time is None:
+            return self.exposure[["host_id", *columns, "node_days"]]
+        if self.host_sets is None:
+            return None
+        rows = self.host_sets["row"].to_numpy()
+        out = self.exposure[columns].iloc[rows].reset_index(drop=True)
+        out.insert(0, "host_id", self.host_sets["host_id"].to_numpy())
+        out["node_days"] = self.host_sets["node_days"].to_numpy(np.float64)
+        return out
 
 
 def frame_window(
@@ -154,7 +175,9 @@ def frame_window(
         lo, hi = _utc(node_time.since), _utc(node_time.until)
         assert lo is not None and hi is not None
         exp_columns = {*node_time.sets.columns, "host_id", EXPOSURE_SET}
-        exp = node_time.sets.loc[node_time.sets["node_days"] > 0].reset_index(drop=True)
+        positive = node_time.sets["node_days"].to_numpy(np.float64) > 0
+        exp = node_time.sets.loc[positive].reset_index(drop=True)
+        host_sets = _host_sets(node_time.host_sets, positive)
         by_host = node_time.by_host[node_time.by_host > 0]
         host_exp = pd.DataFrame(
             {"host_id": by_host.index.to_numpy(), "node_days": by_host.to_numpy(np.float64)}
@@ -167,13 +190,29 @@ def frame_window(
         exp_columns = set(exposure.columns)
         exp = clip_exposure(exposure, lo, hi)
         host_exp = exp[["host_id", "node_days"]]
+        host_sets = None
     in_window = (crashes["captured_at"] >= lo) & (crashes["captured_at"] < hi)
     crashes = crashes.loc[in_window].reset_index(drop=True)
     crash_only = tuple(
         str(c) for c in crashes.columns if c not in exp_columns and c not in _NOT_ATTRIBUTES
     )
     return Framed(crashes, exp, host_exp, lo, hi, float(exp["node_days"].sum()), node_time,
-                  crash_only)
+                  crash_only, host_sets)
+
+
+def _host_sets(host_sets: pd.DataFrame | None, positive: np.ndarray) -> pd.DataFrame | None:
+    """The store's per-host sets pointed at the kept rows (sets with exposure) of ``sets``."""
+    if host_sets is None:
+        return None
+    position = np.full(len(positive) + 1, -1, dtype=np.int64)
+    position[np.flatnonzero(positive)] = np.arange(int(positive.sum()))
+    rows = position[host_sets["set"].to_numpy(np.int64)]
+    keep = (rows >= 0) & (host_sets["node_days"].to_numpy(np.float64) > 0)
+    return pd.DataFrame({
+        "host_id": host_sets["host_id"].to_numpy(object)[keep],
+        "row": rows[keep],
+        "node_days": host_sets["node_days"].to_numpy(np.float64)[keep],
+    })  # fmt: skip
 
 
 def attach_attributes(framed: Framed, config: EpiConfig) -> tuple[Framed, list[AttributeInfo]]:
@@ -216,8 +255,12 @@ def find_groups(framed: Framed, infos: list[AttributeInfo], config: EpiConfig) -
     groups, members = memberships(framed.crashes, config.max_groups)
     groups = group_table(groups, members, framed.crashes, framed.node_days,
                          per=config.rate_per, alpha=config.alpha)
-    assoc = association_table(members, framed.crashes, framed.exposure, infos, len(groups),
-                              alpha=config.alpha, per=config.rate_per)
+    assoc = association_table(members, framed.crashes, framed.exposure, infos,
+                              groups["kind"].tolist(), alpha=config.alpha,
+                              per=config.rate_per, fdr_q=config.fdr_q)
+    host_nd = framed.host_exposure.groupby("host_id", sort=False)["node_days"].sum()
+    assoc = host_level_associations(assoc, members, framed.crashes,
+                                    framed.host_level([i.name for i in infos]), host_nd, config)
     return Grouped(groups, members, assoc)
 
 
@@ -230,12 +273,20 @@ def study_hosts(
     telemetry table. Output: :class:`~coreepi.epi.assemble.HostTables`.
     """
     crashes = framed.crashes
-    hosts = host_table(crashes, framed.host_exposure, alpha=config.alpha)
+    strata = [a for a in config.standardize_by if a in framed.exposure.columns]
+    host_exp = framed.host_level(strata)
+    if host_exp is None:  # summed node-time without per-host sets: fleet-wide rate
+        strata, host_exp = [], framed.host_exposure
+    hosts = host_table(crashes, host_exp, standardize_by=strata, alpha=config.alpha,
+                       min_node_days=config.min_host_node_days)
+    inside = crashes["in_exposure"].to_numpy(bool)[grouped.members["row"].to_numpy()]
+    rows = grouped.members["row"].to_numpy()[inside]
     mem_hosts = pd.DataFrame({
-        "gid": grouped.members["gid"].to_numpy(),
-        "host_id": crashes["host_id"].to_numpy()[grouped.members["row"].to_numpy()],
+        "gid": grouped.members["gid"].to_numpy()[inside],
+        "host_id": crashes["host_id"].to_numpy()[rows],
     })  # fmt: skip
-    conc = host_concentration(mem_hosts, hosts["node_days"], framed.node_days)
+    conc = host_concentration(mem_hosts, hosts["node_days"], framed.node_days,
+                              config.min_host_node_days)
     events: pd.DataFrame | None = None
     if telemetry is not None and len(telemetry):
         tel = telemetry.copy()
@@ -283,8 +334,13 @@ def _notes(framed: Framed, window: Window, config: EpiConfig) -> list[str]:
     if window.crashes_outside_exposure:
         notes.append(
             f"{window.crashes_outside_exposure} crash(es) fall in no exposure interval of their "
-            "host: counted in every rate, but their attributes are unknown"
+            "host: counted in the window's and their groups' totals and rates, left out of "
+            "every per-host test (SIR, host concentration) and of the attribute ratios (their "
+            "attributes are unknown)"
         )
+    if framed.node_time is not None and framed.host_sets is None:
+        notes.append("the summed node-time came without per-host sets: the SIR uses the "
+                     "fleet-wide rate and the host-level comparison of associations is not made")
     if window.signature_groups > config.max_groups:
         notes.append(f"{window.signature_groups} signatures: the {config.max_groups} largest "
                      "are analysed as groups")

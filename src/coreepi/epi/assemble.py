@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coreepi.epi.attribution import attribute_group, attribute_host
+from coreepi.epi.attribution import attribute_group, attribute_host, clustered_association
 from coreepi.epi.config import EpiConfig
 from coreepi.epi.confounding import AdjustedRatio, adjusted_rate_ratio, exposure_cube
 from coreepi.epi.facts import AssociationFacts, GroupFacts, HostFacts, HostSigns
@@ -91,9 +91,12 @@ def _signs(
 ) -> HostSigns:
     kinds, example = tel.get(host_id, ((), None))
     crashes, expected = int(r["crashes"]), float(r["expected"])
+    sufficient = bool(r["exposure_sufficient"])
+    status = (sir_status(int(r["sir_observed"]), expected, fleet_node_days) if sufficient
+              else "undefined")
     return HostSigns(
         host_id=host_id, crashes=crashes, expected=expected, sir=num(r["sir"]),
-        sir_status=sir_status(crashes, expected, fleet_node_days), sir_lower=num(r["sir_lower"]),
+        sir_status=status, sir_lower=num(r["sir_lower"]),
         sir_upper=num(r["sir_upper"]), p_value=num(r["p_value"]),
         distinct_signatures=int(r["distinct_signatures"]),
         expected_distinct=float(r["expected_distinct_signatures"]),
@@ -102,7 +105,8 @@ def _signs(
         hardware_phenotypes=hw.get(host_id, ()), hardware_events=int(r["hardware_events"]),
         crashes_after_hardware_event=int(r["crashes_after_hardware_event"]),
         telemetry_kinds=kinds, telemetry_example=example, telemetry_days=config.telemetry_days,
-        telemetry_lead=leads.get(host_id),
+        telemetry_lead=leads.get(host_id), node_days=float(r["node_days"]),
+        exposure_sufficient=sufficient,
     )  # fmt: skip
 
 
@@ -169,16 +173,19 @@ def group_findings(
                                  for n, k in facts.hardware_phenotypes],
             first_seen=g["first_seen"] if pd.notna(g["first_seen"]) else None,
             last_seen=g["last_seen"] if pd.notna(g["last_seen"]) else None,
-            associations=assoc,
-            concentration=_concentration(facts, top_hosts, int(excess_by_gid.get(gid, 0))),
+            associations=[a for a, _, _ in assoc],
+            concentration=_concentration(facts, top_hosts, int(excess_by_gid.get(gid, 0)),
+                                         clustered_association(facts, config)),
             attribution=attribution, epidemic_curve=curves.get(gid, []),
         ))  # fmt: skip
     return out, verdicts
 
 
-def _concentration(facts: GroupFacts, top_hosts: list[dict[str, Any]], excess: int
-                   ) -> Concentration:
+def _concentration(facts: GroupFacts, top_hosts: list[dict[str, Any]], excess: int,
+                   clustered: AssociationFacts | None) -> Concentration:
     return Concentration(
+        clustered_hosts=list(clustered.clustered_hosts) if clustered else [],
+        clustered_crashes=clustered.clustered_crashes if clustered else 0,
         hosts=facts.hosts, top_host=facts.top_host, top_host_crashes=facts.top_host_crashes,
         top_host_share=num(facts.top_share) if facts.crashes else None,
         top_host_expected=facts.top_host_expected, top_host_p_value=facts.top_host_p,
@@ -236,6 +243,8 @@ def host_findings(
             hardware_phenotypes=[NamedCount(name=n, crashes=k) for n, k in s.hardware_phenotypes],
             telemetry=telemetry,
             attribution=attribute_host(HostFacts(signs=s, group_verdicts=vmix), config),
+            exposure_sufficient=s.exposure_sufficient,
+            crashes_outside_exposure=int(r["crashes_outside_exposure"]),
         ))  # fmt: skip
     out.sort(key=lambda h: (h.attribution.verdict != "hardware-suspect",
                             h.p_value if h.p_value is not None else 2.0))
@@ -252,7 +261,7 @@ def _glm_attributes(assoc: pd.DataFrame, config: EpiConfig) -> list[str]:
 def _associations(
     records: list[dict[str, Any]], rows: np.ndarray | None, crashes: pd.DataFrame,
     cube: pd.DataFrame | None, config: EpiConfig,
-) -> list[Association]:
+) -> list[tuple[Association, list[str], int]]:
     """The group's associations (``records`` sorted by p-value), adjusted where fitted.
 
     Adjusted ratios are fitted for the significant associations with a rate
@@ -302,7 +311,9 @@ def _adjusted(
     return out
 
 
-def _association(r: dict[str, Any], adj: AdjustedRatio | None) -> Association:
+def _association(r: dict[str, Any], adj: AdjustedRatio | None
+                 ) -> tuple[Association, list[str], int]:
+    """The association, with its clustered hosts and their crashes (facts, not output)."""
     return Association(
         attribute=str(r["attribute"]), attribute_class=r["attribute_class"],
         value=str(r["value"]), crashes=int(r["crashes"]), node_days=float(r["node_days"]),
@@ -311,16 +322,27 @@ def _association(r: dict[str, Any], adj: AdjustedRatio | None) -> Association:
         expected=num(r["expected"]), irr=num(r["irr"]), irr_status=ratio_status(r["irr"]),
         irr_lower=num(r["irr_lower"]), irr_upper=num(r["irr_upper"]),
         p_value=num(r["p_value"]), q_value=num(r["q_value"]),
-        adjusted_irr=adj.irr if adj else None,
+        adjusted_irr=num(adj.irr) if adj else None,
         adjusted_status=ratio_status(adj.irr) if adj and adj.irr is not None else None,
         adjusted_lower=adj.lower if adj else None, adjusted_upper=adj.upper if adj else None,
         adjusted_p_value=adj.p_value if adj else None,
         adjusted_for=list(adj.adjusted_for) if adj else [],
         adjustment_note=adj.note if adj else None,
-    )  # fmt: skip
+        adjusted_method=adj.method if adj else None,
+        adjustment_assessable=adj.assessable if adj else None,
+        q_family=str(r["q_family"]), attribute_q_value=num(r["attribute_q_value"]),
+        hosts_affected=_int(r["hosts_affected"]), hosts_exposed=_int(r["hosts_exposed"]),
+        rest_hosts_affected=_int(r["rest_hosts_affected"]),
+        rest_hosts_exposed=_int(r["rest_hosts_exposed"]), host_p_value=num(r["host_p_value"]),
+    ), list(r["clustered_hosts"]), int(np.nan_to_num(r["clustered_crashes"]))  # fmt: skip
 
 
-def _facts(a: Association) -> AssociationFacts:
+def _int(x: Any) -> int | None:
+    return None if x is None or not np.isfinite(x) else int(x)
+
+
+def _facts(item: tuple[Association, list[str], int]) -> AssociationFacts:
+    a, clustered, clustered_crashes = item
     return AssociationFacts(
         attribute=a.attribute, attribute_class=a.attribute_class, value=a.value,
         crashes=a.crashes, share_of_group=a.share_of_group, irr=a.irr,
@@ -328,5 +350,9 @@ def _facts(a: Association) -> AssociationFacts:
         p_value=a.p_value, q_value=a.q_value, adjusted_irr=a.adjusted_irr,
         adjusted_status=a.adjusted_status, adjusted_lower=a.adjusted_lower,
         adjusted_upper=a.adjusted_upper, adjusted_for=tuple(a.adjusted_for),
-        adjustment_note=a.adjustment_note,
+        adjustment_note=a.adjustment_note, adjustment_assessable=a.adjustment_assessable,
+        adjusted_method=a.adjusted_method, hosts_affected=a.hosts_affected,
+        hosts_exposed=a.hosts_exposed, rest_hosts_affected=a.rest_hosts_affected,
+        rest_hosts_exposed=a.rest_hosts_exposed, host_p_value=a.host_p_value,
+        clustered_hosts=tuple(clustered), clustered_crashes=clustered_crashes,
     )  # fmt: skip

@@ -19,15 +19,17 @@ association, because one bad host makes every attribute it has look
 4. ``hardware-phenotypes-on-hardware-attribute`` → hardware-suspect
 5. ``environment-association`` → environment-triggered
 6. ``hardware-attribute-association`` → hardware-suspect
-7. ``fleet-spread`` → software
-8. ``no-rule`` → undetermined
+7. ``host-clustered`` → software
+8. ``fleet-spread`` → software
+9. ``no-rule`` → undetermined
 
 Host rules:
 
-1. ``too-few-crashes`` → undetermined
-2. ``excess-with-hardware-signs`` → hardware-suspect
-3. ``majority-of-groups`` → the verdict of the groups holding most of its crashes
-4. ``no-rule`` → undetermined
+1. ``insufficient-exposure`` → undetermined
+2. ``too-few-crashes`` → undetermined
+3. ``excess-with-hardware-signs`` → hardware-suspect
+4. ``majority-of-groups`` → the verdict of the groups holding most of its crashes
+5. ``no-rule`` → undetermined
 """
 
 from __future__ import annotations
@@ -55,18 +57,19 @@ def explaining_association(
 ) -> AssociationFacts | None:
     """The attribute value that best explains the group, if any.
 
-    Significant crude association, surviving adjustment, holding at least
-    ``environment_min_share`` of the group's crashes; the largest share wins,
-    then the smallest p-value. With ``attribute_class``, only associations of
-    that class are considered.
+    Significant crude association, surviving adjustment (fails closed: an
+    adjustment that was needed and could not be made does not survive), with
+    the host-level comparison agreeing and the crashes not clustered on a few
+    hosts, holding at least ``environment_min_share`` of the group's crashes;
+    the largest share wins, then the smallest p-value. With
+    ``attribute_class``, only associations of that class are considered.
     """
     best: AssociationFacts | None = None
-    for a in g.associations:
+    for a in _covering(g, config):
         if attribute_class is not None and a.attribute_class != attribute_class:
             continue
-        if not (a.crude_significant(config) and a.survives_adjustment(config)):
-            continue
-        if a.share_of_group is None or a.share_of_group < config.environment_min_share:
+        if not (a.survives_adjustment(config) and a.host_agrees(config)
+                and not a.host_clustered(config)):
             continue
         if best is None or (a.share_of_group, -(a.p_value or 1.0)) > (
             best.share_of_group or 0.0,
@@ -74,6 +77,18 @@ def explaining_association(
         ):
             best = a
     return best
+
+
+def _covering(g: GroupFacts, config: EpiConfig) -> list[AssociationFacts]:
+    """Crude-significant associations holding ≥ ``environment_min_share`` of the group."""
+    return [a for a in g.associations if a.crude_significant(config)
+            and a.share_of_group is not None and a.share_of_group >= config.environment_min_share]
+
+
+def clustered_association(g: GroupFacts, config: EpiConfig) -> AssociationFacts | None:
+    """A covering association whose crashes a few hosts hold (the largest share first)."""
+    hits = [a for a in _covering(g, config) if a.host_clustered(config)]
+    return max(hits, key=lambda a: (a.share_of_group or 0.0, a.clustered_crashes), default=None)
 
 
 GroupRule = tuple[str, Verdict, Callable[[GroupFacts, EpiConfig], bool]]
@@ -127,6 +142,13 @@ GROUP_RULES: list[GroupRule] = [
             and a.attribute_class == "hardware"
         ),
     ),
+    # An attribute that covers the group but whose crashes a few hosts hold: those hosts
+    # (a job they run) explain it, not the attribute.
+    (
+        "host-clustered",
+        "software",
+        lambda g, c: g.hosts >= c.min_spread_hosts and clustered_association(g, c) is not None,
+    ),
     ("fleet-spread", "software", lambda g, c: g.hosts >= c.min_spread_hosts),
     ("no-rule", "undetermined", lambda g, c: True),
 ]
@@ -177,10 +199,19 @@ def attribute_group(g: GroupFacts, config: EpiConfig) -> Attribution:
             deciding.append(g.hardware_evidence())
             evidence = [e for e in evidence if e.kind != "hardware-phenotypes"]
         deciding.append(g.spread_evidence(config))
+    elif rule == "host-clustered":
+        hit = clustered_association(g, config)
+        assert hit is not None
+        deciding.extend(e for e in hit.host_evidence(config) if e.kind == "host-clustered")
+        deciding.append(g.spread_evidence(config))
     elif rule == "fleet-spread":
         deciding.append(g.spread_evidence(config))
     else:
         evidence.append(g.spread_evidence(config))
+    cited = {(e.kind, e.attribute, e.level) for e in deciding}
+    for a in _covering(g, config):
+        evidence.extend(e for e in a.host_evidence(config)
+                        if (e.kind, e.attribute, e.level) not in cited)
     evidence.extend(assoc)
     evidence.sort(key=lambda e: -e.strength)
     return Attribution(verdict=verdict, rule=rule, evidence=deciding + evidence)
@@ -192,6 +223,12 @@ def attribute_group(g: GroupFacts, config: EpiConfig) -> Attribution:
 HostRule = tuple[str, Callable[[HostFacts, EpiConfig], Verdict | None]]
 
 HOST_RULES: list[HostRule] = [
+    # Before anything: too little node-time for any test (a new node, crashes before the
+    # first heartbeat): never a suspect.
+    (
+        "insufficient-exposure",
+        lambda h, c: "undetermined" if not h.signs.exposure_sufficient else None,
+    ),
     (
         "too-few-crashes",
         lambda h, c: "undetermined" if h.signs.crashes < c.min_host_crashes else None,
@@ -227,6 +264,8 @@ def attribute_host(h: HostFacts, config: EpiConfig) -> Attribution:
     hosts = [s.host_id]
     deciding: list[Evidence] = []
     evidence: list[Evidence] = []
+    if rule == "insufficient-exposure":
+        deciding.append(s.insufficient_evidence(config))
     if rule == "too-few-crashes":
         deciding.append(Evidence(
             kind="sample-size", supports="undetermined", host_ids=hosts, observed=s.crashes,
@@ -238,7 +277,8 @@ def attribute_host(h: HostFacts, config: EpiConfig) -> Attribution:
         deciding.append(excess)
         deciding.extend(sorted(signs, key=lambda e: -e.strength))
     else:
-        evidence.append(excess)
+        if s.exposure_sufficient:  # no SIR from too little exposure
+            evidence.append(excess)
         evidence.extend(signs)
     if h.group_verdicts:
         ev = Evidence(

@@ -97,12 +97,39 @@ class EpiConfig:
     """An environment association explains a group when at least this share of the
     group's crashes (with a known value) carry the associated value."""
 
+    # --- unit of replication: the host -----------------------------------------------
+    host_cluster_share: float = 0.5
+    """A group (or the crashes of its explaining association) is host-clustered when the
+    hosts holding improbably many of its crashes — one-sided exact Poisson p <
+    ``host_concentration_p`` against the rate of the hosts that share the value — hold at
+    least this share of them: the crashes then point at those hosts (a job they run), not
+    at the attribute."""
+    host_level_p: float = 0.05
+    """The host-level comparison (Fisher exact test of hosts with a crash among the hosts
+    exposed to the value vs the rest) must have p ≤ this for a verdict to name an
+    attribute: an intersection-union test (Berger 1982) with the crash-level q-value."""
+    min_host_node_days: float = 1.0
+    """A host observed for less than this many node-days has too little exposure for any
+    test: its SIR is not computed and it is ``undetermined: insufficient exposure``, never
+    a suspect (a node's first crashes arrive before its first heartbeat)."""
+    standardize_by: tuple[str, ...] = ("workload",)
+    """Attributes whose strata standardize each host's expected count (indirect
+    standardization: the fleet rate of each stratum times the host's node-days in it).
+    Names absent from the exposure are ignored; () uses the fleet-wide rate."""
+
     # --- host attribution -------------------------------------------------------------------
     min_host_crashes: int = 3
     """A host with fewer crashes is ``undetermined`` (no statistic can single it out)."""
     host_sir_p: float = 1e-6
     """A host has excess crashes when its one-sided exact Poisson p-value (observed vs
     expected over all groups) is below this."""
+    host_sir_p_strong: float = 1e-4
+    """... or below this when the host shows at least ``strong_hardware_signs`` signs. The
+    signs screen the fleet first: hosts with two independent hardware signs are few (none
+    in the null fleets of ``benchmarks/report_attribution.py``; say at most 100 in any
+    fleet), and 1e-4 is the same Bonferroni argument (0.01) over that screened family."""
+    strong_hardware_signs: int = 2
+    """Hardware signs that let a host's excess be judged at ``host_sir_p_strong``."""
     min_sir: float = 5.0
     """... and its SIR is at least this: a 5-fold excess is beyond workload variation
     between hosts of one role."""

@@ -21,7 +21,20 @@ Robustness. Poisson GLMs over sparse tables fail in known ways:
   only ever ran on cpu B): the covariate is left out, and the note says so;
 * **non-convergence** — a ``ConvergenceWarning`` on the target fit.
 
-In each case the crude ratio is reported instead, with a note saying why.
+Adjustment fails closed. Under separation the GLM's estimate is infinite, but
+an exact conditional method still bounds it: with the covariates as strata,
+conditional on each stratum's crash count n_s, the crashes with the value
+are x_s ~ Binomial(n_s, π_s), π_s = t1s·R / (t1s·R + t0s) (t1s, t0s: the
+stratum's node-days with and without the value); the sum X = Σ x_s is
+sufficient for the common rate ratio R, and its exact distribution (a
+convolution of binomials) gives the exact conditional CI, p-value and
+conditional MLE (Breslow & Day 1987 vol. II §3.4 and §7.4; Gart 1978;
+Hirji 2006, *Exact Analysis of Discrete Data*, ch. 4). It is used whenever
+the GLM separates (``method`` says which estimate it is). When neither can
+estimate — no stratum holds both the value and another one, or a covariate
+coincides with the value — confounding cannot be assessed: ``assessable``
+is False and the attribution does not let the crude ratio alone name the
+attribute.
 """
 
 from __future__ import annotations
@@ -30,10 +43,13 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from coreepi.epi.exact import exact_common_ratio
 
 # statsmodels is imported where a GLM is fitted (:func:`adjusted_rate_ratio`), and
 # only its GLM module, not ``statsmodels.api``: the report pays the import only when
@@ -54,11 +70,21 @@ class AdjustedRatio:
     p_value: float | None
     adjusted_for: tuple[str, ...]
     note: str | None = None
+    method: str | None = None
+    """``poisson-glm`` or ``exact-conditional`` (None: no estimate)."""
+    inseparable: tuple[str, ...] = ()
+    """Covariates that coincide with the value in the exposure (cannot be told apart)."""
 
     @property
     def estimable(self) -> bool:
-        """True when the GLM gave an estimate."""
+        """True when a model gave an estimate."""
         return self.irr is not None
+
+    @property
+    def assessable(self) -> bool:
+        """Confounding by the covariates could be assessed: an estimate, and no covariate
+        that coincides with the value."""
+        return self.irr is not None and not self.inseparable
 
 
 def exposure_cube(exposure: pd.DataFrame, attributes: Sequence[str]) -> pd.DataFrame:
@@ -141,28 +167,25 @@ def adjusted_rate_ratio(
     ``group_crashes``: the group's crashes with attribute columns (one row per
     crash). ``cube``: :func:`exposure_cube` over at least ``attribute`` and
     ``covariates``. Cells and crashes with an unknown value of any model
-    attribute are left out. Returns an :class:`AdjustedRatio` whose ``irr`` is
-    None (with a ``note``) when the model cannot estimate it.
+    attribute are left out. The Poisson GLM estimates it; where the GLM
+    separates, the exact conditional method over the covariate strata does
+    (:mod:`.exact`). Returns an :class:`AdjustedRatio` whose ``irr`` is None
+    (with a ``note``) when neither can, and whose ``assessable`` is False
+    then or when a covariate coincides with the value.
     """
     covs = [c for c in covariates if c != attribute]
     cells, lost = _model_cells(group_crashes, cube, [attribute, *covs])
-
-    def no_estimate(note: str, kept: Sequence[str] = covs) -> AdjustedRatio:
-        return AdjustedRatio(attribute, value, None, None, None, None, tuple(kept), note)
-
     target = (cells[attribute].astype(object).astype(str) == value).to_numpy(dtype=np.float64)
     y = cells["crashes"].to_numpy(dtype=np.float64)
-    in_value = float((y * target).sum())
-    outside = float((y * (1 - target)).sum())
-    if in_value == 0 or outside == 0:
-        where = "has" if outside == 0 else "lacks"
-        return no_estimate(
-            f"every crash of the group with a known {attribute} {where} {attribute}={value} "
-            "(separation): the adjusted ratio is not estimable; the crude ratio stands"
-        )
     weights = cells["node_days"].to_numpy(dtype=np.float64)
-    base, kept, dropped = _design(cells, target, covs, weights)
     notes: list[str] = []
+    refining = [c for c in covs if _refines(cells, target, c, weights)]
+    if refining:  # a subdivision of the value cannot confound it (microcode within a CPU)
+        covs = [c for c in covs if c not in refining]
+        notes.append(f"not adjusted for {', '.join(refining)}: it subdivides "
+                     f"{attribute}={value} (a refinement, not a confounder)")
+    base, kept, dropped = _design(cells, target, covs, weights)
+    inseparable = tuple(c for c in dropped if _coincides(cells, target, c, weights))
     if dropped:
         notes.append(
             f"not adjusted for {', '.join(dropped)}: collinear with {attribute}={value} "
@@ -171,6 +194,52 @@ def adjusted_rate_ratio(
         )
     if lost > 0:
         notes.append(f"{lost} crash(es) in attribute combinations without exposure left out")
+
+    def exact(why: str) -> AdjustedRatio:
+        return _exact(cells, target, covs, attribute, value, alpha, [why, *notes], inseparable)
+
+    if float((y * target).sum()) == 0 or float((y * (1 - target)).sum()) == 0:
+        where = "has" if float((y * (1 - target)).sum()) == 0 else "lacks"
+        return exact(f"every crash of the group with a known {attribute} {where} "
+                     f"{attribute}={value} (separation)")
+    fit = _fit_glm(y, base, weights)
+    if isinstance(fit, str):
+        return exact(fit)
+    glm, warned = fit
+    coef, se = float(glm.params[1]), float(glm.bse[1])
+    if (not (math.isfinite(coef) and math.isfinite(se)) or abs(coef) > max_abs_coef
+            or se > max_abs_coef / 3):
+        return exact(f"{attribute}={value} is (quasi-)separated in the Poisson GLM "
+                     f"(log-ratio {coef:.3g}, s.e. {se:.3g})")
+    notes += warned
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    return AdjustedRatio(
+        attribute=attribute, value=value, irr=math.exp(coef), lower=math.exp(coef - z * se),
+        upper=math.exp(coef + z * se), p_value=float(glm.pvalues[1]), adjusted_for=tuple(kept),
+        note="; ".join(notes) or None, method="poisson-glm", inseparable=inseparable,
+    )  # fmt: skip
+
+
+def _refines(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.ndarray) -> bool:
+    """Every level of the covariate lies wholly inside or wholly outside the value, and at
+    least two lie inside: it subdivides the value (and is determined by it outside)."""
+    codes, _ = pd.factorize(cells[cov].astype(object))
+    inside = np.bincount(codes, weights=weights * target)
+    total = np.bincount(codes, weights=weights)
+    share = np.divide(inside, total, out=np.zeros_like(total), where=total > 0)
+    whole = np.isclose(share, 0.0) | np.isclose(share, 1.0)
+    return bool(whole.all() and int(np.isclose(share, 1.0).sum()) >= 2)
+
+
+def _coincides(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.ndarray) -> bool:
+    """The covariate alone is collinear with the target indicator (they cannot be told apart)."""
+    mat, _ = _dummies(cells[cov], weights)
+    trial = np.column_stack([np.ones(len(cells)), target, mat])
+    return bool(np.linalg.matrix_rank(trial) < trial.shape[1])
+
+
+def _fit_glm(y: np.ndarray, base: np.ndarray, weights: np.ndarray) -> tuple[Any, list[str]] | str:
+    """The Poisson GLM fit and its warnings as notes, or why it failed."""
     from statsmodels.genmod.families import Poisson
     from statsmodels.genmod.generalized_linear_model import GLM
     from statsmodels.tools.sm_exceptions import (
@@ -184,34 +253,38 @@ def adjusted_rate_ratio(
             warnings.simplefilter("always")
             fit = GLM(y, base, family=Poisson(), offset=np.log(weights)).fit()
     except (PerfectSeparationError, np.linalg.LinAlgError, ValueError) as err:
-        return no_estimate(
-            f"Poisson GLM failed ({type(err).__name__}): the crude ratio stands", kept
-        )
-    coef = float(fit.params[1])
-    se = float(fit.bse[1])
+        return f"the Poisson GLM failed ({type(err).__name__})"
     warned = {type(w.message) for w in caught}
-    if (
-        not (math.isfinite(coef) and math.isfinite(se))
-        or abs(coef) > max_abs_coef
-        or (se > max_abs_coef / 3)
-    ):
-        return no_estimate(
-            f"{attribute}={value} is (quasi-)separated in the adjusted model "
-            f"(log-ratio {coef:.3g}, s.e. {se:.3g}): the crude ratio stands",
-            kept,
-        )
+    notes = []
     if PerfectSeparationWarning in warned:
         notes.append("a covariate level is separated (zero crashes); its own estimate is unbounded")
     if ConvergenceWarning in warned:
         notes.append("the GLM reported non-convergence; treat the adjusted ratio with care")
-    z = float(stats.norm.ppf(1 - alpha / 2))
+    return fit, notes
+
+
+def _exact(
+    cells: pd.DataFrame, target: np.ndarray, strata: list[str], attribute: str, value: str,
+    alpha: float, notes: list[str], inseparable: tuple[str, ...],
+) -> AdjustedRatio:
+    """The exact conditional ratio over the covariate strata, or why it is not estimable."""
+    y = cells["crashes"].to_numpy(np.float64)
+    t = cells["node_days"].to_numpy(np.float64)
+    key = (cells[strata].astype(object).astype(str).agg("\x1f".join, axis=1) if strata
+           else pd.Series("", index=cells.index))
+    frame = pd.DataFrame({"s": key.to_numpy(), "x": y * target, "n": y, "t1": t * target,
+                          "t0": t * (1 - target)}).groupby("s", sort=False).sum()
+    est = exact_common_ratio(frame["x"].round().astype(np.int64), frame["n"].round().astype(
+        np.int64), frame["t1"], frame["t0"], alpha=alpha)
+    if est is None:
+        notes = [*notes, "no stratum of the covariates holds both the value and another one: "
+                 "confounding cannot be assessed"]
+        return AdjustedRatio(attribute, value, None, None, None, None, tuple(strata),
+                             "; ".join(notes), None, inseparable)
     return AdjustedRatio(
-        attribute=attribute,
-        value=value,
-        irr=math.exp(coef),
-        lower=math.exp(coef - z * se),
-        upper=math.exp(coef + z * se),
-        p_value=float(fit.pvalues[1]),
-        adjusted_for=tuple(kept),
-        note="; ".join(notes) or None,
-    )
+        attribute=attribute, value=value, irr=est.ratio, lower=est.lower,
+        upper=None if math.isinf(est.upper) else est.upper, p_value=est.p_value,
+        adjusted_for=tuple(strata),
+        note="; ".join([*notes, f"exact conditional estimate over {est.strata} strata"]),
+        method="exact-conditional", inseparable=inseparable,
+    )  # fmt: skip

@@ -237,6 +237,19 @@ def bin_numeric(values: pd.Series, edges: Sequence[float]) -> pd.Series:
     )
 
 
+def _numbers(series: pd.Series) -> pd.Series:
+    """``series`` as numbers when every known value is one (hosts.csv and heartbeats carry
+    text: ``"912"``, ``"30.5"``), so measures such as exceptions per second are binned
+    into strata; else ``series`` itself (``"6.1.0-13"``, ``"0xa0011d1"`` stay labels)."""
+    if _is_numeric(series) or isinstance(series.dtype, pd.CategoricalDtype):
+        return series
+    known = series.notna()
+    if not known.any():
+        return series
+    parsed = pd.to_numeric(series.where(known), errors="coerce")
+    return parsed if bool(parsed[known].notna().all()) else series
+
+
 def _is_numeric(series: pd.Series) -> bool:
     return bool(
         pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
@@ -276,8 +289,9 @@ def prepare_attributes(
     infos: list[AttributeInfo] = []
     weights = exposure["node_days"].to_numpy(dtype=np.float64)
     for a in attrs:
-        ecol = exposure[a]
-        ccol = crashes[a]
+        raw = exposure[a]
+        ecol = _numbers(raw)
+        ccol = crashes[a] if ecol is raw else pd.to_numeric(crashes[a], errors="coerce")
         kind: Literal["categorical", "strata"] = "categorical"
         edges: tuple[float, ...] = ()
         if _is_numeric(ecol) and (
@@ -293,8 +307,8 @@ def prepare_attributes(
             elab = bin_numeric(ecol, edges)
             clab = bin_numeric(ccol, edges)
         else:
-            elab = _as_labels(ecol)
-            clab = _as_labels(ccol)
+            elab = _as_labels(exposure[a])
+            clab = _as_labels(crashes[a])
         # Cap the levels: the most exposed ones stay, the rest pool into "(other)".
         by_level = pd.Series(weights).groupby(elab.to_numpy(), sort=False).sum()
         # Most exposed first; equal exposure in level order, so the plan does not depend on

@@ -67,15 +67,29 @@ class HostSigns:
     telemetry_days: float
     telemetry_lead: TelemetryLead | None = None
     """The commonest hardware event before its crashes (None: fall back to the kind counts)."""
+    node_days: float = 0.0
+    exposure_sufficient: bool = True
+    """At least ``min_host_node_days`` of exposure: tests about this host mean something."""
+
+    def insufficient_evidence(self, config: EpiConfig) -> Evidence:
+        """The host's exposure is under the threshold of any test."""
+        return Evidence(
+            kind="insufficient-exposure", supports="undetermined", host_ids=[self.host_id],
+            observed=self.crashes, node_days=self.node_days,
+            threshold=config.min_host_node_days, strength=1.0,
+        )  # fmt: skip
 
     def excess(self, config: EpiConfig) -> bool:
-        """Improbably many crashes for the host's exposure."""
-        return (
-            self.p_value is not None
-            and self.p_value < config.host_sir_p
-            and self.sir is not None
-            and self.sir >= config.min_sir
-        )
+        """Improbably many crashes for the host's exposure (never under its threshold): SIR ≥
+        ``min_sir`` and p < ``host_sir_p``, or p < ``host_sir_p_strong`` when the host shows
+        at least ``strong_hardware_signs`` hardware signs."""
+        if not (self.exposure_sufficient and self.p_value is not None and self.sir is not None
+                and self.sir >= config.min_sir):
+            return False
+        if self.p_value < config.host_sir_p:
+            return True
+        return (self.p_value < config.host_sir_p_strong
+                and len(self.signs(config)) >= config.strong_hardware_signs)
 
     def signs(self, config: EpiConfig) -> list[Evidence]:
         """The hardware signs of this host, each as evidence for hardware-suspect."""
@@ -150,6 +164,51 @@ class AssociationFacts:
     adjusted_upper: float | None = None
     adjusted_for: tuple[str, ...] = ()
     adjustment_note: str | None = None
+    adjustment_assessable: bool | None = None
+    """None: no model was needed; False: confounding could not be assessed."""
+    adjusted_method: str | None = None
+    hosts_affected: int | None = None
+    hosts_exposed: int | None = None
+    rest_hosts_affected: int | None = None
+    rest_hosts_exposed: int | None = None
+    host_p_value: float | None = None
+    clustered_hosts: tuple[str, ...] = ()
+    clustered_crashes: int = 0
+
+    def host_agrees(self, config: EpiConfig) -> bool:
+        """The host-level comparison agrees (or could not be made: per-host exposure unknown)."""
+        return self.host_p_value is None or self.host_p_value <= config.host_level_p
+
+    def host_clustered(self, config: EpiConfig) -> bool:
+        """A few hosts hold most of the value's crashes: they, not the value, explain them."""
+        return self.crashes > 0 and (
+            self.clustered_crashes >= config.host_cluster_share * self.crashes)
+
+    def host_evidence(self, config: EpiConfig) -> list[Evidence]:
+        """The host-level comparison, host clustering and an unassessable adjustment, as
+        evidence about this association."""
+        out: list[Evidence] = []
+        where = dict(attribute=self.attribute, level=self.value)
+        if self.host_clustered(config):
+            out.append(Evidence(
+                kind="host-clustered", supports="software", host_ids=list(self.clustered_hosts),
+                observed=self.clustered_crashes, total=self.crashes,
+                hosts=len(self.clustered_hosts), strength=6.0, **where,  # type: ignore[arg-type]
+            ))  # fmt: skip
+        if self.hosts_affected is not None:
+            out.append(Evidence(
+                kind="host-level", supports=None, observed=self.hosts_affected,
+                exposed=self.hosts_exposed, rest_observed=self.rest_hosts_affected,
+                rest_exposed=self.rest_hosts_exposed, p=self.host_p_value,
+                strength=strength(self.host_p_value) / 2, **where,  # type: ignore[arg-type]
+            ))  # fmt: skip
+        if self.adjustment_assessable is False:
+            out.append(Evidence(
+                kind="adjustment-not-estimable", supports="undetermined",
+                note=self.adjustment_note, adjusted=self._adjusted(), strength=2.0,
+                **where,  # type: ignore[arg-type]
+            ))  # fmt: skip
+        return out
 
     def crude_significant(self, config: EpiConfig) -> bool:
         """q ≤ fdr_q, IRR ≥ min_irr (or unbounded) and a CI above 1."""
@@ -165,28 +224,33 @@ class AssociationFacts:
         )
 
     def survives_adjustment(self, config: EpiConfig) -> bool:
-        """No adjusted estimate (not fitted, or separated), or one that stays ≥ min_irr above 1."""
-        if self.adjusted_irr is None:
+        """No model needed, or an assessable adjusted ratio that stays ≥ min_irr above 1.
+        Fails closed: a model that was needed and could not estimate does not survive."""
+        if self.adjustment_assessable is None:
             return True
+        if not self.adjustment_assessable:
+            return False
         return (
-            self.adjusted_irr >= config.min_irr
+            (self.adjusted_status == "unbounded"
+             or (self.adjusted_irr is not None and self.adjusted_irr >= config.min_irr))
             and self.adjusted_lower is not None
             and self.adjusted_lower > 1.0
         )
 
     def _adjusted(self) -> AdjustedEstimate | None:
-        if self.adjusted_irr is None or self.adjusted_status is None:
+        if self.adjusted_status is None:
             return None
         return AdjustedEstimate(
             ratio=self.adjusted_irr, ratio_status=self.adjusted_status,
             ci_low=self.adjusted_lower, ci_high=self.adjusted_upper,
-            adjusted_for=list(self.adjusted_for),
+            adjusted_for=list(self.adjusted_for), method=self.adjusted_method,
         )  # fmt: skip
 
     def evidence(self, config: EpiConfig) -> Evidence | None:
-        """``rate-ratio`` when crude-significant and surviving adjustment (supports the
-        verdict of its attribute class); ``confounding`` when adjustment explains it away;
-        None when not significant."""
+        """``rate-ratio`` when crude-significant (supports the verdict of its attribute
+        class; with the adjusted estimate or the note); ``confounding`` when adjustment
+        explains it away (the adjusted ratio falls below ``min_irr``); None when not
+        significant."""
         if not self.crude_significant(config):
             return None
         adjusted = self._adjusted()
@@ -195,13 +259,20 @@ class AssociationFacts:
             ratio=self.irr, ratio_status=self.irr_status, ci_low=self.irr_lower,
             ci_high=self.irr_upper, p=self.p_value, q=self.q_value, adjusted=adjusted,
         )  # fmt: skip
-        if not self.survives_adjustment(config):
+        # "explained away" only when the adjusted ratio itself falls below min_irr; one that
+        # stays large with a wide CI (two proxies of one cause adjusted for each other) is
+        # imprecise, not confounded: it stays a rate-ratio, with the adjusted estimate shown
+        if (self.adjustment_assessable and not self.survives_adjustment(config)
+                and self.adjusted_status == "finite" and self.adjusted_irr is not None
+                and self.adjusted_irr < config.min_irr):
             return Evidence(kind="confounding", supports=None,
                             strength=strength(self.q_value) / 2, **common)  # type: ignore[arg-type]
-        supports: Verdict = {  # type: ignore[assignment]
+        supports: Verdict | None = {  # type: ignore[assignment]
             "environment": "environment-triggered",
             "hardware": "hardware-suspect",
         }.get(self.attribute_class, "software")
+        if not self.survives_adjustment(config):
+            supports = None  # imprecise or not assessable after adjustment: names nothing
         note = self.adjustment_note if adjusted is None else None
         return Evidence(kind="rate-ratio", supports=supports, strength=strength(self.q_value),
                         note=note, **common)  # type: ignore[arg-type]

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from coreepi.epi.exposure import AttributeInfo
-from coreepi.epi.rates import bh_qvalues, incidence_rate, rate_ratio
+from coreepi.epi.families import hierarchical_qvalues
+from coreepi.epi.rates import incidence_rate, rate_ratio
 
 __all__ = ["association_table", "group_table", "memberships"]
 
@@ -117,19 +118,27 @@ def association_table(
     crashes: pd.DataFrame,
     exposure: pd.DataFrame,
     attributes: Sequence[AttributeInfo],
-    n_groups: int,
+    kinds: Sequence[str],
     *,
     alpha: float,
     per: float,
+    fdr_q: float = 0.05,
 ) -> pd.DataFrame:
-    """Crude rate ratio of every (group, attribute value) vs the rest, with BH q-values.
+    """Crude rate ratio of every (group, attribute value) vs the rest, with q-values.
+
+    ``kinds``: the kind of each group (by gid), which is its testing family.
+    q-values are hierarchical (:func:`coreepi.epi.families.hierarchical_qvalues`:
+    signature and phenotype groups are separate families; within a family,
+    (group, attribute) pairs first, then the attribute's levels, at ``fdr_q``).
 
     One row per (gid, attribute, value) where the value has exposure and the
     group has at least one crash with a known value of the attribute. Columns:
     ``gid``, ``attribute``, ``value``, ``crashes``, ``node_days``, ``rate``,
     ``rest_crashes``, ``rest_node_days``, ``share_of_group``, ``expected``,
-    ``irr``, ``irr_lower``, ``irr_upper``, ``p_value``, ``q_value``.
+    ``irr``, ``irr_lower``, ``irr_upper``, ``p_value``, ``q_value``, ``q_family``,
+    ``attribute_q_value``.
     """
+    n_groups = len(kinds)
     rows = members["row"].to_numpy()
     gids = members["gid"].to_numpy()
     blocks: list[pd.DataFrame] = []
@@ -186,15 +195,18 @@ def association_table(
         return _empty_associations()
     table = pd.concat(blocks, ignore_index=True)
     primary = ~table["_mirror"].to_numpy()
-    q = np.full(len(table), np.nan)
-    q[primary] = bh_qvalues(table.loc[primary, "p_value"].to_numpy())
+    family = np.asarray(kinds, dtype=object)[table["gid"].to_numpy(np.int64)]
+    pair = table["gid"].astype(str) + "\x1f" + table["attribute"].astype(str)
+    p = np.where(primary, table["p_value"].to_numpy(np.float64), np.nan)
+    q, pair_q = hierarchical_qvalues(p, family, pair.to_numpy(), fdr_q)
     table["q_value"] = q
-    # mirrors take the q-value of their partner (same gid and attribute, the other value)
-    partner = table.loc[primary].groupby(["gid", "attribute"], sort=False)["q_value"].min()
-    mirror_rows = table.loc[~primary, ["gid", "attribute"]]
-    if len(mirror_rows):
-        keys = pd.MultiIndex.from_frame(mirror_rows)
-        table.loc[~primary, "q_value"] = partner.reindex(keys).to_numpy()
+    table["q_family"] = family
+    # mirrors take the q-values of their partner (same gid and attribute, the other value)
+    partner = pd.DataFrame({"pair": pair, "q": q, "pq": pair_q}).loc[primary]
+    partner = partner.groupby("pair", sort=False)[["q", "pq"]].min()
+    table["attribute_q_value"] = pair.map(partner["pq"]).to_numpy(np.float64)
+    if (~primary).any():
+        table.loc[~primary, "q_value"] = pair[~primary].map(partner["q"]).to_numpy()
     table.attrs["tests"] = int(np.isfinite(table.loc[primary, "p_value"]).sum())
     return table.drop(columns=["_mirror"])
 
@@ -217,6 +229,8 @@ def _empty_associations() -> pd.DataFrame:
         "irr_upper",
         "p_value",
         "q_value",
+        "q_family",
+        "attribute_q_value",
     ]
     table = pd.DataFrame({c: [] for c in cols})
     table.attrs["tests"] = 0

@@ -62,10 +62,12 @@ def expected_by_host(
     """Expected crash count per host by indirect standardization over strata ``by``.
 
     ``E_h = Σ_s r_s · T_hs`` where ``r_s`` is the fleet rate in stratum s
-    (crashes / node-days) and ``T_hs`` the host's node-days in it. With no
-    strata this is the fleet rate times the host's node-days. Crashes with an
-    unknown stratum value are left out of the stratum rates. ``exposure``
-    needs ``node_days``; the result is indexed by ``host_id``.
+    (crashes / node-days) and ``T_hs`` the host's node-days in it (Breslow &
+    Day 1987 vol. II §2.3). With no strata this is the fleet rate times the
+    host's node-days. Crashes with an unknown stratum value are left out of the
+    stratum rates. ``crashes``: the crashes that count (inside exposure);
+    ``exposure``: ``host_id``, ``node_days`` and the ``by`` columns. Indexed by
+    ``host_id``; 0 where the stratum has no exposure.
     """
     keys = list(by)
     if not keys:
@@ -76,7 +78,7 @@ def expected_by_host(
     n_s = crashes.groupby(keys, observed=True).size()
     r_s = (n_s.reindex(t_s.index, fill_value=0) / t_s).rename("_rate")
     rows = exposure[["host_id", "node_days", *keys]].join(r_s, on=keys)
-    contrib = rows["node_days"] * rows["_rate"].fillna(0.0)
+    contrib = rows["node_days"] * rows["_rate"].astype(np.float64).fillna(0.0)
     return contrib.groupby(rows["host_id"], sort=False).sum()
 
 
@@ -84,6 +86,7 @@ def host_concentration(
     memberships: pd.DataFrame,
     host_node_days: pd.Series,
     total_node_days: float,
+    min_node_days: float = 0.0,
 ) -> pd.DataFrame:
     """Observed vs expected count of each group on each host with a crash in it.
 
@@ -91,7 +94,9 @@ def host_concentration(
     id) and ``host_id``. The group's fleet rate is its count over
     ``total_node_days``; a host's expected count is that rate times its
     node-days (``host_node_days``, indexed by host_id; a host without exposure
-    has expected 0 and p-value NaN: no denominator, no test).
+    has expected 0 and p-value NaN: no denominator, no test; so has a host with
+    fewer than ``min_node_days``). Only crashes inside exposure belong in
+    ``memberships`` (the exposure rule of :func:`host_table`).
 
     Returns one row per (gid, host_id): ``crashes``, ``expected``, ``p_value``
     (one-sided exact Poisson, ``poisson.sf(k - 1, expected)``), ``share`` (of
@@ -108,7 +113,8 @@ def host_concentration(
     rate = totals / total_node_days if total_node_days > 0 else totals * np.nan
     counts["expected"] = (rate * t_h.fillna(0.0)).to_numpy()
     p = poisson_upper_p(counts["crashes"].to_numpy(), counts["expected"].to_numpy())
-    counts["p_value"] = np.where(t_h.fillna(0.0).to_numpy() > 0, p, np.nan)
+    t = t_h.fillna(0.0).to_numpy()
+    counts["p_value"] = np.where((t > 0) & (t >= min_node_days), p, np.nan)
     counts["share"] = counts["crashes"] / totals
     return counts.sort_values(["gid", "crashes", "p_value"], ascending=[True, False, True])
 
@@ -143,28 +149,45 @@ def host_table(
     *,
     standardize_by: Sequence[str] = (),
     alpha: float = 0.05,
+    min_node_days: float = 0.0,
 ) -> pd.DataFrame:
     """One row per host with a crash or with exposure.
 
-    Columns: ``crashes``, ``node_days``, ``expected`` (indirectly standardized
-    over ``standardize_by``), ``sir``, ``sir_lower``, ``sir_upper``,
-    ``p_value`` (one-sided, excess), ``distinct_signatures``,
+    ``exposure``: ``host_id``, ``node_days`` and the ``standardize_by`` columns.
+    Exposure rule: the SIR compares a host's crashes *inside* its exposure
+    (``crashes["in_exposure"]``, when present) with the expectation from its
+    node-days, so a crash outside every interval (before a node's first
+    heartbeat) never divides by ~0; a host with fewer than ``min_node_days``
+    node-days gets no SIR at all (NaN: too little exposure for a test).
+
+    Columns: ``crashes`` (all), ``sir_observed`` (inside exposure),
+    ``crashes_outside_exposure``, ``node_days``, ``expected`` (indirectly
+    standardized over ``standardize_by``), ``sir``, ``sir_lower``, ``sir_upper``,
+    ``p_value`` (one-sided, excess), ``exposure_sufficient``, ``distinct_signatures``,
     ``expected_distinct_signatures`` (from the fleet signature mix),
     ``private_signatures`` (signatures seen on this host only),
     ``hardware_phenotype_crashes`` (crashes with ≥ 1 hardware-indicative
     phenotype). Indexed by ``host_id``.
     """
     node_days = exposure.groupby("host_id", sort=False)["node_days"].sum()
-    expected = expected_by_host(crashes, exposure, standardize_by)
+    inside = (crashes["in_exposure"].to_numpy(bool) if "in_exposure" in crashes.columns
+              else np.ones(len(crashes), dtype=bool))
+    expected = expected_by_host(crashes.loc[inside], exposure, standardize_by)
     observed = crashes.groupby("host_id", sort=False).size()
     index = node_days.index.union(observed.index)
     out = pd.DataFrame(index=index)
     out.index.name = "host_id"
     out["crashes"] = observed.reindex(index, fill_value=0).astype(np.int64)
+    n_in = crashes.loc[inside].groupby("host_id", sort=False).size()
+    out["sir_observed"] = n_in.reindex(index, fill_value=0).astype(np.int64)
+    out["crashes_outside_exposure"] = out["crashes"] - out["sir_observed"]
     out["node_days"] = node_days.reindex(index, fill_value=0.0)
     out["expected"] = expected.reindex(index, fill_value=0.0)
-    s, lo, hi, p = sir(out["crashes"].to_numpy(), out["expected"].to_numpy(), alpha=alpha)
-    out["sir"], out["sir_lower"], out["sir_upper"], out["p_value"] = s, lo, hi, p
+    out["exposure_sufficient"] = (out["node_days"] >= min_node_days) & (out["node_days"] > 0)
+    s, lo, hi, p = sir(out["sir_observed"].to_numpy(), out["expected"].to_numpy(), alpha=alpha)
+    ok = out["exposure_sufficient"].to_numpy()
+    out["sir"], out["sir_lower"], out["sir_upper"] = (np.where(ok, x, np.nan) for x in (s, lo, hi))
+    out["p_value"] = np.where(ok, p, np.nan)
 
     signed = crashes.loc[crashes["signature"].notna(), ["host_id", "signature"]]
     distinct = signed.groupby("host_id", sort=False)["signature"].nunique()

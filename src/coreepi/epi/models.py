@@ -56,7 +56,8 @@ def group_id(kind: str, key: str) -> str:
 
     return hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()[:16]
 
-FINDINGS_SCHEMA_VERSION = "2.0.0"
+
+FINDINGS_SCHEMA_VERSION = "2.1.0"
 """Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""
 
 Verdict = Literal["hardware-suspect", "software", "environment-triggered", "undetermined"]
@@ -69,6 +70,7 @@ EvidenceKind = Literal[
     "sample-size", "host-concentration", "concentration-without-signs", "fleet-spread",
     "rate-ratio", "confounding", "hardware-phenotypes", "diversity", "private-signatures",
     "telemetry", "sir", "excess-without-signs", "group-verdicts",
+    "insufficient-exposure", "host-clustered", "host-level", "adjustment-not-estimable",
 ]  # fmt: skip
 """What an :class:`Evidence` item states (each kind documented in docs/epidemiology.md)."""
 
@@ -114,6 +116,8 @@ class AdjustedEstimate(_Out):
     ci_low: float | None
     ci_high: float | None
     adjusted_for: list[str] = Field(description="the other attributes in the model")
+    method: str | None = Field(default=None,
+                               description="poisson-glm or exact-conditional (2.1.0)")
 
 
 class Tally(_Out):
@@ -167,6 +171,17 @@ class Evidence(_Out):
     window_days: float | None = Field(default=None, description="telemetry window before a crash")
     lead: TelemetryLead | None = None
     example: str | None = Field(default=None, description="one event summary, verbatim")
+    node_days: float | None = Field(default=None, description="a host's exposure (2.1.0)")
+    threshold: float | None = Field(
+        default=None, description="the exposure threshold it falls short of, node-days (2.1.0)")
+    exposed: int | None = Field(
+        default=None, description="hosts exposed to the value (host-level, 2.1.0)")
+    rest_observed: int | None = Field(
+        default=None, description="hosts with a crash among the rest (host-level, 2.1.0)")
+    rest_exposed: int | None = Field(
+        default=None, description="hosts exposed to another value (host-level, 2.1.0)")
+    method: str | None = Field(
+        default=None, description="the estimation method of an adjusted ratio (2.1.0)")
 
 
 class Attribution(_Out):
@@ -210,6 +225,27 @@ class Association(_Out):
     adjustment_note: str | None = Field(
         default=None, description="why there is no adjusted ratio, or what to beware of"
     )
+    adjusted_method: str | None = Field(
+        default=None, description="poisson-glm or exact-conditional (2.1.0)")
+    adjustment_assessable: bool | None = Field(
+        default=None, description="null: no model (nothing to adjust for); false: a model was "
+        "needed and could not estimate the ratio, or a covariate coincides with the value — "
+        "the crude ratio then names no attribute (2.1.0)")
+    q_family: str | None = Field(
+        default=None, description="the FDR family of q_value: 'signature' or 'phenotype' "
+        "groups (2.1.0)")
+    attribute_q_value: float | None = Field(
+        default=None, description="BH q-value of the attribute as a whole for this group "
+        "(Bonferroni over its levels); a level's q_value counts only when it is ≤ fdr_q (2.1.0)")
+    hosts_affected: int | None = Field(
+        default=None, description="hosts with a crash of the group while at this value (2.1.0)")
+    hosts_exposed: int | None = Field(
+        default=None, description="hosts with ≥ min_host_node_days at this value (2.1.0)")
+    rest_hosts_affected: int | None = None
+    rest_hosts_exposed: int | None = None
+    host_p_value: float | None = Field(
+        default=None, description="one-sided Fisher exact test of hosts affected, value vs "
+        "rest (null: per-host exposure unknown) (2.1.0)")
 
 
 class HostCount(_Out):
@@ -233,6 +269,10 @@ class Concentration(_Out):
         description="hosts whose count is improbable (p < host_concentration_p)"
     )
     top_hosts: list[HostCount] = Field(description="up to 5 hosts with the most crashes")
+    clustered_hosts: list[str] = Field(
+        default_factory=list, description="hosts holding improbably many of the group's "
+        "crashes against the hosts sharing its explaining value (2.1.0)")
+    clustered_crashes: int = Field(default=0, description="crashes on clustered_hosts (2.1.0)")
 
 
 class NamedCount(_Out):
@@ -302,6 +342,12 @@ class HostFinding(_Out):
     hardware_phenotypes: list[NamedCount]
     telemetry: TelemetrySummary | None
     attribution: Attribution
+    exposure_sufficient: bool = Field(
+        default=True, description="node_days ≥ min_host_node_days: tests about it mean "
+        "something (else SIR and p are null and it is undetermined) (2.1.0)")
+    crashes_outside_exposure: int = Field(
+        default=0, description="its crashes in none of its exposure intervals: in `crashes`, "
+        "not in the SIR (2.1.0)")
 
 
 class AttributeSummary(_Out):

@@ -65,6 +65,8 @@ field                  type and meaning
                        window: one column per attribute plus ``node_days``
                        (float, node-days with exactly that set)
 ``by_host``            Series of node-days per host, indexed by ``host_id``
+``host_sets``          optional DataFrame ``host_id, set, node_days``: node-days
+                       per (host, row of ``sets``)
 =====================  ==========================================================
 
 The crashes table then carries ``exposure_set`` (int): the row of ``sets``
@@ -141,6 +143,11 @@ class NodeTime:
     until: datetime
     sets: pd.DataFrame
     by_host: pd.Series
+    host_sets: pd.DataFrame | None = None
+    """Optional: ``host_id``, ``set`` (row of ``sets`` by position), ``node_days`` — each
+    host's node-days per attribute set. With it the host-level statistics (stratified
+    SIR, hosts exposed per attribute value) are exact; without it the SIR uses the
+    fleet-wide rate and the host-level comparison is not made (a note says so)."""
 
 
 # Columns the engine adds to its working copies; an input attribute must not use them.
@@ -228,6 +235,9 @@ def validate_node_time(node_time: NodeTime, crashes: pd.DataFrame) -> None:
     codes = crashes[EXPOSURE_SET].to_numpy()
     if len(codes) and (codes.min() < -1 or codes.max() >= len(node_time.sets)):
         raise TableError("crashes", f"column {EXPOSURE_SET!r} points outside the node-time sets")
+    hs = node_time.host_sets
+    if hs is not None and not {"host_id", "set", "node_days"} <= set(hs.columns):
+        raise TableError("node-time", "host_sets needs the columns host_id, set, node_days")
     for name, ts in (("since", node_time.since), ("until", node_time.until)):
         if pd.Timestamp(ts).tzinfo is None:
             raise TableError("node-time", f"{name} must be timezone-aware")

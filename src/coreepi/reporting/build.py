@@ -32,7 +32,7 @@ def build_findings(
         hi: datetime | None = frames.until
         crashes = frames.crashes
         exposure: NodeTime | object = NodeTime(frames.since, frames.until, frames.sets,
-                                               frames.by_host)
+                                               frames.by_host, frames.host_sets)
     else:
         crashes = store.crash_frame(since, until)
         exposure = store.exposure_frame(since, until)

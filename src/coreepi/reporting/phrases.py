@@ -200,7 +200,9 @@ def _rate_ratio(e: Evidence) -> str:
             f"{fmt_bound(e.ci_low, e.ratio_status)}–{fmt_bound(e.ci_high, e.ratio_status)}) vs "
             f"the rest of the fleet, {fmt_p(e.p)}, q = {fmt_n(e.q)}")
     if e.adjusted is not None:
-        text += f"; adjusted for {', '.join(e.adjusted.adjusted_for) or 'nothing'}: {_adjusted(e)}"
+        how = " (exact conditional)" if e.adjusted.method == "exact-conditional" else ""
+        text += (f"; adjusted for {', '.join(e.adjusted.adjusted_for) or 'nothing'}{how}: "
+                 f"{_adjusted(e)}")
     elif e.note:
         text += f" ({e.note})"
     return lead + text
@@ -267,7 +269,35 @@ def _group_verdicts(e: Evidence) -> str:
     return f"host {_host(e)}: of its {e.total} crashes, {parts}"
 
 
+def _insufficient(e: Evidence) -> str:
+    return (f"host {_host(e)}: insufficient exposure — {fmt_n(e.node_days)} node-days "
+            f"observed, at least {fmt_n(e.threshold)} needed for any test; its {e.observed} "
+            "crash(es) are counted, not judged")
+
+
+def _host_clustered(e: Evidence) -> str:
+    return (f"host-clustered: {e.hosts} host(s) hold {e.observed} of the {e.total} crashes "
+            f"with {e.attribute}={e.level} ({_host(e)}): those hosts, not {e.attribute}, "
+            "explain them")
+
+
+def _host_level(e: Evidence) -> str:
+    return (f"{e.attribute}={e.level} at the host level: {e.observed} of {e.exposed} hosts "
+            f"affected vs {e.rest_observed} of {e.rest_exposed} with another value "
+            f"(Fisher exact, {fmt_p(e.p)})")
+
+
+def _not_estimable(e: Evidence) -> str:
+    why = f" ({e.note})" if e.note else ""
+    return (f"{e.attribute}={e.level}: confounding could not be assessed{why}; the crude "
+            f"ratio alone does not name {e.attribute}")
+
+
 PHRASES: dict[str, Callable[[Evidence], str]] = {
+    "insufficient-exposure": _insufficient,
+    "host-clustered": _host_clustered,
+    "host-level": _host_level,
+    "adjustment-not-estimable": _not_estimable,
     "sample-size": _sample_size,
     "host-concentration": _concentration,
     "concentration-without-signs": _without_signs,

@@ -3,7 +3,9 @@
 Each attribute is drawn in the order the scenario lists them; an attribute
 that ``depends_on`` an earlier one draws from the distribution ``given`` the
 host's value of that one (e.g. a hardware generation that mostly runs one
-kernel), else from its own ``values``.
+kernel), else from its own ``values``. Measures (numeric, noisy: exceptions
+per second, load) are drawn afterwards from their own random stream, so
+adding one leaves every host's attributes as they were.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 
 from coreepi.simulate.scenario import Attribute, Scenario
 
-__all__ = ["Host", "draw_value", "make_hosts"]
+__all__ = ["Host", "add_measures", "draw_value", "make_hosts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +51,16 @@ def make_hosts(scenario: Scenario, rng: np.random.Generator) -> list[Host]:
             attrs[a.name] = draw_value(a, parent, rng)
         hosts.append(Host(host_id, attrs))
     return hosts
+
+
+def add_measures(scenario: Scenario, hosts: list[Host], rng: np.random.Generator) -> list[Host]:
+    """The hosts with each scenario measure drawn log-normal (formatted with 3 significant
+    digits, as an agent would report a rate)."""
+    out = []
+    for h in hosts:
+        attrs = dict(h.attributes)
+        for m in scenario.measure:
+            sp = m.spread(attrs.get(m.depends_on) if m.depends_on else None)
+            attrs[m.name] = f"{float(rng.lognormal(np.log(sp.median), sp.sigma)):.3g}"
+        out.append(Host(h.host_id, attrs))
+    return out

@@ -31,6 +31,7 @@ __all__ = [
     "SCENARIOS_DIR",
     "Attribute",
     "Disease",
+    "Measure",
     "DiseaseKind",
     "ExposureSpec",
     "FaultKind",
@@ -120,6 +121,11 @@ class Attribute(_Model):
     values: Weights
     depends_on: str | None = None
     given: dict[str, Weights] = Field(default_factory=dict)
+    hidden: bool = Field(
+        default=False,
+        description="a condition the workloads see (program arguments, `when`) but no "
+        "column of hosts.csv carries: coreepi must find it through the [[measure]]s it drives",
+    )
 
     @field_validator("values")
     @classmethod
@@ -133,6 +139,31 @@ class Attribute(_Model):
         if self.given and self.depends_on is None:
             raise ValueError("'given' needs 'depends_on'")
         return self
+
+
+class Spread(_Model):
+    """A log-normal distribution: ``median`` and ``sigma`` (of the log)."""
+
+    median: float = Field(gt=0)
+    sigma: float = Field(default=0.5, ge=0)
+
+
+class Measure(_Model):
+    """A numeric, noisy host attribute (exceptions per second, signals per second, load),
+    drawn log-normal per host: ``median``/``sigma``, or ``given[value]`` of the attribute it
+    ``depends_on`` (a hidden workload condition shows only through measures like these)."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    depends_on: str | None = None
+    median: float = Field(gt=0)
+    sigma: float = Field(default=0.5, ge=0)
+    given: dict[str, Spread] = Field(default_factory=dict)
+
+    def spread(self, parent_value: str | None) -> Spread:
+        """The distribution for a host whose parent attribute has ``parent_value``."""
+        if parent_value is not None and parent_value in self.given:
+            return self.given[parent_value]
+        return Spread(median=self.median, sigma=self.sigma)
 
 
 class Version(_Model):
@@ -249,6 +280,7 @@ class Scenario(_Model):
     scenario: ScenarioInfo
     exposure: ExposureSpec = ExposureSpec()
     attribute: list[Attribute] = Field(min_length=1)
+    measure: list[Measure] = Field(default_factory=list)
     workload: list[Workload] = Field(min_length=1)
     rollout: list[Rollout] = Field(default_factory=list)
     disease: list[Disease] = Field(default_factory=list)
@@ -271,6 +303,10 @@ class Scenario(_Model):
                     raise _KeyError(
                         f"attribute[{i}].given.{value}", f"not a value of {a.depends_on!r}"
                     )
+        _unique(attrs + [m.name for m in self.measure], "measure", "name")
+        for i, m in enumerate(self.measure):
+            if m.depends_on is not None and m.depends_on not in attrs:
+                raise _KeyError(f"measure[{i}].depends_on", f"{m.depends_on!r} is not an attribute")
         if "workload" not in attrs:
             raise _KeyError(
                 "attribute", "needs an attribute named 'workload' (which workload each host runs)"
@@ -320,6 +356,15 @@ class Scenario(_Model):
         return self
 
     # -- helpers
+
+    @property
+    def columns(self) -> list[str]:
+        """hosts.csv's columns: the attributes that are not hidden, then the measures."""
+        return [a.name for a in self.attribute if not a.hidden] + [m.name for m in self.measure]
+
+    def measures_of(self, attribute: str) -> list[str]:
+        """The measures an attribute drives (how a hidden condition shows)."""
+        return [m.name for m in self.measure if m.depends_on == attribute]
 
     def host_ids(self) -> list[str]:
         """``h-000`` … in order (zero-padded to the width of the count)."""

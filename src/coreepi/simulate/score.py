@@ -13,7 +13,11 @@ report (:class:`coreepi.epi.FleetFindings`) with what was planted:
   holds most of its crashes (its *home group*) has the expected verdict, and,
   when the disease was planted on an attribute value (``app_version``,
   ``kernel`` …), that group shows a significant association with that value
-  (for ``environment``: the association that decided the verdict);
+  (for ``environment``: the association that decided the verdict); when it was
+  planted on a hidden workload condition, with the top stratum of a measure
+  that condition drives (``exceptions_per_s`` …). Significance uses the
+  findings' own EpiConfig (``fdr_q``, ``min_irr``); evidence is matched by its
+  structured ``attribute`` and ``level``, never by its wording;
 - two diseases are *merged* when they share a home group.
 
 :func:`crashes_needed` replays the data in time order (reports on growing
@@ -212,7 +216,10 @@ def _cause(d: dict[str, Any]) -> str:
     if d["kind"] == "hardware":
         return "host " + ", ".join(cause.get("host_ids") or [])
     attrs = cause.get("attributes") or {}
-    return ", ".join(f"{k}={v}" for k, v in attrs.items())
+    parts = [f"{k}={v}" for k, v in attrs.items()]
+    parts += [f"{k}={v} (hidden; shows as high {', '.join(cause.get('measures') or [])})"
+              for k, v in (cause.get("hidden") or {}).items()]
+    return ", ".join(parts)
 
 
 def _deciding(ev: Sequence[Any]) -> str:
@@ -269,12 +276,17 @@ def score(findings: FleetFindings, truth: dict[str, Any], links: Sequence[CrashL
             ds.verdict = g.attribution.verdict
             ds.evidence = _deciding(g.attribution.evidence)
             attrs = ((d.get("cause") or {}).get("attributes") or {})
-            if attrs and d["kind"] in ("software", "environment"):
-                ds.attribute_found = _attribute_found(g, attrs, d["kind"])
-                texts = [evidence_text(e) for e in g.attribution.evidence
-                         if e.kind == "rate-ratio"]
+            measures = (d.get("cause") or {}).get("measures") or []
+            if (attrs or measures) and d["kind"] in ("software", "environment"):
+                want = {(k, str(v)) for k, v in attrs.items()} | _top_strata(findings, measures)
+                ds.attribute_found = (
+                    (not attrs or _attribute_found(g, attrs, d["kind"], findings.config))
+                    and (not measures or any(
+                        (a.attribute, a.value) in want and _significant(a, findings.config)
+                        for a in g.associations)))
                 ds.attribute_evidence = next(
-                    (t for t in texts if any(f"{k}={v}" in t for k, v in attrs.items())), "")
+                    (evidence_text(e) for e in g.attribution.evidence
+                     if e.kind == "rate-ratio" and (e.attribute, e.level) in want), "")
         out.append(ds)
     # merged: two diseases (noise included) whose crashes mostly share one group
     by_home: dict[str, list[str]] = defaultdict(list)
@@ -287,6 +299,13 @@ def score(findings: FleetFindings, truth: dict[str, Any], links: Sequence[CrashL
     return FleetScore(out, true_hw, found_hw, unlinked, population)
 
 
+def _top_strata(findings: FleetFindings, measures: Sequence[str]) -> set[tuple[str, str]]:
+    """(measure, its highest stratum) for each measure binned into strata by the engine: a
+    hidden condition that raises a measure is found as that measure's top stratum."""
+    return {(a.name, a.levels[-1]) for a in findings.attributes
+            if a.name in measures and a.kind == "strata" and a.levels}
+
+
 def _population(d: dict[str, Any]) -> bool:
     """A hardware disease of a host population (``hosts = "all"`` with ``when``, e.g. a CPU
     model and microcode): planted on an attribute value and more than two hosts."""
@@ -294,24 +313,26 @@ def _population(d: dict[str, Any]) -> bool:
     return bool(cause.get("attributes")) and len(cause.get("host_ids") or []) > 2
 
 
-def _attribute_found(g: GroupFinding, attrs: dict[str, Any], kind: str) -> bool:
-    """The group shows the planted attribute value: for environment diseases the
-    deciding association; for software ones any significant association (rate
-    ratio ≥ 2 with a CI above 1 and q ≤ 0.05, as the attribution rules count it)."""
+def _attribute_found(g: GroupFinding, attrs: dict[str, Any], kind: str,
+                     config: dict[str, Any]) -> bool:
+    """The group shows the planted attribute value, read from structured evidence: for
+    environment diseases the deciding association (its ``attribute`` and ``level``); for
+    software ones any significant association (q ≤ ``fdr_q``, rate ratio ≥ ``min_irr``
+    with a CI above 1: the findings' own EpiConfig, as the attribution rules count it)."""
     want = {(k, str(v)) for k, v in attrs.items()}
     if kind == "environment":
-        lead = _deciding(g.attribution.evidence)
-        return g.attribution.rule == "environment-association" and any(
-            f"{k}={v}" in lead for k, v in want)
-    for a in g.associations:
-        if (a.attribute, a.value) in want and _significant(a):
-            return True
-    return False
+        ev = g.attribution.evidence
+        return (g.attribution.rule == "environment-association" and bool(ev)
+                and (ev[0].attribute, ev[0].level) in want)
+    return any((a.attribute, a.value) in want and _significant(a, config)
+               for a in g.associations)
 
 
-def _significant(a: Any) -> bool:
-    return (a.q_value is not None and a.q_value <= 0.05 and a.irr_lower is not None
-            and a.irr_lower > 1.0 and (a.irr is None or a.irr >= 2.0))
+def _significant(a: Any, config: dict[str, Any]) -> bool:
+    return (a.q_value is not None and a.q_value <= config["fdr_q"] and a.irr_lower is not None
+            and a.irr_lower > 1.0
+            and (a.irr_status == "unbounded" or (a.irr is not None
+                                                 and a.irr >= config["min_irr"])))
 
 
 def crashes_needed(

@@ -28,7 +28,7 @@ from typing import Any
 from coreepi.errors import InputError
 from coreepi.simulate.cores import CoreJob, make_cores
 from coreepi.simulate.exposure import Interval, host_spans, node_hours, with_changes
-from coreepi.simulate.hosts import Host, make_hosts
+from coreepi.simulate.hosts import Host, add_measures, make_hosts
 from coreepi.simulate.rollout import initial_versions, upgrade_times
 from coreepi.simulate.sampling import DiseasePlan, Plan, PlannedCrash, plan, stream
 from coreepi.simulate.scenario import DiseaseKind, Scenario, bundled_scenario, load_scenario
@@ -100,7 +100,8 @@ def build_plan(scenario: Scenario, seed: int) -> Fleetplan:
     """Hosts, exposure and the crash plan (no program is run)."""
     info = scenario.scenario
     start, end = int(info.start.timestamp()), int(info.end.timestamp())
-    hosts = make_hosts(scenario, stream(seed, "hosts"))
+    hosts = add_measures(scenario, make_hosts(scenario, stream(seed, "hosts")),
+                         stream(seed, "measures"))
     spans = host_spans(hosts, start, end, scenario.exposure, stream(seed, "exposure"))
     changes = upgrade_times(scenario, hosts, start, stream(seed, "rollout"))
     for host_id, version in initial_versions(scenario, hosts).items():
@@ -171,8 +172,7 @@ def simulate(
     produced = [c for c in fp.plan.crashes if results[c.name]["outcome"] == "crashed"]
     for c in produced:
         write_sidecar(partial, c)
-    attrs = [a.name for a in scenario.attribute]
-    write_hosts(partial, fp.hosts, attrs)
+    write_hosts(partial, fp.hosts, scenario.columns)  # no hidden condition leaks
     write_exposure(partial, fp.intervals, ["app_version"])
     write_telemetry(partial, fp.plan.telemetry)
     write_symbols(partial, binaries)
@@ -265,12 +265,22 @@ def _crash_entry(c: PlannedCrash) -> dict[str, Any]:
     return entry
 
 
-def _disease_entry(dp: DiseasePlan, produced: set[str], n_events: int) -> dict[str, Any]:
+def _disease_entry(
+    dp: DiseasePlan, produced: set[str], n_events: int, scenario: Scenario
+) -> dict[str, Any]:
+    """The truth of one disease. A ``when`` on a hidden attribute (a workload condition no
+    column carries) is recorded under ``hidden``, with the ``measures`` it shows through:
+    the scorer looks for the group's association with a high stratum of one of those."""
     d = dp.disease
     made = [c for c in dp.crashes if c.name in produced]
     cause: dict[str, Any] = {"workload": d.workload}
-    if d.when:
-        cause["attributes"] = dict(d.when)
+    hidden = {a.name for a in scenario.attribute if a.hidden}
+    shown = {k: v for k, v in d.when.items() if k not in hidden}
+    if shown:
+        cause["attributes"] = shown
+    if len(shown) < len(d.when):
+        cause["hidden"] = {k: v for k, v in d.when.items() if k in hidden}
+        cause["measures"] = [m for k in cause["hidden"] for m in scenario.measures_of(k)]
     if d.kind == DiseaseKind.HARDWARE:
         cause["host_ids"] = list(dp.host_ids)
         cause["faults"] = [f.value for f in d.faults]
@@ -313,7 +323,8 @@ def _truth(fp: Fleetplan, source: str, digest: str | None, produced: set[str]) -
         "node_hours": round(node_hours(fp.intervals), 6),
         "exposure_intervals": len(fp.intervals),
         "diseases": [
-            _disease_entry(dp, produced, events.get(dp.disease.name, 0)) for dp in fp.plan.diseases
+            _disease_entry(dp, produced, events.get(dp.disease.name, 0), fp.scenario)
+            for dp in fp.plan.diseases
         ],
         "crashes": [_crash_entry(c) for c in fp.plan.crashes if c.name in produced],
         "not_produced": [_crash_entry(c) for c in fp.plan.crashes if c.name not in produced],

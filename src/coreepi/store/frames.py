@@ -64,6 +64,9 @@ class NodeTimeFrames:
     crashes: pd.DataFrame
     sets: pd.DataFrame
     by_host: pd.Series
+    host_sets: pd.DataFrame | None = None
+    """``host_id``, ``set`` (row of ``sets``), ``node_days``: each host's node-days per set
+    (None: not offered, e.g. too many pairs)."""
 
 
 def json_object(text: Any) -> dict[str, Any]:

@@ -123,6 +123,39 @@ def _summed_exposure(
     return set_rows, sets, by_host
 
 
+MAX_HOST_SETS = 2_000_000
+"""Per-host sets are returned up to this many (host, interval attributes) pairs; beyond,
+the engine falls back to fleet-wide host statistics (it says so in a note)."""
+
+
+def _host_sets(
+    con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime, set_rows: pd.DataFrame
+) -> pd.DataFrame | None:
+    """Node-days per (host, row of the sets) in ``[lo, hi)``: ``host_id``, ``set``,
+    ``node_days``; None when there are more than :data:`MAX_HOST_SETS` pairs (the engine's
+    stratified SIR and host-level tests need them: ``NodeTime.host_sets``)."""
+    pairs = con.execute(
+        "SELECT count(*) FROM (SELECT DISTINCT host_id, attributes FROM exposure "
+        "WHERE end_ts > ? AND start_ts < ?)", [lo, hi]).fetchall()
+    if int(pairs[0][0]) > MAX_HOST_SETS:
+        return None
+    con.register("_hs_sets", pd.DataFrame({"ha": set_rows["ha"], "ia": set_rows["ia"],
+                                           "k": np.arange(len(set_rows), dtype=np.int64)}))
+    try:
+        return con.execute(
+            "WITH a AS (SELECT host_id, attributes AS ia, "
+            "sum(epoch(least(end_ts, ?) - greatest(start_ts, ?))) AS s "
+            "FROM exposure WHERE end_ts > ? AND start_ts < ? GROUP BY host_id, attributes) "
+            "SELECT a.host_id, st.k AS set, a.s / 86400.0 AS node_days FROM a "
+            "LEFT JOIN hosts h ON h.host_id = a.host_id "
+            "JOIN _hs_sets st ON st.ha = coalesce(h.attributes, '') "
+            "AND st.ia IS NOT DISTINCT FROM a.ia",
+            [hi, lo, lo, hi],
+        ).df()
+    finally:
+        con.unregister("_hs_sets")
+
+
 _DICTIONARIES = ("_d_ia", "_d_host", "_d_sig", "_d_phen", "_d_hw", "_d_attr", "_sets")
 
 
@@ -227,5 +260,6 @@ def duckdb_node_time_frames(
     of the store in a UTC session; it registers temporary views on it)."""
     lo, hi = _window(con, since, until)
     set_rows, sets, by_host = _summed_exposure(con, lo, hi)
+    host_sets = _host_sets(con, lo, hi, set_rows)
     rows, values = _crash_codes(con, set_rows, [lo, hi])
-    return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), sets, by_host)
+    return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), sets, by_host, host_sets)
