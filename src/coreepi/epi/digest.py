@@ -41,7 +41,7 @@ def rows_by_gid(members: pd.DataFrame) -> dict[int, np.ndarray]:
     gids = members["gid"].to_numpy()[order]
     rows = members["row"].to_numpy()[order]
     uniq, starts = np.unique(gids, return_index=True)
-    bounds = [*starts[1:], len(gids)]
+    bounds = [*starts[1:], len(gids)] if len(gids) else []  # no members: no groups
     return {int(g): rows[s:e] for g, s, e in zip(uniq, starts, bounds, strict=True)}
 
 

@@ -42,6 +42,7 @@ from coreepi.ingest.sandbox import SandboxResult
 from coreepi.ingest.summary import IngestObserver, IngestSummary
 from coreepi.model.events import TelemetryEvent
 from coreepi.model.fleet import Rejections
+from coreepi.model.limits import AttributeLimitError, TimeRangeError, check_attributes, check_time
 from coreepi.model.report import AnalysisInfo, CoreInfo, CrashReport, Source, stable_crash_id
 from coreepi.store import CoreStatus, CrashRecord, LedgerEntry, Store
 
@@ -203,6 +204,8 @@ class CrashIngest:
             rejections.add(path, None, "unknown-host",
                            f"unknown host_id {sidecar.host_id!r} (not in hosts); crash not ingested")
             return None
+        if sidecar.attributes_note is not None:
+            rejections.add(path, None, "attribute-limit", sidecar.attributes_note, action="kept")
         return sidecar
 
     # -- ready-made JSON: a CrashReport, or the sidecar of a crash without core
@@ -269,6 +272,12 @@ class CrashIngest:
         if report.captured_at is None:
             rejections.add(path, None, "missing-value",
                            "CrashReport has no captured_at; not ingested")
+            return None
+        try:
+            check_time(report.captured_at, "captured_at")
+            check_attributes(report.attributes)
+        except (TimeRangeError, AttributeLimitError) as exc:
+            rejections.add(path, None, "bad-value", f"{exc}; not ingested")
             return None
         if self.known is not None and report.host_id not in self.known:
             rejections.add(path, None, "unknown-host",

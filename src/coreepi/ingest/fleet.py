@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.fleet import ExposureInterval, HostRow, Rejections, parse_utc
+from coreepi.model.limits import check_time, trim_attributes
 
 __all__ = [
     "COMPRESSION_SUFFIXES",
@@ -75,6 +76,32 @@ def _cell(value: str | None) -> str | None:
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
+class _Lines:
+    """The physical lines of a CSV file as the csv module reads them, with the
+    lines of the record being read kept (``taken``) so that a record broken
+    by an unbalanced quote can be given back (:meth:`give_back`) and re-read
+    line by line: one stray quote costs its own line, not the lines after it."""
+
+    def __init__(self, fh: Iterator[str]) -> None:
+        self._fh = fh
+        self._back: list[str] = []
+        self.taken: list[str] = []
+        self.line = 0  # physical lines handed out so far
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        text = self._back.pop() if self._back else next(self._fh)
+        self.taken.append(text)
+        self.line += 1
+        return text
+
+    def give_back(self, lines: list[str]) -> None:
+        self._back.extend(reversed(lines))
+        self.line -= len(lines)
+
+
 def _csv_rows(
     path: Path, required: tuple[str, ...], rejections: Rejections
 ) -> Iterator[tuple[int, dict[str, str | None]]]:
@@ -88,15 +115,10 @@ def _csv_rows(
         rejections.add(path, None, "unreadable-file", f"cannot read: {exc.strerror}")
         return
     with fh:
+        lines = _Lines(fh)
         # strict: a quote left open to the end of the file is an error, not one
         # last row that silently swallows every line after it
-        reader = csv.reader(fh, strict=True)
-
-        def _span(first: int) -> str:
-            last = reader.line_num
-            return (f" (a quoted field runs over lines {first}-{last}: an unbalanced quote?)"
-                    if last > first else "")
-
+        reader = csv.reader(lines, strict=True)
         try:
             header = next(reader, None)
         except (csv.Error, UnicodeDecodeError) as exc:
@@ -122,25 +144,28 @@ def _csv_rows(
                            f"header has duplicate or empty column names: {dupes or ['']}")
             return
         while True:
-            start_line = reader.line_num + 1
+            start_line = lines.line + 1
+            lines.taken = []
             try:
-                fields = next(reader)
+                fields: list[str] | None = next(reader)
+                problem = (None if len(fields) == len(names) or not any(f.strip() for f in fields)
+                           else f"expected {len(names)} fields, found {len(fields)}")
             except StopIteration:
                 return
             except (csv.Error, UnicodeDecodeError) as exc:
-                rejections.add(path, start_line, "malformed-row",
-                               f"malformed CSV: {exc}{_span(start_line)}")
+                fields, problem = None, f"malformed CSV: {exc}"
+            if problem is not None:
+                if len(lines.taken) > 1:  # a quote ran over lines: re-read them on their own
+                    lines.give_back(lines.taken[1:])
+                    reader = csv.reader(lines, strict=True)
+                    problem += f" (a quoted field opened on line {start_line} is not closed)"
+                rejections.add(path, start_line, "malformed-row", problem)
                 continue
+            assert fields is not None
             if not fields or all(not f.strip() for f in fields):
                 continue  # blank line
             if any(_NOT_UTF8.search(f) for f in fields):
                 rejections.add(path, start_line, "malformed-row", "row is not UTF-8 text")
-                continue
-            if len(fields) != len(names):
-                rejections.add(
-                    path, start_line, "malformed-row",
-                    f"expected {len(names)} fields, found {len(fields)}{_span(start_line)}",
-                )
                 continue
             yield start_line, {n: _cell(v) for n, v in zip(names, fields, strict=True)}
 
@@ -160,7 +185,19 @@ def read_hosts(path: str | os.PathLike[str], rejections: Rejections) -> Iterator
                            f"host_id {host_id!r} already given on line {first_seen[host_id]}")
             continue
         first_seen[host_id] = line
-        yield HostRow(host_id, row, line)
+        yield HostRow(host_id, _trimmed(path, line, row, rejections), line)
+
+
+def _trimmed(path: Path, line: int | None, attrs: dict[str, Any],
+             rejections: Rejections) -> dict[str, Any]:
+    """``attrs`` within the attribute limits; the keys dropped are counted in
+    one kept-with-a-problem rejection naming the limit (the row itself counts)."""
+    kept, dropped, limit = trim_attributes(attrs)
+    if dropped:
+        rejections.add(path, line, "attribute-limit",
+                       f"{dropped} of {len(attrs)} attributes dropped (limit {limit}, see "
+                       "docs/limits.md); the row is kept", action="kept")
+    return kept
 
 
 class _Intervals:
@@ -213,8 +250,8 @@ def read_exposure(
             rejections.add(path, line, "unknown-host", f"unknown host_id {host_id!r} (not in hosts)")
             continue
         try:
-            start = parse_utc(raw_start or "")
-            end = parse_utc(raw_end or "")
+            start = check_time(parse_utc(raw_start or ""), "start")
+            end = check_time(parse_utc(raw_end or ""), "end")
         except ValueError as exc:
             rejections.add(path, line, "bad-timestamp", str(exc))
             continue
@@ -229,7 +266,7 @@ def read_exposure(
                            f"interval of host {host_id!r} overlaps the one on line {other}")
             continue
         seen.add(host_id, s, e, line)
-        attrs = {k: v for k, v in row.items() if v is not None}
+        attrs = _trimmed(path, line, {k: v for k, v in row.items() if v is not None}, rejections)
         yield ExposureInterval(host_id, start, end, attrs, line)
 
 
@@ -281,7 +318,7 @@ def read_telemetry(
                 rejections.add(path, line, "bad-timestamp", "no ts (ISO-8601 UTC)")
                 continue
             try:
-                ts = parse_utc(obj["ts"])
+                ts = check_time(parse_utc(obj["ts"]), "ts")
             except ValueError as exc:
                 rejections.add(path, line, "bad-timestamp", str(exc))
                 continue
@@ -332,6 +369,8 @@ class Sidecar:
     attributes: dict[str, Any]
     core_dropped_reason: str | None = None
     source: str | None = None
+    attributes_note: str | None = None
+    """How many attributes were dropped by which limit (None: none)."""
 
 
 def _json_error(exc: json.JSONDecodeError, what: str) -> SidecarError:
@@ -344,22 +383,30 @@ def sidecar_from_object(path: Path, obj: object) -> Sidecar:
     if not isinstance(obj, dict):
         raise SidecarError("not-json", "sidecar is not a JSON object", 1)
     host_id = obj.get("host_id")
-    if not isinstance(host_id, str) or not host_id.strip():
+    if isinstance(host_id, int) and not isinstance(host_id, bool):
+        host_id = str(host_id)  # hosts.csv's host_id 42 is the text "42"
+    if host_id is not None and not isinstance(host_id, str):
+        raise SidecarError("bad-value", f"sidecar host_id is a {type(host_id).__name__}, "
+                           "not text or an integer")
+    if host_id is None or not host_id.strip():
         raise SidecarError("missing-value", "sidecar has no host_id")
     raw_time = obj.get("captured_at")
     if not isinstance(raw_time, str):
         raise SidecarError("bad-timestamp", "sidecar has no captured_at (ISO-8601 UTC)")
     try:
-        captured_at = parse_utc(raw_time)
+        captured_at = check_time(parse_utc(raw_time), "captured_at")
     except ValueError as exc:
         raise SidecarError("bad-timestamp", f"sidecar captured_at: {exc}") from None
     dropped = obj.get("core_dropped_reason")
     source = obj.get("source")
-    attrs = {k: v for k, v in obj.items() if k not in SIDECAR_RESERVED}
+    attrs, n_dropped, limit = trim_attributes(
+        {k: v for k, v in obj.items() if k not in SIDECAR_RESERVED})
     return Sidecar(
         path, host_id.strip(), captured_at, attrs,
         str(dropped) if dropped is not None else None,
         str(source) if source is not None else None,
+        f"{n_dropped} attributes dropped (limit {limit}, see docs/limits.md); crash kept"
+        if n_dropped else None,
     )
 
 

@@ -31,6 +31,7 @@ from coreepi.analyze import analyze
 from coreepi.ingest.summary import IngestSummary, unchanged
 from coreepi.model.events import TelemetryEvent
 from coreepi.model.fleet import Rejections
+from coreepi.model.limits import TimeRangeError, check_time
 from coreepi.model.report import CrashReport, stable_crash_id
 from coreepi.parse.kernel.oops import iter_kernel_log
 from coreepi.parse.kernel.scan import ScanLimits
@@ -112,6 +113,15 @@ def _report_line(report: CrashReport) -> int:
     return (artifact.line or 0) if artifact is not None else 0
 
 
+def _in_range(when: datetime) -> bool:
+    """Whether a time read from a log is within the accepted range (docs/limits.md)."""
+    try:
+        check_time(when, "crash time")
+    except TimeRangeError:
+        return False
+    return True
+
+
 def _crash_record(report: CrashReport, when: tuple[datetime, str] | None, path: Path, host: str,
                   mtime: datetime, rejections: Rejections) -> CrashRecord:
     """The crash row of one kernel crash of host ``host``, timed by ``when``
@@ -119,6 +129,8 @@ def _crash_record(report: CrashReport, when: tuple[datetime, str] | None, path: 
     number = _report_line(report)
     report.host_id = host
     report.crash_id = stable_crash_id("kernel-log", host, report.crash_id)
+    if when is not None and not _in_range(when[0]):
+        when = None  # a log clock saying 1970 or year 1: counted at the file's time instead
     if when is not None:
         report.captured_at, how = when
         if not how.startswith("the oops"):

@@ -37,7 +37,10 @@ def build_findings(
         crashes = store.crash_frame(since, until)
         exposure = store.exposure_frame(since, until)
         lo, hi = since, until
-    tel_since = lo - timedelta(days=config.telemetry_days) if lo is not None else None
+    try:
+        tel_since = lo - timedelta(days=config.telemetry_days) if lo is not None else None
+    except OverflowError:  # a window from near year 1 (a row stored before the time limits)
+        tel_since = None
     telemetry = store.telemetry_frame(tel_since, hi)
     return analyze_fleet(
         crashes,

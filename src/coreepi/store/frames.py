@@ -21,8 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from coreepi.model.limits import MAX_ATTRIBUTE_COLUMNS
+
 __all__ = [
     "CRASH_COLUMNS",
+    "DROPPED_KEYS",
     "EXPOSURE_COLUMNS",
     "TELEMETRY_COLUMNS",
     "NodeTimeFrames",
@@ -38,6 +41,9 @@ CRASH_COLUMNS = (
     "crash_id", "host_id", "captured_at", "source", "signature", "phenotypes",
     "hardware_phenotypes", "signal", "si_code_name", "exe", "app_version", "core_status",
 )  # fmt: skip
+DROPPED_KEYS = "dropped_attribute_keys"
+"""``frame.attrs`` key: attribute keys left out of the frame's columns
+(beyond :data:`~coreepi.model.limits.MAX_ATTRIBUTE_COLUMNS`)."""
 EXPOSURE_COLUMNS = ("host_id", "start", "end", "seconds")
 TELEMETRY_COLUMNS = (
     "event_id", "host_id", "ts", "kind", "severity", "component", "hardware_indicative",
@@ -94,13 +100,24 @@ def merged_attributes(pairs: Iterable[tuple[Any, Any]]) -> list[dict[str, Any]]:
 
 
 def attribute_columns(
-    codes: np.ndarray, dicts: Sequence[dict[str, Any]], reserved: Sequence[str]
-) -> dict[str, pd.Series]:
+    codes: np.ndarray, dicts: Sequence[dict[str, Any]], reserved: Sequence[str],
+    limit: int = MAX_ATTRIBUTE_COLUMNS,
+) -> tuple[dict[str, pd.Series], int]:
     """One column per key of ``dicts`` (one dict per distinct attribute set),
-    expanded to rows by ``codes``. A key in ``reserved`` gets a ``sidecar_`` prefix."""
-    keys: list[str] = []
-    for d in dicts:
-        keys.extend(k for k in d if k not in keys)
+    expanded to rows by ``codes`` (-1: no attribute set), and how many keys
+    were left out. At most ``limit`` keys become columns: those on the most
+    rows (ties: first seen), so a fleet sending thousands of distinct keys
+    cannot widen the frame (cost stays linear in rows). A key in
+    ``reserved`` gets a ``sidecar_`` prefix."""
+    rows_per_set = np.bincount(codes[codes >= 0], minlength=len(dicts))
+    weight: dict[str, int] = {}  # insertion order = first seen
+    for d, n in zip(dicts, rows_per_set, strict=False):
+        for k in d:
+            weight[k] = weight.get(k, 0) + int(n)
+    keys = list(weight)
+    if len(keys) > limit:
+        ranked = sorted(range(len(keys)), key=lambda i: -weight[keys[i]])[:limit]
+        keys = [keys[i] for i in sorted(ranked)]
     out: dict[str, pd.Series] = {}
     for key in keys:
         values = np.array(
@@ -109,7 +126,7 @@ def attribute_columns(
         col = pd.Series(values[codes], dtype=object)
         name = f"sidecar_{key}" if key in reserved else key
         out[name] = col.infer_objects()
-    return out
+    return out, len(weight) - len(keys)
 
 
 def _scalar(v: Any) -> Any:
@@ -130,9 +147,12 @@ def crash_frame_from(rows: pd.DataFrame) -> pd.DataFrame:
     dicts = [json_object(u) for u in uniques]
     # exe and app_version are columns of their own (filled from the sidecar)
     dicts = [{k: v for k, v in d.items() if k not in ("exe", "app_version")} for d in dicts]
-    for name, col in attribute_columns(codes, dicts, CRASH_COLUMNS).items():
+    columns, dropped = attribute_columns(codes, dicts, CRASH_COLUMNS)
+    for name, col in columns.items():
         df[name] = col.values
-    return df.reset_index(drop=True)
+    df = df.reset_index(drop=True)
+    df.attrs[DROPPED_KEYS] = dropped
+    return df
 
 
 def exposure_frame_from(
@@ -158,9 +178,12 @@ def exposure_frame_from(
     # group numbers in order of first appearance == drop_duplicates' order
     codes = keys.groupby(["h", "i"], sort=False).ngroup().to_numpy()
     dicts = merged_attributes(keys.drop_duplicates().itertuples(index=False))
-    for name, col in attribute_columns(codes, dicts, EXPOSURE_COLUMNS).items():
+    columns, dropped = attribute_columns(codes, dicts, EXPOSURE_COLUMNS)
+    for name, col in columns.items():
         df[name] = col.values
-    return df.reset_index(drop=True)
+    df = df.reset_index(drop=True)
+    df.attrs[DROPPED_KEYS] = dropped
+    return df
 
 
 def telemetry_frame_from(rows: pd.DataFrame) -> pd.DataFrame:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from coreepi.store.frames import (
     CRASH_COLUMNS,
+    DROPPED_KEYS,
     EXPOSURE_COLUMNS,
     NodeTimeFrames,
     attribute_columns,
@@ -115,10 +116,11 @@ def _summed_exposure(
     set_rows = summed.loc[~per_host, ["ha", "ia", "node_days"]].reset_index(drop=True)
     dicts = merged_attributes(zip(set_rows["ha"], set_rows["ia"], strict=True))
     sets = pd.DataFrame(index=range(len(set_rows)))
-    for name, col in attribute_columns(
-        np.arange(len(set_rows)), dicts, (*EXPOSURE_COLUMNS, "node_days")
-    ).items():
+    columns, dropped = attribute_columns(
+        np.arange(len(set_rows)), dicts, (*EXPOSURE_COLUMNS, "node_days"))
+    for name, col in columns.items():
         sets[name] = col.values
+    sets.attrs[DROPPED_KEYS] = dropped
     sets["node_days"] = set_rows["node_days"].to_numpy(np.float64)
     return set_rows, sets, by_host
 
@@ -247,8 +249,10 @@ def _decoded_crashes(rows: pd.DataFrame, values: dict[str, list[Any]]) -> pd.Dat
         {k: v for k, v in json_object(a).items() if k not in ("exe", "app_version")}
         for a in values["attr"]
     ]
-    for name, col in attribute_columns(_codes(rows["attr_k"]), attr_dicts, CRASH_COLUMNS).items():
+    columns, dropped = attribute_columns(_codes(rows["attr_k"]), attr_dicts, CRASH_COLUMNS)
+    for name, col in columns.items():
         crashes[name] = col.values
+    crashes.attrs[DROPPED_KEYS] = dropped
     crashes["exposure_set"] = rows["exposure_set"].to_numpy(np.int64)
     return crashes
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Annotated
 
 import anyio
@@ -17,6 +18,7 @@ from coreepi.ingest.intake import (
     spool_file,
 )
 from coreepi.model.heartbeat import Heartbeat
+from coreepi.model.limits import AttributeLimitError, TimeRangeError, check_attributes, check_time
 from coreepi.model.report import CrashReport
 from coreepi.serve.auth import require
 from coreepi.serve.errors import ApiError
@@ -43,17 +45,27 @@ def checked_crash_id(crash_id: str) -> str:
     return crash_id
 
 
-def check_not_future(when: datetime | None, skew_seconds: float, what: str) -> None:
-    """ApiError 422 when ``when`` lies more than ``skew_seconds`` past the
+def check_accepted_time(when: datetime | None, skew_seconds: float, what: str) -> None:
+    """ApiError 422 naming the limit when ``when`` lies before
+    :data:`~coreepi.model.limits.EARLIEST_TIME` (a clock saying year 1 would
+    break every report window) or more than ``skew_seconds`` past the
     server's clock (a node clock gone wrong, or a forged time that would
     become a host's last_seen and stretch the report window)."""
     if when is None:
         return
-    now = datetime.now(UTC)
-    if when > now + timedelta(seconds=skew_seconds):
-        raise ApiError(422, f"{what} {when.isoformat()} is in the future (the server's clock is "
-                       f"{now.isoformat(timespec='seconds')}; at most {skew_seconds:g} s ahead "
-                       "is accepted)", "invalid-body")
+    try:
+        check_time(when, what, skew_seconds=skew_seconds)
+    except TimeRangeError as exc:
+        raise ApiError(422, str(exc), "invalid-body") from None
+
+
+def check_attribute_limits(attributes: Mapping[str, object], what: str) -> None:
+    """ApiError 422 naming the limit when ``attributes`` exceeds the attribute
+    limits (checked before anything is stored or queued)."""
+    try:
+        check_attributes(attributes, what)
+    except AttributeLimitError as exc:
+        raise ApiError(422, str(exc), "invalid-body") from None
 
 
 REPORT_BODY = {"requestBody": {"required": True, "content": {
@@ -91,7 +103,8 @@ async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAc
     if not report.host_id:
         raise ApiError(422, "host_id is required", "invalid-body")
     state = request.app.state
-    check_not_future(report.captured_at, state.config.max_clock_skew_seconds, "captured_at")
+    check_accepted_time(report.captured_at, state.config.max_clock_skew_seconds, "captured_at")
+    check_attribute_limits(report.attributes, "attributes")
     outcome = await state.reports.submit(report)
     if outcome is Outcome.CONFLICT:
         raise ApiError(409, f"crash {report.crash_id} was received before with other content",
@@ -179,7 +192,12 @@ async def post_heartbeat(hb: Heartbeat, request: Request, response: Response,
     """Record that a host was up over [start, end) (exposure), with its load
     figures and, when they changed, its host facts."""
     state = request.app.state
-    check_not_future(hb.end, state.config.max_clock_skew_seconds, "end")
+    for when, what in ((hb.start, "start"), (hb.end, "end")):
+        check_accepted_time(when, state.config.max_clock_skew_seconds, what)
+    check_attribute_limits(hb.load, "load")
+    if hb.facts is not None:
+        check_attribute_limits(hb.facts.extra, "facts.extra")
+        check_attribute_limits(hb.facts.k8s_labels, "facts.k8s_labels")
     outcome = await state.heartbeats.submit(hb)
     if outcome is Outcome.CONFLICT:
         raise ApiError(409, f"[{hb.start.isoformat()}, {hb.end.isoformat()}) overlaps another "

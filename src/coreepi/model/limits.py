@@ -1,0 +1,188 @@
+"""The limits coreepi puts on what it accepts: one name, one default, one check each.
+
+Every limit that protects the store, the disk or the read path from odd or
+hostile input is defined here and listed (same names, same defaults) in
+``docs/limits.md``; a test keeps the two in step. A limit whose default must
+fit the machine (:data:`MAX_CORE_BYTES`) or the site can be overridden by the
+environment variable of its ``env`` field.
+
+What happens beyond a limit:
+
+- a time outside [:data:`EARLIEST_TIME`, now + :data:`MAX_CLOCK_SKEW_SECONDS`]:
+  the row is rejected (HTTP 422, an ingest rejection naming the limit);
+- crash or interval attributes beyond the key count or key/value lengths:
+  rejected by the HTTP API (422 naming the limit); from files (sidecars, a
+  fleet directory) the crash is kept, the extra keys dropped and counted
+  (one "kept with a problem" line naming the limit) — the crash must still
+  count in the numerator;
+- distinct attribute keys of a fleet beyond :data:`MAX_ATTRIBUTE_COLUMNS`:
+  the crash frame keeps the most frequent keys as columns and counts the
+  rest in ``frame.attrs["dropped_attribute_keys"]``.
+
+Pure values and checks: no I/O besides reading the environment (and
+:func:`max_core_bytes`'s ``statvfs`` of the scratch directory).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+__all__ = [
+    "CORE_SCRATCH_RESERVE_BYTES",
+    "EARLIEST_TIME",
+    "LIMITS",
+    "MAX_ATTRIBUTE_COLUMNS",
+    "MAX_ATTRIBUTE_KEYS",
+    "MAX_ATTRIBUTE_KEY_CHARS",
+    "MAX_ATTRIBUTE_VALUE_CHARS",
+    "MAX_CLOCK_SKEW_SECONDS",
+    "MAX_CORE_BYTES_CEILING",
+    "READ_BUDGET_SECONDS",
+    "AttributeLimitError",
+    "Limit",
+    "TimeRangeError",
+    "check_attributes",
+    "check_time",
+    "max_core_bytes",
+    "trim_attributes",
+]
+
+GiB = 1 << 30
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One named limit: ``name`` (as in docs/limits.md), its ``default``
+    (display text), ``env`` (the variable overriding it, or None) and what it
+    bounds (``what``, with the unit)."""
+
+    name: str
+    default: str
+    env: str | None
+    what: str
+
+
+EARLIEST_TIME = datetime(2000, 1, 1, tzinfo=UTC)
+"""No crash, interval or event is dated before this (UTC): a clock that says
+year 0001 or 1970 is wrong, and such a row would stretch every report window."""
+MAX_CLOCK_SKEW_SECONDS = 86400.0
+"""How far past this machine's clock a time may lie (node clocks drift)."""
+MAX_ATTRIBUTE_KEYS = 64
+"""Attribute keys of one crash (sidecar / report ``attributes``) or one
+interval (heartbeat ``load``, hosts.csv columns, host facts flattened)."""
+MAX_ATTRIBUTE_KEY_CHARS = 64
+MAX_ATTRIBUTE_VALUE_CHARS = 256
+MAX_ATTRIBUTE_COLUMNS = 256
+"""Distinct attribute keys of a fleet that become crash-frame columns."""
+MAX_CORE_BYTES_CEILING = 32 * GiB
+CORE_SCRATCH_RESERVE_BYTES = 2 * GiB
+"""Free space left on the scratch file system when a core is decompressed."""
+READ_BUDGET_SECONDS = 30.0
+"""Wall time of one read request's query on the server before it is cancelled."""
+
+LIMITS: tuple[Limit, ...] = (
+    Limit("earliest_time", "2000-01-01T00:00:00Z", None,
+          "earliest accepted captured_at / interval start / event time"),
+    Limit("max_clock_skew_seconds", "86400", None,
+          "latest accepted time, seconds past the receiver's clock (serve: --max-clock-skew)"),
+    Limit("max_attribute_keys", "64", None, "attribute keys per crash or per interval"),
+    Limit("max_attribute_key_chars", "64", None, "characters of one attribute key"),
+    Limit("max_attribute_value_chars", "256", None, "characters of one attribute value"),
+    Limit("max_attribute_columns", "256", None,
+          "distinct attribute keys of a fleet promoted to crash-frame columns"),
+    Limit("max_core_bytes", "min(32 GiB, free space of the scratch dir - 2 GiB)",
+          "COREEPI_MAX_CORE_BYTES", "decompressed size of one core, bytes"),
+    Limit("read_budget_seconds", "30", "COREEPI_READ_BUDGET_SECONDS",
+          "wall time of one read request's query, seconds"),
+)
+
+
+class TimeRangeError(ValueError):
+    """A time outside the accepted range; ``str()`` names the field and the limit."""
+
+
+class AttributeLimitError(ValueError):
+    """Attributes beyond a limit; ``limit`` is the limit's name, ``str()`` says which key."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+def check_time(when: datetime, what: str, now: datetime | None = None,
+               skew_seconds: float = MAX_CLOCK_SKEW_SECONDS) -> datetime:
+    """``when`` (aware) if it lies in [EARLIEST_TIME, now + skew_seconds];
+    else TimeRangeError naming ``what`` and the limit."""
+    if when < EARLIEST_TIME:
+        raise TimeRangeError(f"{what} {when.isoformat()} is before {EARLIEST_TIME.year} "
+                             f"(limit earliest_time={EARLIEST_TIME.date().isoformat()})")
+    now = now or datetime.now(UTC)
+    if when > now + timedelta(seconds=skew_seconds):
+        raise TimeRangeError(f"{what} {when.isoformat()} is in the future (this clock says "
+                             f"{now.isoformat(timespec='seconds')}; limit "
+                             f"max_clock_skew_seconds={skew_seconds:g})")
+    return when
+
+
+def _problem(key: object, value: object) -> AttributeLimitError | None:
+    if len(str(key)) > MAX_ATTRIBUTE_KEY_CHARS:
+        return AttributeLimitError("max_attribute_key_chars", f"attribute key {str(key)[:40]!r}… "
+                                   f"is longer than {MAX_ATTRIBUTE_KEY_CHARS} characters "
+                                   f"(limit max_attribute_key_chars)")
+    if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_VALUE_CHARS:
+        return AttributeLimitError("max_attribute_value_chars", f"attribute {key!s}'s value is "
+                                   f"longer than {MAX_ATTRIBUTE_VALUE_CHARS} characters "
+                                   f"(limit max_attribute_value_chars)")
+    return None
+
+
+def check_attributes(attributes: Mapping[str, object], what: str = "attributes") -> None:
+    """AttributeLimitError (naming the limit) when ``attributes`` has more than
+    MAX_ATTRIBUTE_KEYS keys, or a key / text value over its length limit."""
+    if len(attributes) > MAX_ATTRIBUTE_KEYS:
+        raise AttributeLimitError("max_attribute_keys", f"{what}: {len(attributes)} keys, more "
+                                  f"than {MAX_ATTRIBUTE_KEYS} (limit max_attribute_keys)")
+    for key, value in attributes.items():
+        if (problem := _problem(key, value)) is not None:
+            raise AttributeLimitError(problem.limit, f"{what}: {problem}")
+
+
+def trim_attributes(attributes: Mapping[str, V]) -> tuple[dict[str, V], int, str | None]:
+    """The attributes within the limits (the first MAX_ATTRIBUTE_KEYS keys in
+    order whose key and value fit), how many were dropped, and the name of
+    the first limit that dropped one (None: nothing dropped)."""
+    kept: dict[str, V] = {}
+    limit: str | None = None
+    for key, value in attributes.items():
+        problem = _problem(key, value)
+        if problem is None and len(kept) < MAX_ATTRIBUTE_KEYS:
+            kept[key] = value
+        elif limit is None:
+            limit = problem.limit if problem is not None else "max_attribute_keys"
+    return kept, len(attributes) - len(kept), limit
+
+
+def max_core_bytes(scratch: Path | None = None) -> int:
+    """The largest decompressed core, bytes: ``$COREEPI_MAX_CORE_BYTES`` when
+    set (ValueError when it is not a positive integer), else the smaller of
+    32 GiB and the free space of ``scratch`` (default: the temp directory,
+    ``$TMPDIR``) minus a 2 GiB reserve, at least 0."""
+    raw = os.environ.get("COREEPI_MAX_CORE_BYTES", "").strip()
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ValueError(f"COREEPI_MAX_CORE_BYTES={raw!r} is not a positive number of bytes")
+        return value
+    free = shutil.disk_usage(scratch or tempfile.gettempdir()).free
+    return max(0, min(MAX_CORE_BYTES_CEILING, free - CORE_SCRATCH_RESERVE_BYTES))
