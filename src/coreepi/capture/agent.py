@@ -185,6 +185,9 @@ class Agent:
     def ship_all(self) -> bool:
         """Try every ready entry once, oldest first. False if the server was
         unavailable (the rest waits for the backoff)."""
+        for path in self.spool.unshippable():
+            what = "a directory without report.json" if path.is_dir() else "not a directory"
+            self._refused(Entry(path), f"unshippable: {what} in the queue")
         for entry in self.spool.entries():
             if self.stop.is_set():
                 return True
@@ -269,10 +272,17 @@ def spool_status(config: CaptureConfig) -> dict[str, object]:
     spool that does not exist yet counts as empty (``exists``: false)."""
     spool = Spool(config.spool_dir, create=False)
     entries = spool.entries()
+    grace = config.collect.edge_analysis_seconds + PENDING_GRACE_SECONDS
+    ages = [e.pending_age() for e in entries]
     quarantine = spool.root / "quarantine"
     return {"spool_dir": str(spool.root), "exists": spool.queue.is_dir(),
             "queued": len(entries),
-            "pending_analysis": sum(e.pending_age() is not None for e in entries),
+            "pending_analysis": sum(a is not None for a in ages),
+            # held by the quota but not shipped by the agent's next round as they are:
+            # the agent quarantines these (unshippable) or ships them as-is (stale analysis)
+            "stuck": [p.name for p in spool.unshippable()]
+            + [e.crash_id for e, a in zip(entries, ages, strict=True) if a is not None and a >= grace],
             "reported_awaiting_core": sum(e.reported for e in entries),
             "spool_bytes": spool.usage_bytes(), "quota_bytes": config.spool.max_bytes,
-            "quarantined": len(list(quarantine.iterdir())) if quarantine.is_dir() else 0}
+            "quarantined": sum(not p.name.endswith(".REFUSED") for p in quarantine.iterdir())
+            if quarantine.is_dir() else 0}

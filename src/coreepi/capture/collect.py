@@ -142,9 +142,17 @@ def _edge_analysis(
 ) -> CrashReport:
     c = config.collect
     started = time.monotonic()
-    result = analyse_core(directory / CORE, seconds=c.edge_analysis_seconds,
-                          memory_mb=c.edge_analysis_memory_mb, debug_dirs=c.debug_dirs,
-                          scratch=spool.tmp / f"analysis.{os.getpid()}")
+    # the decompressed copy counts against the quota before it is written
+    need = report.core.size_bytes or 0
+    with spool.reserve("analysis", need, config.spool.max_bytes) as scratch:
+        if scratch is None:
+            report.analysis.warnings.append(
+                f"edge analysis skipped: its {need} bytes of scratch do not fit the spool quota "
+                f"({config.spool.max_bytes} bytes); core shipped for central analysis")
+            return report
+        result = analyse_core(directory / CORE, seconds=c.edge_analysis_seconds,
+                              memory_mb=c.edge_analysis_memory_mb, debug_dirs=c.debug_dirs,
+                              scratch=scratch, max_core_bytes=need or None)
     took = time.monotonic() - started
     if result.report is None:
         report.analysis.duration_seconds = took

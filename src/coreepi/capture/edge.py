@@ -37,14 +37,17 @@ def analyse_core(
     memory_mb: int,
     debug_dirs: list[str],
     scratch: Path,
+    max_core_bytes: int | None = None,
 ) -> EdgeResult:
     """Analyse ``core`` (zstd or plain ELF) in the sandbox within ``seconds``
     of wall time and ``memory_mb`` MiB of address space (0: no limit).
     ``debug_dirs`` that do not exist are skipped. ``scratch``: a directory
-    for the decompressed copy (created and removed here). Never raises for
+    for the decompressed copy (created and removed here); ``max_core_bytes``:
+    the most the copy may take (None: the default limit). Never raises for
     what the core does."""
     limits = SandboxLimits(seconds, memory_mb or None,
-                           [Path(d) for d in debug_dirs if os.path.isdir(d)])
+                           [Path(d) for d in debug_dirs if os.path.isdir(d)],
+                           max_core_bytes=max_core_bytes)
     scratch.mkdir(parents=True, exist_ok=True)
     try:
         result = Sandbox(limits, scratch_dir=scratch).run(core)

@@ -7,7 +7,8 @@ Layout (all under ``spool_dir``)::
         .analysis-pending   edge analysis still running (agent waits, or ships
                             as-is once the marker is older than the stale limit)
         .reported           the server acknowledged report.json (agent's progress)
-    quarantine/<crash_id>/  refused by the server with a 4xx; kept for a human
+    quarantine/<crash_id>/  refused by the server with a 4xx, or unshippable (no
+                            report.json); REFUSED says why; kept for a human
     shipped/<crash_id>/     delivered entries, only with spool.keep_shipped
     state/                  rate-limit buckets, host-facts cache, heartbeat and
                             import cursors, their lock files
@@ -35,6 +36,7 @@ __all__ = ["Entry", "Spool", "atomic_write", "fsync_dir"]
 
 PENDING = ".analysis-pending"
 REPORTED = ".reported"
+RESERVED = ".reserved"
 REPORT = "report.json"
 CORE = "core.zst"
 LOG_MAX_BYTES = 1 << 20
@@ -171,19 +173,56 @@ class Spool:
                     continue
         return [e for _, e in sorted(items, key=lambda t: (t[0], t[1].crash_id))]
 
+    def unshippable(self) -> list[Path]:
+        """What is in ``queue/`` but cannot be shipped: a directory without
+        report.json (deleted or lost by a disk fault), or a stray file.
+        Entries appear by one rename of a complete directory, so nothing
+        here is work in progress; the agent quarantines each with a reason."""
+        if not self.queue.is_dir():  # a reader's spool that was never created
+            return []
+        return sorted(p for p in self.queue.iterdir()
+                      if not (p.is_dir() and (p / REPORT).exists()))
+
     def entry(self, crash_id: str) -> Entry | None:
         path = self.queue / crash_id
         return Entry(path) if (path / REPORT).exists() else None
 
     def usage_bytes(self) -> int:
-        """Bytes held by queued and in-progress entries (what the quota counts)."""
+        """Bytes held by queued and in-progress entries (what the quota
+        counts); a directory holding a reservation (:meth:`reserve`) counts
+        at least the bytes reserved, before they are written."""
         total = 0
         for top in (self.queue, self.tmp):
             for dirpath, _dirs, files in os.walk(top):
+                held = 0
                 for name in files:
                     with contextlib.suppress(FileNotFoundError):
-                        total += os.lstat(os.path.join(dirpath, name)).st_size
+                        held += os.lstat(os.path.join(dirpath, name)).st_size
+                if RESERVED in files:
+                    held = max(held, _reserved_bytes(Path(dirpath)))
+                total += held
         return total
+
+    @contextlib.contextmanager
+    def reserve(self, name: str, nbytes: int, quota: int) -> Iterator[Path | None]:
+        """A scratch directory ``tmp/<name>.<pid>`` counted as ``nbytes`` by
+        :meth:`usage_bytes` from the moment it exists (before anything is
+        written in it), or None when ``nbytes`` more would pass ``quota``.
+        The check and the reservation hold the spool's quota lock, so two
+        collectors cannot both take the last bytes. Removed on exit."""
+        with self.locked("quota"):
+            if self.usage_bytes() + nbytes > quota:
+                path = None
+            else:
+                path = self.tmp / f"{name}.{os.getpid()}"
+                shutil.rmtree(path, ignore_errors=True)
+                path.mkdir()
+                (path / RESERVED).write_text(str(nbytes), encoding="ascii")
+        try:
+            yield path
+        finally:
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
 
     # -- after shipping ----------------------------------------------------
 
@@ -203,9 +242,15 @@ class Spool:
         fsync_dir(self.queue)
 
     def quarantine(self, entry: Entry, why: str) -> None:
+        """Move ``entry`` (or a stray file of ``queue/``) to ``quarantine/``
+        with its reason in ``REFUSED`` (``<name>.REFUSED`` beside a file)."""
         target = self.root / "quarantine" / entry.crash_id
-        shutil.rmtree(target, ignore_errors=True)
-        (entry.path / "REFUSED").write_text(why + "\n", encoding="utf-8")
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        if entry.path.is_dir():
+            (entry.path / "REFUSED").write_text(why + "\n", encoding="utf-8")
+        else:
+            target.with_name(target.name + ".REFUSED").write_text(why + "\n", encoding="utf-8")
         os.replace(entry.path, target)
         fsync_dir(self.queue)
 
@@ -252,6 +297,13 @@ class Spool:
                 fh.write(f"{stamp} [{os.getpid()}] {message.rstrip()}\n")
         except OSError:
             pass
+
+
+def _reserved_bytes(directory: Path) -> int:
+    try:
+        return int((directory / RESERVED).read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return 0
 
 
 def _pid_alive(pid: int) -> bool:

@@ -53,6 +53,7 @@ from coreepi.parse.jvm.build import ANALYZER, build_report
 from coreepi.parse.jvm.facts import HsErrLimits
 from coreepi.parse.jvm.scan import HsErrScanner
 from coreepi.parse.open_input import open_input
+from coreepi.parse.sniff import text_head
 
 __all__ = ["HsErrLimits", "looks_like_hs_err", "parse_hs_err"]
 
@@ -220,9 +221,10 @@ def looks_like_hs_err(head: bytes) -> bool:
     ``Native frames: (J=compiled Java code…``, ``vm_info: … JRE (…)``).
     Never raises."""
     try:
-        data = bytes(head[: 1 << 20])
-        if not data or b"\x00" in data[:4096]:
+        # recognised by content: NUL and stray control bytes do not make a log binary
+        text = text_head(head[: 1 << 20], 1 << 20)
+        if text is None:
             return False
-        return _SNIFF.search(data.replace(b"\r\n", b"\n")) is not None
+        return _SNIFF.search(text.replace(b"\r\n", b"\n")) is not None
     except Exception:  # noqa: BLE001 - sniffing must not fail
         return False

@@ -61,6 +61,7 @@ from coreepi.parse.kernel.scan import (
     title_report,
 )
 from coreepi.parse.open_input import binary_lines, input_lines
+from coreepi.parse.sniff import text_head
 
 __all__ = ["ScanLimits", "iter_kernel_log", "looks_like_kernel_log", "parse_kernel_log"]
 
@@ -272,10 +273,11 @@ def looks_like_kernel_log(head: bytes) -> bool:
     line). Never raises.
     """
     try:
-        data = bytes(head[: 1 << 20])
-        if not data or b"\x00" in data[:4096]:
+        # recognised by content: NUL and stray control bytes do not make a log binary
+        text = text_head(head[: 1 << 20], 1 << 20)
+        if text is None:
             return False
-        hits = sum(len(r.findall(data, 0, 65536)) for r in _SNIFF_RES)
-        return hits >= 2 or _STRONG.search(data) is not None
+        hits = sum(len(r.findall(text, 0, 65536)) for r in _SNIFF_RES)
+        return hits >= 2 or _STRONG.search(text) is not None
     except Exception:  # noqa: BLE001 - sniffing must not fail
         return False
