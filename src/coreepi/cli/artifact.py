@@ -96,11 +96,12 @@ def _print_reports(reports: list[CrashReport], case_defs: Path | None, *, all_th
     from rich.text import Text
 
     from coreepi.reporting.crash_text import render_report
+    from coreepi.reporting.fast_text import print_rule
 
     console = Console(highlight=False)
     for i, report in enumerate(reports):
         if i:
-            console.rule()
+            print_rule(console)
         render_report(report, console, all_threads=all_threads, registers=registers)
         if case_defs is not None:
             fired = [p.name for p in report.phenotypes if p.evidence.get("case_definition")]

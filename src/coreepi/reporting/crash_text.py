@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from coreepi.model.report import CrashReport, Frame, FrameTrust, Thread
+from coreepi.reporting.fast_text import print_line, print_table
 
 __all__ = ["evidence_text", "frame_label", "render_identity", "render_report", "warning_lines"]
 
@@ -112,14 +113,20 @@ def render_report(report: CrashReport, console: Console, *, all_threads: bool = 
         console.print(Text(f"{hidden} more thread{'s' if hidden > 1 else ''} "
                            "(--all-threads to show them)", style="dim"))
     if report.modules:
-        mods = Table(title="modules", title_justify="left")
-        for col in ("base", "end", "build-id", "path"):
-            mods.add_column(col, overflow="fold")
-        for m in report.modules[:MAX_SHOWN_MODULES]:
-            mods.add_row(f"0x{m.base:x}", f"0x{m.end:x}", Text(m.build_id or "-"), Text(m.path))
-        console.print(mods)
+        rows = tuple((f"0x{m.base:x}", f"0x{m.end:x}", m.build_id or "-", m.path)
+                     for m in report.modules[:MAX_SHOWN_MODULES])
+        print_table(console, ("modules", rows), lambda: _modules_table(rows))
         if len(report.modules) > MAX_SHOWN_MODULES:
-            console.print(f"… {len(report.modules) - MAX_SHOWN_MODULES} more modules (--json)")
+            print_line(console, f"… {len(report.modules) - MAX_SHOWN_MODULES} more modules (--json)")
+
+
+def _modules_table(rows: tuple[tuple[str, str, str, str], ...]) -> Table:
+    mods = Table(title="modules", title_justify="left")
+    for col in ("base", "end", "build-id", "path"):
+        mods.add_column(col, overflow="fold")
+    for base, end, build_id, path in rows:
+        mods.add_row(base, end, Text(build_id), Text(path))
+    return mods
 
 
 def _render_head(report: CrashReport, console: Console) -> None:
@@ -139,55 +146,58 @@ def _render_head(report: CrashReport, console: Console) -> None:
             head.append(f" ({sig.si_code_name or sig.si_code})")
         if sig.fault_address is not None:
             head.append(f" at fault address 0x{sig.fault_address:x}")
-    console.print(head)
+    print_line(console, head)
     if proc.exe:
-        console.print(Text(f"exe: {proc.exe}"))
-    console.print(Text(f"arch: {report.arch or '?'}   threads: {len(report.threads)}"))
+        print_line(console, Text(f"exe: {proc.exe}"))
+    print_line(console, Text(f"arch: {report.arch or '?'}   threads: {len(report.threads)}"))
     if proc.cmdline:
-        console.print(Text(f"cmdline: {' '.join(proc.cmdline)}"))
+        print_line(console, Text(f"cmdline: {' '.join(proc.cmdline)}"))
     if report.signature is not None:
-        console.print(Text(f"signature: {report.signature.signature}", style="bold"))
+        print_line(console, Text(f"signature: {report.signature.signature}", style="bold"))
     for p in report.phenotypes:
         tag = " (hardware-indicative)" if p.hardware_indicative else ""
-        console.print(Text.assemble(("phenotype ", ""), (p.name, "bold"), tag))
+        print_line(console, Text.assemble(("phenotype ", ""), (p.name, "bold"), tag))
         for key, value in p.evidence.items():
             if _shown(value):
-                console.print(Text(f"  {key}: {evidence_text(value)}"))
+                print_line(console, Text(f"  {key}: {evidence_text(value)}"))
 
 
 def _render_thread(thread: Thread, console: Console, *, registers: bool) -> None:
     name = f" ({thread.name})" if thread.name else ""
     title = f"{'crashing thread' if thread.crashed else 'thread'} {thread.tid}{name}"
     if thread.frames:
-        table = Table(title=title, title_justify="left")
-        for col in ("#", "pc", "frame", "source", "trust"):
-            # A long frame folds rather than ending in "…" (which would hide
-            # the +0xoffset); the source column gives way first.
-            table.add_column(
-                col,
-                no_wrap=col not in ("frame", "source"),
-                overflow="fold" if col == "frame" else "ellipsis",
-                ratio=3 if col == "frame" else (1 if col == "source" else None),
-            )
-        for f in thread.frames[:MAX_SHOWN_FRAMES]:
-            source = f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file and f.line else ""
-            label = frame_label(f) + (" [inlined]" if f.inlined else "")
-            table.add_row(
-                str(f.index),
-                "" if f.pc is None else f"0x{f.pc:x}",
-                Text(label),
-                Text(source),
-                Text(f.trust.value, style=_TRUST_STYLE[f.trust]),
-            )
-        console.print(table)
+        rows = tuple(
+            (str(f.index), "" if f.pc is None else f"0x{f.pc:x}",
+             frame_label(f) + (" [inlined]" if f.inlined else ""),
+             f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file and f.line else "", f.trust)
+            for f in thread.frames[:MAX_SHOWN_FRAMES])
+        # laid out once per distinct stack: a big log repeats the same one
+        print_table(console, ("frames", title, rows), lambda: _frames_table(title, rows))
         if len(thread.frames) > MAX_SHOWN_FRAMES:
-            console.print(f"… {len(thread.frames) - MAX_SHOWN_FRAMES} more frames (--json)")
+            print_line(console, f"… {len(thread.frames) - MAX_SHOWN_FRAMES} more frames (--json)")
     else:
-        console.print(Text(f"{title}: no frames", style="bold"))
+        print_line(console, Text(f"{title}: no frames", style="bold"))
     if thread.unwind_error and thread.unwind_error != "not unwound":
-        console.print(Text(f"unwinding: {thread.unwind_error}", style="dim"))
+        print_line(console, Text(f"unwinding: {thread.unwind_error}", style="dim"))
     if registers:
         _render_registers(thread.registers.items(), console)
+
+
+def _frames_table(title: str, rows: tuple[tuple[str, str, str, str, FrameTrust], ...]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("#", "pc", "frame", "source", "trust"):
+        # A long frame folds rather than ending in "…" (which would hide
+        # the +0xoffset); the source column gives way first.
+        table.add_column(
+            col,
+            no_wrap=col not in ("frame", "source"),
+            overflow="fold" if col == "frame" else "ellipsis",
+            ratio=3 if col == "frame" else (1 if col == "source" else None),
+        )
+    for index, pc, label, source, trust in rows:
+        table.add_row(index, pc, Text(label), Text(source),
+                      Text(trust.value, style=_TRUST_STYLE[trust]))
+    return table
 
 
 def _render_registers(regs: Iterable[tuple[str, int]], console: Console) -> None:
