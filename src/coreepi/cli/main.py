@@ -43,6 +43,9 @@ def _root(
     ] = False,
 ) -> None:
     """Core dump epidemiology."""
+    from coreepi.ingest.scratch import exit_on_sigterm
+
+    exit_on_sigterm()  # a SIGTERM runs the clean-up (no partial file left behind)
 
 
 def schema(

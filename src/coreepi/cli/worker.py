@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -50,7 +49,9 @@ def worker(
     config = ServeConfig(analysis_timeout_seconds=analysis_timeout,
                          analysis_memory_limit_mb=memory_limit,
                          symbol_dirs=tuple(symbol_dir or ()), analysis_jobs=threads)
-    scratch = tmp_dir or Path(tempfile.gettempdir()) / "coreepi-worker"
+    from coreepi.ingest.scratch import scratch_dir
+
+    scratch = scratch_dir(tmp_dir)  # removed at exit, swept by the next worker if killed
     try:
         with open_store(store_location(store, data_dir), blobs=blobs) as opened:
             workers = [AnalysisWorker(opened, config, scratch, stale_after=stale_after)

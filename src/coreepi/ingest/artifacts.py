@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from coreepi.errors import InputError, NotACoreError
 from coreepi.model.report import CrashReport
+from coreepi.ingest.scratch import scratch_dir
 from coreepi.parse.open_input import decompress_to, open_input
 
 # The parsers and the analyzers are imported where they are needed:
@@ -157,7 +158,7 @@ def inspect_file(
     if compression is None:
         return [inspect_core(name, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,
                              run_analysis=run_analysis, case_defs=definitions)]
-    with tempfile.TemporaryDirectory(prefix="coreepi-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="core-", dir=scratch_dir()) as tmp:
         plain = plain_core(name, Path(tmp))
         try:
             report = inspect_core(plain, exe=exe, sysroot=sysroot, debug_dirs=debug_dirs,

@@ -41,6 +41,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from coreepi.ingest.scratch import scratch_dir
+from coreepi.ingest.worker import PARENT_PID_ENV
 from coreepi.model.report import CrashReport
 
 __all__ = ["Sandbox", "SandboxLimits", "SandboxResult"]
@@ -56,6 +58,9 @@ class SandboxLimits:
     timeout_seconds: float
     memory_limit_mb: int | None
     debug_dirs: Sequence[Path] = ()
+    max_core_bytes: int | None = None
+    """Decompressed size of a core, bytes (the worker's ``COREEPI_MAX_CORE_BYTES``;
+    None: the default of docs/limits.md)."""
 
 
 @dataclass
@@ -78,7 +83,8 @@ class Sandbox:
 
     ``scratch_dir``: where each child's temporary directory is made (a
     decompressed core can be large: the capture puts it in its spool);
-    default: the system's temporary directory.
+    default: this process's scratch directory (:mod:`coreepi.ingest.scratch`:
+    removed at exit, swept after a SIGKILL by the next coreepi process).
     """
 
     def __init__(self, limits: SandboxLimits, *, scratch_dir: Path | None = None) -> None:
@@ -105,10 +111,14 @@ class Sandbox:
         timeout = self.limits.timeout_seconds
         # The worker decompresses cores into its TMPDIR; a worker killed for
         # its time or memory limit cannot clean up, so this side owns the dir.
-        with tempfile.TemporaryDirectory(prefix="coreepi-sandbox-", dir=self.scratch_dir) as tmp:
+        env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+        if self.limits.max_core_bytes is not None:
+            env["COREEPI_MAX_CORE_BYTES"] = str(self.limits.max_core_bytes)
+        with tempfile.TemporaryDirectory(prefix="sandbox-",
+                                         dir=self.scratch_dir or scratch_dir()) as tmp:
             proc = subprocess.Popen(self._argv(artifact), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, env={**os.environ, "TMPDIR": tmp})
+                                    start_new_session=True, env={**env, "TMPDIR": tmp})
             with self._lock:
                 self._procs.add(proc)
             try:

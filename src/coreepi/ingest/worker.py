@@ -31,6 +31,8 @@ from pathlib import Path
 __all__ = ["main"]
 
 PR_SET_PDEATHSIG = 1
+PARENT_PID_ENV = "COREEPI_PARENT_PID"
+"""Set by the sandbox: the pid the worker must not outlive."""
 
 
 def _limit(memory_limit_mb: int | None, cpu_seconds: int | None) -> None:
@@ -48,7 +50,11 @@ def _die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    if os.getppid() == 1:  # the parent died before prctl
+    # the parent died before prctl: we were re-parented — to init, or to a
+    # subreaper whose pid is not 1 (containers) — so compare with the pid the
+    # parent gave us
+    expected = os.environ.get(PARENT_PID_ENV)
+    if os.getppid() == 1 or (expected is not None and str(os.getppid()) != expected):
         os._exit(1)
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -173,8 +172,9 @@ def trim_attributes(attributes: Mapping[str, V]) -> tuple[dict[str, V], int, str
 def max_core_bytes(scratch: Path | None = None) -> int:
     """The largest decompressed core, bytes: ``$COREEPI_MAX_CORE_BYTES`` when
     set (ValueError when it is not a positive integer), else the smaller of
-    32 GiB and the free space of ``scratch`` (default: the temp directory,
-    ``$TMPDIR``) minus a 2 GiB reserve, at least 0."""
+    32 GiB and, when the core is written to the directory ``scratch``, that
+    file system's free space minus a 2 GiB reserve (at least 0). None: the
+    content is only streamed (a log read as it is decompressed): 32 GiB."""
     raw = os.environ.get("COREEPI_MAX_CORE_BYTES", "").strip()
     if raw:
         try:
@@ -184,5 +184,7 @@ def max_core_bytes(scratch: Path | None = None) -> int:
         if value <= 0:
             raise ValueError(f"COREEPI_MAX_CORE_BYTES={raw!r} is not a positive number of bytes")
         return value
-    free = shutil.disk_usage(scratch or tempfile.gettempdir()).free
+    if scratch is None:
+        return MAX_CORE_BYTES_CEILING
+    free = shutil.disk_usage(scratch).free
     return max(0, min(MAX_CORE_BYTES_CEILING, free - CORE_SCRATCH_RESERVE_BYTES))

@@ -11,8 +11,10 @@ upload checks — so they all know the same formats and fail the same way.
 * :func:`open_input` gives a buffered binary stream of the content,
   decompressed as it is read (streaming: memory stays bounded whatever the
   size). A decompressed stream stops at :func:`max_decompressed_bytes`
-  (``COREEPI_MAX_CORE_BYTES``, default 64 GiB): a decompression bomb costs a
-  bounded amount of time and nothing else.
+  (``COREEPI_MAX_CORE_BYTES``; default 32 GiB, and when written to disk by
+  :func:`decompress_to` no more than the free space of the target's file
+  system minus 2 GiB — docs/limits.md): a decompression bomb costs a bounded
+  amount of time and disk, and nothing else.
 * A stream that cannot be read to its end — cut short, corrupt, past the
   cap — raises :class:`DecompressionError`, an
   :class:`~coreepi.errors.InputError` naming the file, what failed, and the
@@ -34,13 +36,14 @@ import lzma
 import os
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import IO, Final, Protocol
 
 from coreepi.errors import InputError
+from coreepi.model.limits import max_core_bytes
 from coreepi.model.compression import MAGIC_BYTES, compression_of
 
 __all__ = [
-    "DEFAULT_MAX_DECOMPRESSED_BYTES",
     "DecompressionError",
     "InputStream",
     "binary_lines",
@@ -49,10 +52,6 @@ __all__ = [
     "max_decompressed_bytes",
     "open_input",
 ]
-
-DEFAULT_MAX_DECOMPRESSED_BYTES: Final = 64 << 30
-"""Default cap on the decompressed size of one input, bytes (64 GiB: real
-cores beyond it are not analysed)."""
 
 _READ_BYTES: Final = 1 << 20
 # zstd's RLE blocks turn 4 input bytes into 128 KiB: feeding 1 KiB at a time
@@ -82,21 +81,18 @@ class DecompressionError(InputError):
         return f"{self}; the content stops at line {self.line}"
 
 
-def max_decompressed_bytes() -> int:
+def max_decompressed_bytes(scratch: str | os.PathLike[str] | None = None) -> int:
     """The cap on one input's decompressed size, bytes: the environment's
-    ``COREEPI_MAX_CORE_BYTES``, else :data:`DEFAULT_MAX_DECOMPRESSED_BYTES`.
-    Raises :class:`InputError` (naming the variable) when it is not a
-    positive whole number."""
-    raw = os.environ.get("COREEPI_MAX_CORE_BYTES")
-    if raw is None:
-        return DEFAULT_MAX_DECOMPRESSED_BYTES
+    ``COREEPI_MAX_CORE_BYTES``, else the limit ``max_core_bytes`` of
+    docs/limits.md (:func:`coreepi.model.limits.max_core_bytes`): 32 GiB, and
+    when the content is written to the directory ``scratch``, at most its
+    file system's free space minus a 2 GiB reserve. Raises
+    :class:`InputError` (naming the variable) when it is not a positive
+    whole number."""
     try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise InputError("COREEPI_MAX_CORE_BYTES", f"{raw!r} is not a positive number of bytes")
-    return value
+        return max_core_bytes(None if scratch is None else Path(scratch))
+    except ValueError as exc:
+        raise InputError("COREEPI_MAX_CORE_BYTES", str(exc)) from None
 
 
 class _Zstd(io.RawIOBase):
@@ -305,13 +301,22 @@ class _Passthrough(io.RawIOBase):
 def decompress_to(path: str | os.PathLike[str], dst: str | os.PathLike[str], *,
                   limit: int | None = None) -> int:
     """Write the content of the (possibly compressed) file at ``path`` to a
-    new file ``dst``; return its size in bytes. Errors as :func:`open_input`;
-    on error ``dst`` may hold a part (the caller owns it)."""
+    new file ``dst``; return its size in bytes. ``limit``: default
+    :func:`max_decompressed_bytes` of ``dst``'s file system, so a bomb
+    cannot fill the disk it is written to. Errors as :func:`open_input`;
+    on any error or interruption (SIGTERM's SystemExit, ^C) ``dst`` is
+    removed: no partial file outlives the call."""
     total = 0
-    with open_input(path, limit=limit) as src, open(dst, "wb") as out:
-        while chunk := src.read(_READ_BYTES):
-            out.write(chunk)
-            total += len(chunk)
+    if limit is None:
+        limit = max_decompressed_bytes(Path(dst).parent)
+    try:
+        with open_input(path, limit=limit) as src, open(dst, "wb") as out:
+            while chunk := src.read(_READ_BYTES):
+                out.write(chunk)
+                total += len(chunk)
+    except BaseException:
+        Path(dst).unlink(missing_ok=True)
+        raise
     return total
 
 

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coreepi import __version__
 from coreepi.ingest.intake import CoreIntake, CoreLimits, accept_heartbeats, accept_reports
+from coreepi.ingest.scratch import scratch_dir
 from coreepi.serve.analysis import AnalysisWorker
 from coreepi.serve.auth import Authenticator
 from coreepi.serve.config import ServeConfig
@@ -63,14 +64,14 @@ def _is_page(request: Request) -> bool:
 
 
 def _tmp_dir(store: Store, config: ServeConfig) -> Path:
+    """This server process's own scratch directory (uploads being received,
+    cores being analysed) under the configured tmp dir, else the data dir's
+    ``tmp/``, else ``$TMPDIR``: removed at exit, swept by the next server
+    when this one was killed (:mod:`coreepi.ingest.scratch`)."""
     if config.tmp_dir is not None:
-        return Path(config.tmp_dir)
+        return scratch_dir(Path(config.tmp_dir))
     data_dir = getattr(store, "data_dir", None)
-    if data_dir is None:
-        import tempfile
-
-        return Path(tempfile.gettempdir()) / "coreepi-serve"
-    return Path(data_dir) / "tmp"
+    return scratch_dir(Path(data_dir) / "tmp" if data_dir is not None else None)
 
 
 class Timing:
