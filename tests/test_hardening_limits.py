@@ -109,7 +109,16 @@ def test_api_refuses_year_0001_crashes_and_heartbeats(api: Api) -> None:
     assert api.store.counts()["crashes"] == 0
 
 
+def _timed_groups(api: Api) -> float:
+    t0 = time.monotonic()
+    groups = api.client.get("/api/v1/groups", headers=api.h("read"))
+    assert groups.status_code == 200, groups.text
+    return time.monotonic() - t0
+
+
 def test_20k_attribute_keys_are_refused_at_once_and_reads_stay_fast(api: Api) -> None:
+    _timed_groups(api)  # warm: the first read loads the statistics
+    before = _timed_groups(api)
     many = {f"k{i:05d}": "v" for i in range(20_000)}
     body = report("12" * 16, datetime(2024, 1, 1, tzinfo=UTC), **many).model_dump_json()
     t0 = time.monotonic()
@@ -127,9 +136,7 @@ def test_20k_attribute_keys_are_refused_at_once_and_reads_stay_fast(api: Api) ->
     ok = api.post("/api/v1/crashes", report("56" * 16, datetime(2024, 1, 1, tzinfo=UTC),
                                             deployment="canary").model_dump_json())
     assert ok.status_code == 201, ok.text
-    t0 = time.monotonic()
-    groups = api.client.get("/api/v1/groups", headers=api.h("read"))
-    assert groups.status_code == 200 and time.monotonic() - t0 < 1.0
+    assert _timed_groups(api) < max(1.0, 3 * before)  # before the fix: 60-95 s
 
 
 def test_crash_frame_width_is_bounded_whatever_the_keys(tmp_path: Path) -> None:

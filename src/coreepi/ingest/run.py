@@ -33,6 +33,7 @@ from coreepi.ingest.crashes import CoreJob, CrashIngest
 from coreepi.ingest.fleet import CrashFile, Fleet, is_fleet_dir, scan_crashes, sidecar_candidates
 from coreepi.ingest.hostlog import ingest_host_log
 from coreepi.ingest.sandbox import Sandbox, SandboxLimits, SandboxResult
+from coreepi.ingest.scratch import scratch_dir
 from coreepi.ingest.summary import IngestObserver, IngestSummary
 from coreepi.ingest.tables import ingest_fleet_tables
 from coreepi.model.fleet import Rejection, Rejections
@@ -141,7 +142,7 @@ def ingest(
         ingest_host_log(store, log, host, summary, known)
 
     items = _crash_items(resolved, fleets)
-    with tempfile.TemporaryDirectory(prefix="coreepi-symbols-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="symbols-", dir=scratch_dir()) as tmp:
         index = BuildIdIndex.build(tmp, [f.symbols for f in fleets if f.symbols], symbol_dirs)
         if len(index):
             summary.notes.append(f"symbols: {len(index)} build-ids indexed")

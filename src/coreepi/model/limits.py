@@ -43,7 +43,6 @@ __all__ = [
     "MAX_ATTRIBUTE_VALUE_CHARS",
     "MAX_CLOCK_SKEW_SECONDS",
     "MAX_CORE_BYTES_CEILING",
-    "READ_BUDGET_SECONDS",
     "AttributeLimitError",
     "Limit",
     "TimeRangeError",
@@ -84,14 +83,12 @@ MAX_ATTRIBUTE_COLUMNS = 256
 MAX_CORE_BYTES_CEILING = 32 * GiB
 CORE_SCRATCH_RESERVE_BYTES = 2 * GiB
 """Free space left on the scratch file system when a core is decompressed."""
-READ_BUDGET_SECONDS = 30.0
-"""Wall time of one read request's query on the server before it is cancelled."""
 
 LIMITS: tuple[Limit, ...] = (
     Limit("earliest_time", "2000-01-01T00:00:00Z", None,
           "earliest accepted captured_at / interval start / event time"),
     Limit("max_clock_skew_seconds", "86400", None,
-          "latest accepted time, seconds past the receiver's clock (serve: --max-clock-skew)"),
+          "latest accepted time, seconds past the receiver's clock"),
     Limit("max_attribute_keys", "64", None, "attribute keys per crash or per interval"),
     Limit("max_attribute_key_chars", "64", None, "characters of one attribute key"),
     Limit("max_attribute_value_chars", "256", None, "characters of one attribute value"),
@@ -99,8 +96,6 @@ LIMITS: tuple[Limit, ...] = (
           "distinct attribute keys of a fleet promoted to crash-frame columns"),
     Limit("max_core_bytes", "min(32 GiB, free space of the scratch dir - 2 GiB)",
           "COREEPI_MAX_CORE_BYTES", "decompressed size of one core, bytes"),
-    Limit("read_budget_seconds", "30", "COREEPI_READ_BUDGET_SECONDS",
-          "wall time of one read request's query, seconds"),
 )
 
 
