@@ -166,7 +166,8 @@ def trim_attributes(attributes: Mapping[str, V]) -> tuple[dict[str, V], int, str
 
 def max_core_bytes(scratch: Path | None = None) -> int:
     """The largest decompressed core, bytes: ``$COREEPI_MAX_CORE_BYTES`` when
-    set (ValueError when it is not a positive integer), else the smaller of
+    set (ValueError "'x' is not a positive number of bytes" when it is not a
+    positive integer), else the smaller of
     32 GiB and, when the core is written to the directory ``scratch``, that
     file system's free space minus a 2 GiB reserve (at least 0). None: the
     content is only streamed (a log read as it is decompressed): 32 GiB."""
@@ -177,7 +178,7 @@ def max_core_bytes(scratch: Path | None = None) -> int:
         except ValueError:
             value = 0
         if value <= 0:
-            raise ValueError(f"COREEPI_MAX_CORE_BYTES={raw!r} is not a positive number of bytes")
+            raise ValueError(f"{raw!r} is not a positive number of bytes")
         return value
     if scratch is None:
         return MAX_CORE_BYTES_CEILING

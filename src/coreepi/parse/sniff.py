@@ -13,10 +13,12 @@ with its NUL bytes removed.
 
 from __future__ import annotations
 
+from coreepi.model.compression import compression_of
+
 __all__ = ["MAX_CONTROL_FRACTION", "text_head"]
 
 MAX_CONTROL_FRACTION = 0.05
-_BINARY_MAGIC = (b"\x7fELF", b"\x28\xb5\x2f\xfd", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"MDMP")
+_BINARY_MAGIC = (b"\x7fELF", b"MDMP")  # ELF files, minidumps; compressed data: compression_of
 # bytes 0x01-0x1f except \t \n \f \r and ESC (ANSI colours in console logs), and DEL
 _CONTROL = bytes(b for b in range(1, 32) if b not in (9, 10, 12, 13, 27)) + b"\x7f"
 _DROP_CONTROL = bytes.maketrans(b"", b"")
@@ -27,7 +29,7 @@ def text_head(head: bytes, window: int = 1 << 16) -> bytes | None:
     they are text (see the module docstring), else None (binary, or nothing
     but NUL bytes)."""
     data = bytes(head[:window])
-    if data.startswith(_BINARY_MAGIC):
+    if data.startswith(_BINARY_MAGIC) or compression_of(data) is not None:
         return None
     text = data.replace(b"\x00", b"")
     if not text:
