@@ -19,14 +19,14 @@ import struct
 from dataclasses import dataclass
 
 from coreepi.parse.elf.corefile import CoreFile
+from coreepi.parse.elf.elfimage import gnu_build_id
 from coreepi.parse.elf.notes import FileMapping
 
-__all__ = ["LinkMapObject", "gnu_build_id", "link_map_objects"]
+__all__ = ["LinkMapObject", "link_map_objects"]
 
 AT_PHDR, AT_PHNUM = 3, 5
 PT_LOAD, PT_DYNAMIC, PT_NOTE, PT_PHDR = 1, 2, 4, 6
 DT_NULL, DT_DEBUG = 0, 21
-NT_GNU_BUILD_ID = 3
 PHDR_SIZE = 56
 PAGE = 4096  # mapping granularity assumed for file offsets (x86-64; aarch64 4 KiB kernels)
 MAX_OBJECTS = 4096  # a link map longer than this is corrupt (or a cycle)
@@ -154,15 +154,3 @@ def _object(
         if build_id:
             break
     return LinkMapObject(name, bias, l_ld, start, end, build_id, tuple(mappings))
-
-
-def gnu_build_id(data: bytes | None) -> str | None:
-    """The NT_GNU_BUILD_ID of a PT_NOTE segment's bytes, hex, or None."""
-    pos = 0
-    while data is not None and pos + 12 <= len(data):
-        namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
-        desc = pos + 12 + ((namesz + 3) & ~3)
-        if ntype == NT_GNU_BUILD_ID and data[pos + 12 : pos + 12 + namesz] == b"GNU\0" and descsz:
-            return data[desc : desc + descsz].hex()
-        pos = desc + ((descsz + 3) & ~3)
-    return None
