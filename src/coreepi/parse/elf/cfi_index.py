@@ -69,6 +69,8 @@ class CfiIndex:
     def _fill(self, fh: BinaryIO) -> None:
         if self._load_search_table(fh):
             return
+        if not any(_has_data(fh, name) for name in (".eh_frame", ".debug_frame")):
+            return  # e.g. a separate debug file: .eh_frame is SHT_NOBITS there
         # pyelftools (slow to import and to open a file) only for the rare
         # object without a search table.
         from elftools.common.exceptions import ELFError
@@ -207,6 +209,11 @@ class CfiIndex:
             elif ch not in "SB":
                 return None
         return 0
+
+
+def _has_data(fh: BinaryIO, name: str) -> bool:
+    section = read_section(fh, name)
+    return section is not None and section[0].type != SHT_NOBITS and section[0].size > 0
 
 
 def _has_contents(elf: ELFFile, name: str) -> bool:

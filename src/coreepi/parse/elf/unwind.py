@@ -124,26 +124,18 @@ def unwind_core(
             raise
         warnings.append(f"could not list every loaded module: {exc}")
     try:
-        added = _add_link_map_modules(prog, link_map)
+        _add_link_map_modules(prog, link_map)
     except Exception as exc:
         if not is_drgn_error(exc):
             raise
         warnings.append(f"could not add the link map's modules: {exc}")
-        added = []
     try:
         _offer_files(prog, exe, sysroot, link_map[0].name if link_map else "")
-        prog.load_debug_info(None, default=True)
-    except drgn.MissingDebugInfoError:
-        pass  # reported below, per module
-    except Exception as exc:
-        if not is_drgn_error(exc):
-            raise
-        warnings.append(f"debug info could not be loaded: {exc}")
-    try:
-        # load_debug_info's default set is what create_loaded_modules finds,
-        # so the modules added from the link map are loaded by name.
-        if added:
-            prog.load_module_debug_info(*added)
+        # The modules by name, not load_debug_info(default=True): that one
+        # also looks "main" up to guess the program's language, which
+        # indexes all DWARF of every module (~0.07 s of CPU for libc alone);
+        # and it would skip the modules added from the link map.
+        prog.load_module_debug_info(*prog.modules())
     except drgn.MissingDebugInfoError:
         pass  # reported below, per module
     except Exception as exc:
@@ -206,15 +198,11 @@ def _set_core_dump(prog: drgn.Program, path: str) -> None:
         os.environ.pop("DRGN_DISABLE_PLUGINS", None)
 
 
-def _add_link_map_modules(
-    prog: drgn.Program, objects: Sequence[LinkMapObject]
-) -> list[drgn.Module]:
+def _add_link_map_modules(prog: drgn.Program, objects: Sequence[LinkMapObject]) -> None:
     """Create a drgn shared-library module, with its address range and
-    build-id, for each link-map object that no existing module covers;
-    return them."""
-    added: list[drgn.Module] = []
+    build-id, for each link-map object that no existing module covers."""
     if not objects:
-        return added
+        return
     covered = [r for m in prog.modules() for r in (m.address_ranges or ())]
     for obj in objects:
         if not obj.name or any(lo <= obj.start < hi for lo, hi in covered):
@@ -223,8 +211,6 @@ def _add_link_map_modules(
         module.address_range = (obj.start, obj.end)
         if obj.build_id:
             module.build_id = bytes.fromhex(obj.build_id)
-        added.append(module)
-    return added
 
 
 def _offer_files(
