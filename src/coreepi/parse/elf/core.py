@@ -41,6 +41,7 @@ from coreepi.parse.elf.corefile import CoreFile
 from coreepi.parse.elf.elfimage import gnu_build_id
 from coreepi.parse.elf.linkmap import LinkMapObject, link_map_objects
 from coreepi.parse.elf.memory import ProcessMemory, file_build_id
+from coreepi.parse.elf.python_frames import is_cpython, python_runtime
 from coreepi.parse.elf.notes import AT_NAMES, CoreNotes, FileMapping, read_notes
 from coreepi.parse.elf.unwind import Unwinding, UnwoundFrame, is_drgn_error, unwind_core
 
@@ -173,8 +174,29 @@ def open_core(
             exe=main_exe,
         )
         report.memory_map = _memory_map(memory)
+        if is_cpython(report.modules):
+            runtime = python_runtime(
+                path, _main_executable(report, exe, sysroot), report.analysis.warnings
+            )
+            if runtime is not None:
+                report.runtime = runtime
         _make_utf8(report)  # after ProcessMemory: it matches paths as the core spells them
         yield ParsedCore(report, memory)
+
+
+def _main_executable(
+    report: CrashReport,
+    exe: str | os.PathLike[str] | None,
+    sysroot: str | os.PathLike[str] | None,
+) -> str:
+    """The crashed executable's file: ``--exe``, else the main module's path
+    under the sysroot, else as the core records it."""
+    if exe is not None:
+        return os.fspath(exe)
+    path = report.modules[0].path if report.modules else (report.process.exe or "")
+    if sysroot is not None:
+        return os.path.join(os.fspath(sysroot), path.lstrip("/"))
+    return path
 
 
 def _make_utf8(model: BaseModel) -> None:
