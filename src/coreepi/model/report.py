@@ -341,7 +341,11 @@ class JvmErrorInfo(_Model):
         default=None, description="None: a fragment without its error line"
     )
     error_line: str | None = Field(default=None, description="the header's error line, ≤500")
-    location: str | None = Field(default=None, description="'file.cpp:123' of the error line")
+    location: str | None = Field(
+        default=None,
+        description="'file.cpp:123' of the error line, or the name of HotSpot's pseudo-signal "
+        "where it printed one instead (OOM_MMAP_ERROR for 0xe0000002)",
+    )
     message: str | None = Field(
         default=None, description="the out-of-memory message, or an internal error's text"
     )
