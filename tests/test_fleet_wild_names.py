@@ -43,14 +43,17 @@ def test_pairing_by_stem_and_specificity(tmp_path: Path) -> None:
     d = tmp_path / "crashes"
     d.mkdir()
     for name in ("svc.core", "svc.json", "db.core", "db.core.json", "db.json",
-                 "x.core.zst", "x.json", "a.core", "a.dump", "a.json", "core.7", "core.7.json"):
+                 "x.core.zst", "x.json", "a.core", "a.dump", "a.json", "core.7", "core.8",
+                 "core.json"):
         (d / name).write_text("x")  # fmt: skip
     got = [(c.path.name, c.kind, c.sidecar and c.sidecar.name) for c in scan_crashes(d)]
     assert got == [
         ("a.core", "artifact", None),  # a.json fits a.core and a.dump alike: neither
         ("a.dump", "artifact", None),
         ("a.json", "json", None),
-        ("core.7", "artifact", "core.7.json"),
+        ("core.7", "artifact", None),  # core.PID: never core.json
+        ("core.8", "artifact", None),
+        ("core.json", "json", None),
         ("db.core", "artifact", "db.core.json"),  # the most specific of two
         ("db.json", "json", None),
         ("svc.core", "artifact", "svc.json"),
@@ -87,7 +90,8 @@ def test_ingest_fleet_named_by_stem(tmp_path: Path, coreset: CoreSet) -> None:  
         ]
         crash_of = dict(store._query("SELECT artifact, crash_id FROM crashes").fetchall())
         df = store.crash_frame().set_index("crash_id")
-        svc, db = df.loc[crash_of[str(crashes / "svc.core")]], df.loc[crash_of[str(crashes / "db.core")]]
+        svc = df.loc[crash_of[str(crashes / "svc.core")]]
+        db = df.loc[crash_of[str(crashes / "db.core")]]
         assert (svc["host_id"], svc["app_version"], svc["signature"]) == ("h1", "2.1", "main")
         assert (db["host_id"], db["app_version"], db["signature"]) == ("h2", "2.2", "main")
 

@@ -26,8 +26,11 @@ __attribute__((noinline)) int dispatch(int event)
 __attribute__((noinline)) int close_via(struct ops *ops, int event)
 {
     int r;
-    /* call *8(%rdi): the target is read from memory by the call itself */
-    __asm__ volatile("mov %2, %%edi\n\tcall *8(%1)" : "=a"(r) : "r"(ops), "r"(event) : "rdi", "rsi", "rdx", "rcx", "r8", "r9", "r10", "r11", "memory"); /* CALL-MEMORY */
+    /* call *8(ops): the target is read from the table slot by the call itself */
+    __asm__ volatile("mov %2, %%edi\n\tcall *8(%1)" /* CALL-MEMORY */
+                     : "=a"(r)
+                     : "r"(ops), "r"(event)
+                     : "rdi", "rsi", "rdx", "rcx", "r8", "r9", "r10", "r11", "memory");
     return r;
 }
 

@@ -399,9 +399,9 @@ def sidecar_candidates(artifact: Path) -> list[Path]:
     """Where the sidecar of ``artifact`` may be, most specific first:
     ``NAME.json`` beside it; for a compressed core the name without its
     compression suffix (``core.1.zst`` -> ``core.1.zst.json``,
-    ``core.1.json``); then the name without its last suffix, as users name
-    pairs (``X.core`` -> ``X.json``, ``X.core.zst`` -> ``X.core.json``,
-    ``X.json``)."""
+    ``core.1.json``); then the name without its last suffix unless that is a
+    number, as users name pairs (``X.core`` -> ``X.json``, ``X.core.zst`` ->
+    ``X.core.json``, ``X.json``)."""
     name = artifact.name
     out = [name + ".json"]
     for suffix in COMPRESSION_SUFFIXES:
@@ -409,8 +409,10 @@ def sidecar_candidates(artifact: Path) -> list[Path]:
             name = name[: -len(suffix)]
             out.append(name + ".json")
             break
-    stem, dot, _suffix = name.rpartition(".")
-    if dot and stem:
+    stem, dot, suffix = name.rpartition(".")
+    # Not for a number: core.1234 is the kernel's core.PID, and core.json
+    # beside core.1 … core.9 would describe none of them in particular.
+    if dot and stem and not suffix.isdigit():
         out.append(stem + ".json")
     return [artifact.with_name(n) for n in dict.fromkeys(out)]
 

@@ -41,8 +41,8 @@ from coreepi.parse.elf.corefile import CoreFile
 from coreepi.parse.elf.elfimage import gnu_build_id
 from coreepi.parse.elf.linkmap import LinkMapObject, link_map_objects
 from coreepi.parse.elf.memory import ProcessMemory, file_build_id
-from coreepi.parse.elf.python_frames import is_cpython, python_runtime
 from coreepi.parse.elf.notes import AT_NAMES, CoreNotes, FileMapping, read_notes
+from coreepi.parse.elf.python_frames import is_cpython, python_runtime
 from coreepi.parse.elf.unwind import Unwinding, UnwoundFrame, is_drgn_error, unwind_core
 
 __all__ = ["ParsedCore", "open_core", "parse_core"]

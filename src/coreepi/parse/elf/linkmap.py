@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from coreepi.parse.elf.corefile import CoreFile
-from coreepi.parse.elf.elfimage import gnu_build_id
+from coreepi.parse.elf.elfimage import ProgramHeader, gnu_build_id
 from coreepi.parse.elf.notes import FileMapping
 
 __all__ = ["LinkMapObject", "link_map_objects"]
@@ -60,12 +60,12 @@ def link_map_objects(core: CoreFile, auxv: dict[int, int]) -> list[LinkMapObject
     if phdr is None or phnum is None or not 0 < phnum <= MAX_PHNUM:
         return []
     headers = _program_headers(core, phdr, phnum)
-    self_header = next((h for h in headers if h[0] == PT_PHDR), None)
-    dynamic = next((h for h in headers if h[0] == PT_DYNAMIC), None)
+    self_header = next((h for h in headers if h.type == PT_PHDR), None)
+    dynamic = next((h for h in headers if h.type == PT_DYNAMIC), None)
     if self_header is None or dynamic is None:
         return []
-    exe_bias = phdr - self_header[2]
-    r_debug = _dt_debug(core, exe_bias + dynamic[2])
+    exe_bias = phdr - self_header.vaddr
+    r_debug = _dt_debug(core, exe_bias + dynamic.vaddr)
     entry = core.read_u64(r_debug + 8) if r_debug else None  # r_map
     out: list[LinkMapObject] = []
     seen: set[int] = set()
@@ -87,19 +87,18 @@ def link_map_objects(core: CoreFile, auxv: dict[int, int]) -> list[LinkMapObject
     return out
 
 
-def _program_headers(core: CoreFile, address: int, count: int) -> list[tuple[int, int, int, int, int, int]]:
-    """(p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_flags) of ``count``
-    program headers at ``address``; [] when they are not in the core."""
+def _program_headers(core: CoreFile, address: int, count: int) -> list[ProgramHeader]:
+    """The ``count`` program headers at ``address`` in the process's memory;
+    [] when they are not in the core."""
     raw = core.read(address, PHDR_SIZE * count)
     if raw is None:
         return []
-    out = []
-    for i in range(count):
-        p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
-            "<IIQQQQQ", raw, PHDR_SIZE * i
+    return [
+        ProgramHeader(p_type, flags, offset, vaddr, filesz, memsz, align)
+        for p_type, flags, offset, vaddr, _paddr, filesz, memsz, align in (
+            struct.unpack_from("<IIQQQQQQ", raw, PHDR_SIZE * i) for i in range(count)
         )
-        out.append((p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_flags))
-    return out
+    ]
 
 
 def _dt_debug(core: CoreFile, address: int) -> int | None:
@@ -135,22 +134,23 @@ def _object(
     name: str,
     bias: int,
     l_ld: int,
-    headers: list[tuple[int, int, int, int, int, int]],
+    headers: list[ProgramHeader],
 ) -> LinkMapObject | None:
-    loads = [h for h in headers if h[0] == PT_LOAD]
+    loads = [h for h in headers if h.type == PT_LOAD]
     if not loads:
         return None
     mappings = []
-    for _t, offset, vaddr, filesz, _memsz, _flags in loads:
-        start = (bias + vaddr) & ~(PAGE - 1)
-        end = (bias + vaddr + filesz + PAGE - 1) & ~(PAGE - 1)
+    for h in loads:
+        start = (bias + h.vaddr) & ~(PAGE - 1)
+        end = (bias + h.vaddr + h.filesz + PAGE - 1) & ~(PAGE - 1)
         if end > start:
-            mappings.append(FileMapping(start, end, offset & ~(PAGE - 1), name))
-    start = min((bias + h[2]) & ~(PAGE - 1) for h in loads)
-    end = max((bias + h[2] + h[4] + PAGE - 1) & ~(PAGE - 1) for h in loads)
+            mappings.append(FileMapping(start, end, h.offset & ~(PAGE - 1), name))
+    start = min((bias + h.vaddr) & ~(PAGE - 1) for h in loads)
+    end = max((bias + h.vaddr + h.memsz + PAGE - 1) & ~(PAGE - 1) for h in loads)
     build_id = None
-    for _t, _offset, vaddr, filesz, _memsz, _flags in (h for h in headers if h[0] == PT_NOTE):
-        build_id = gnu_build_id(core.read(bias + vaddr, filesz) if filesz <= 1 << 16 else None)
-        if build_id:
-            break
+    for h in headers:
+        if h.type == PT_NOTE and h.filesz <= 1 << 16:
+            build_id = gnu_build_id(core.read(bias + h.vaddr, h.filesz))
+            if build_id:
+                break
     return LinkMapObject(name, bias, l_ld, start, end, build_id, tuple(mappings))
