@@ -36,6 +36,8 @@ EXPECTED: dict[str, set[str]] = {
     "noncanonical": {"non-canonical-address"},
     "rodata_write": {"write-to-readonly"},
     "null_fnptr": {"null-deref", "pc-not-executable"},
+    "call_noncanonical_reg": {"non-canonical-address"},
+    "call_noncanonical_mem": {"non-canonical-address"},
     "ret_null": {"null-deref", "pc-not-executable", "return-to-null"},
     "ret_bogus": {"pc-not-executable", "return-to-bogus"},
     "ret_noncanonical": {"non-canonical-address", "return-to-bogus"},
@@ -147,6 +149,57 @@ def test_non_canonical_return_address(analyzed: Any, analyze_crash: Any) -> None
     bogus = phenotype(report, "return-to-bogus")
     assert bogus.evidence["return_address"] == "0x8000000000001000"
     assert bogus.evidence["pc"] == f"0x{regs['rip']:x}"
+
+
+def _objdump_call(binary: Any, function: str) -> tuple[int, str]:
+    """(offset, AT&T text) of the one indirect call in ``function``, by objdump."""
+    out = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", f"--disassemble={function}", str(binary)],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    calls = re.findall(r"^\s*([0-9a-f]+):\s+(call\s+\*\S+)", out, re.M)
+    assert len(calls) == 1, out
+    return int(calls[0][0], 16), calls[0][1]
+
+
+@pytest.mark.parametrize(
+    ("case", "function", "att", "intel", "operand"),
+    [
+        ("call_noncanonical_reg", "dispatch", "call   *%rdx", "call rdx", "rdx"),
+        (
+            "call_noncanonical_mem", "close_via", "call   *0x8(%rax)",
+            "call qword ptr [rax + 8]", "[rax + 0x8]",
+        ),
+    ],
+)
+def test_non_canonical_branch_target(
+    analyzed: Any, analyze_crash: Any, case: str, function: str, att: str, intel: str,
+    operand: str,
+) -> None:
+    """A call through a function pointer overwritten with 0x4141414141414141
+    faults on the call itself (#GP): no fault address, pc at the call."""
+    crash = analyze_crash(case)
+    assert crash.notes.siginfo.code == 0x80  # SI_KERNEL
+    assert crash.notes.siginfo.fault_address in (None, 0)
+    regs = {k: v & ((1 << 64) - 1) for k, v in crash.notes.crashed.registers.items()}
+    offset, text = _objdump_call(crash.binary, function)
+    assert text == att
+    p = phenotype(analyzed(case), "non-canonical-address")
+    assert p.evidence["instruction_address"] == f"0x{regs['rip']:x}"
+    assert p.evidence["instruction"] == intel
+    assert p.evidence["operand"] == operand
+    assert p.evidence["branch_target"] == p.evidence["address"] == "0x4141414141414141"
+    if operand == "rdx":
+        assert regs["rdx"] == 0x4141414141414141
+        assert p.evidence["registers"] == {"rdx": "0x4141414141414141"}
+        assert "target_slot" not in p.evidence
+    else:
+        nm = subprocess.run(["nm", str(crash.binary)], capture_output=True, text=True).stdout
+        table = int(re.search(r"^([0-9a-f]+) D table$", nm, re.M).group(1), 16)  # type: ignore[union-attr]
+        load_bias = regs["rip"] - offset  # PIE linked at 0
+        assert regs["rax"] == load_bias + table
+        assert p.evidence["registers"] == {"rax": f"0x{regs['rax']:x}"}
+        assert p.evidence["target_slot"] == f"0x{load_bias + table + 8:x}"
 
 
 def test_write_to_readonly_rodata(analyzed: Any, analyze_crash: Any) -> None:

@@ -68,6 +68,8 @@ def sniff(path: str | os.PathLike[str]) -> tuple[ArtifactKind, str | None]:
         raise NotACoreError(name, f"cannot read: {exc.strerror}") from None
     if head.startswith(b"\x7fELF"):
         return ArtifactKind.ELF, compression
+    if head.startswith(b"MDMP"):  # MINIDUMP_HEADER.Signature (Breakpad, Crashpad, Windows)
+        raise NotACoreError(name, "minidump: not supported yet")
     from coreepi.parse.jvm.hs_err import looks_like_hs_err
     from coreepi.parse.kernel.oops import looks_like_kernel_log
 

@@ -443,30 +443,59 @@ class CrashFile:
 
 
 def sidecar_candidates(artifact: Path) -> list[Path]:
-    """Where the sidecar of ``artifact`` may be: ``NAME.json`` beside it, and
-    for a compressed core also the name without its compression suffix
-    (``core.1.zst`` -> ``core.1.zst.json``, ``core.1.json``)."""
-    out = [artifact.with_name(artifact.name + ".json")]
+    """Where the sidecar of ``artifact`` may be, most specific first:
+    ``NAME.json`` beside it; for a compressed core the name without its
+    compression suffix (``core.1.zst`` -> ``core.1.zst.json``,
+    ``core.1.json``); then the name without its last suffix unless that is a
+    number, as users name pairs (``X.core`` -> ``X.json``, ``X.core.zst`` ->
+    ``X.core.json``, ``X.json``)."""
+    name = artifact.name
+    out = [name + ".json"]
     for suffix in COMPRESSION_SUFFIXES:
-        if artifact.name.endswith(suffix):
-            out.append(artifact.with_name(artifact.name[: -len(suffix)] + ".json"))
-    return out
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+            out.append(name + ".json")
+            break
+    stem, dot, suffix = name.rpartition(".")
+    # Not for a number: core.1234 is the kernel's core.PID, and core.json
+    # beside core.1 … core.9 would describe none of them in particular.
+    if dot and stem and not suffix.isdigit():
+        out.append(stem + ".json")
+    return [artifact.with_name(n) for n in dict.fromkeys(out)]
 
 
 def pair_crash_files(files: list[Path]) -> Iterator[CrashFile]:
-    """Pair artifacts with their sidecars among ``files`` (in the given order)."""
+    """Pair artifacts with their sidecars among ``files`` (in the given order).
+
+    A sidecar goes to the artifact for which it is the most specific
+    candidate (:func:`sidecar_candidates`): ``X.json`` is the sidecar of an
+    artifact named ``X`` before it is ``X.core``'s. Two artifacts that
+    claim one sidecar equally (``X.core`` and ``X.dump`` for ``X.json``) get
+    none: which crash it describes is unknowable. An artifact with several
+    sidecars takes the most specific; the others stay sidecars of their own
+    (crashes whose core is missing)."""
     present = set(files)
-    claimed: set[Path] = set()
     artifacts = [f for f in files if f.suffix != ".json"]
-    paired: dict[Path, Path | None] = {}
+    claims: dict[Path, list[tuple[int, Path]]] = {}  # sidecar -> (specificity, artifact)
     for a in artifacts:
-        sidecar = next((c for c in sidecar_candidates(a) if c in present), None)
-        paired[a] = sidecar
-        if sidecar is not None:
-            claimed.add(sidecar)
+        for rank, c in enumerate(sidecar_candidates(a)):
+            if c in present:
+                claims.setdefault(c, []).append((rank, a))
+    owner: dict[Path, Path] = {}  # sidecar -> the artifact it pairs with
+    for sidecar, by in claims.items():
+        best = min(rank for rank, _ in by)
+        winners = [a for rank, a in by if rank == best]
+        if len(winners) == 1:
+            owner[sidecar] = winners[0]
+    paired: dict[Path, Path] = {}
+    for a in artifacts:
+        mine = [c for c in sidecar_candidates(a) if owner.get(c) == a]
+        if mine:
+            paired[a] = mine[0]
+    claimed = set(paired.values())
     for f in files:
         if f.suffix != ".json":
-            yield CrashFile(f, "artifact", paired[f])
+            yield CrashFile(f, "artifact", paired.get(f))
         elif f not in claimed:
             yield CrashFile(f, "json")
 

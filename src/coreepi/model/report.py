@@ -63,7 +63,7 @@ __all__ = [
     "stable_crash_id",
 ]
 
-SCHEMA_VERSION = "1.2.0"
+SCHEMA_VERSION = "1.3.0"
 
 _U64_MAX = (1 << 64) - 1
 
@@ -244,7 +244,9 @@ class RuntimeFrame(_Model):
 
     The fields after ``kind`` are what the runtime's own log printed of the
     frame (HotSpot's hs_err frame lines); None where it printed nothing.
-    Analysis reads them (JVM signatures, ``jvm-crash-in-jit-code``).
+    Analysis reads them (JVM signatures, ``jvm-crash-in-jit-code``). Python
+    frames of a CPython core (pystack) have ``function``, ``file``, ``line``,
+    ``kind="python"`` and ``thread_id``, innermost first within each thread.
     """
 
     function: str
@@ -266,6 +268,11 @@ class RuntimeFrame(_Model):
     compile_id: int | None = Field(default=None, description="compiled Java frame: JIT task id")
     osr: bool = Field(default=False, description="compiled Java frame: on-stack replacement")
     stub: str | None = Field(default=None, description="VM-generated stub frame: its name")
+    thread_id: int | None = Field(
+        default=None,
+        description="the thread whose stack holds the frame, where the runtime gives every "
+        "thread's stack (Python frames from a CPython core); None: the crashing thread",
+    )
 
 
 class Runtime(_Model):
@@ -334,7 +341,11 @@ class JvmErrorInfo(_Model):
         default=None, description="None: a fragment without its error line"
     )
     error_line: str | None = Field(default=None, description="the header's error line, ≤500")
-    location: str | None = Field(default=None, description="'file.cpp:123' of the error line")
+    location: str | None = Field(
+        default=None,
+        description="'file.cpp:123' of the error line, or the name of HotSpot's pseudo-signal "
+        "where it printed one instead (OOM_MMAP_ERROR for 0xe0000002)",
+    )
     message: str | None = Field(
         default=None, description="the out-of-memory message, or an internal error's text"
     )

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import cxxfilt
-import rust_demangler
-
 __all__ = ["demangle", "demangle_function"]
 
 
@@ -16,13 +13,19 @@ __all__ = ["demangle", "demangle_function"]
 def demangle(name: str) -> str:
     """``_ZN3Foo3barEi`` -> ``Foo::bar(int)``, ``_RNv…`` -> ``crate::path``;
     the input unchanged when it is not a mangled name or cannot be demangled."""
+    # Both demanglers are imported on the first mangled name: C programs
+    # never need them, and cxxfilt's import (it loads libstdc++) costs ~0.04 s.
     if name.startswith("_R"):
+        import rust_demangler
+
         try:
             return str(rust_demangler.demangle(name))
         except Exception:  # the package raises bare exceptions on bad input
             return name
     if not name.startswith("_Z"):
         return name
+    import cxxfilt
+
     try:
         text = str(cxxfilt.demangle(name))
     except (cxxfilt.Error, OSError):

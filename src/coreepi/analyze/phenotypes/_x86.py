@@ -1,5 +1,6 @@
 """x86-64 instruction facts the rules share: register values by any alias,
-memory operand addresses computed from the registers, canonical addresses.
+memory operand addresses computed from the registers, indirect branch
+targets, canonical addresses.
 
 Addresses follow the Intel SDM vol. 1 §3.7.5 (effective address = base +
 index * scale + displacement, plus the segment base for fs/gs) and §3.3.7.1
@@ -17,7 +18,9 @@ from capstone import x86 as cs_x86
 from coreepi.analyze.context import AnalysisContext
 
 __all__ = [
+    "BranchTarget",
     "MemoryOperand",
+    "branch_target",
     "instruction_evidence",
     "is_canonical",
     "memory_operands",
@@ -143,6 +146,47 @@ def memory_operands(ctx: AnalysisContext, insn: capstone.CsInsn) -> list[MemoryO
             )
         )
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class BranchTarget:
+    """Where an indirect ``call``/``jmp`` goes: ``expression`` is its operand
+    (``rdx``, ``[rax + 0x8]``), ``target`` the address it would jump to,
+    ``slot`` the memory word the target was read from (None for a register),
+    ``registers`` the register values used (by capstone name)."""
+
+    expression: str
+    target: int
+    slot: int | None
+    registers: dict[str, int]
+
+
+_INDIRECT_BRANCHES = frozenset({"call", "jmp"})
+
+
+def branch_target(ctx: AnalysisContext, insn: capstone.CsInsn) -> BranchTarget | None:
+    """The target of an indirect near ``call``/``jmp`` (through a register or a
+    memory word), computed from the crashing thread's registers and memory;
+    None for other instructions, direct branches, or when a register or the
+    memory word is unknown."""
+    if insn.mnemonic not in _INDIRECT_BRANCHES or len(insn.operands) != 1:
+        return None
+    op = insn.operands[0]
+    if op.type == cs_x86.X86_OP_REG:
+        name = insn.reg_name(op.reg)
+        value = register_value(ctx, name, insn)
+        if value is None:
+            return None
+        return BranchTarget(name, value, None, {name: value})
+    if op.type != cs_x86.X86_OP_MEM or ctx.memory is None:
+        return None
+    (operand,) = memory_operands(ctx, insn)
+    if operand.address is None:
+        return None
+    word = ctx.memory.read_word(operand.address)
+    if word is None:
+        return None
+    return BranchTarget(operand.expression, word, operand.address, operand.registers)
 
 
 def instruction_evidence(insn: capstone.CsInsn) -> dict[str, str]:

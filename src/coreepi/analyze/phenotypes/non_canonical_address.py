@@ -8,13 +8,22 @@ decoding the faulting instruction and computing its memory operands from the
 saved registers (rust-minidump does the same in op_analysis.rs). A ``ret``
 whose return address is non-canonical faults on the ``ret`` itself (Intel
 SDM vol. 2, RET: "#GP(0) if the return instruction pointer is
-non-canonical"), so its popped target counts too.
+non-canonical"), so its popped target counts too; likewise an indirect
+``call``/``jmp`` whose target is non-canonical faults on the branch itself
+(Intel SDM vol. 2, CALL and JMP: "#GP(0) if the target offset is
+non-canonical"; nothing is pushed), so its target is read from the register
+or the memory word it names.
 """
 
 from __future__ import annotations
 
 from coreepi.analyze.context import AnalysisContext
-from coreepi.analyze.phenotypes._x86 import instruction_evidence, is_canonical, memory_operands
+from coreepi.analyze.phenotypes._x86 import (
+    branch_target,
+    instruction_evidence,
+    is_canonical,
+    memory_operands,
+)
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
 from coreepi.model.report import Phenotype
 
@@ -25,8 +34,8 @@ SI_KERNEL = 0x80
 class NonCanonicalAddress(PhenotypeRule):
     name = "non-canonical-address"
     description = (
-        "x86-64 SIGSEGV/SI_KERNEL (#GP) whose faulting instruction accesses a non-canonical "
-        "address, computed from the instruction's operands and the registers."
+        "x86-64 SIGSEGV/SI_KERNEL (#GP) whose faulting instruction accesses, returns to or "
+        "branches to a non-canonical address, computed from its operands, registers and memory."
     )
 
     def evaluate(self, ctx: AnalysisContext) -> Phenotype | None:
@@ -54,4 +63,16 @@ class NonCanonicalAddress(PhenotypeRule):
                     address=f"0x{operand.address:x}",
                     registers={k: f"0x{v:x}" for k, v in operand.registers.items()},
                 )
+        # After the operand check: a non-canonical slot address faults on the read.
+        branch = branch_target(ctx, insn)
+        if branch is not None and not is_canonical(branch.target):
+            slot = {} if branch.slot is None else {"target_slot": f"0x{branch.slot:x}"}
+            return self.fire(
+                **instruction_evidence(insn),
+                operand=branch.expression,
+                address=f"0x{branch.target:x}",
+                branch_target=f"0x{branch.target:x}",
+                **slot,
+                registers={k: f"0x{v:x}" for k, v in branch.registers.items()},
+            )
         return None

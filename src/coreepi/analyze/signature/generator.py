@@ -24,6 +24,7 @@ from coreepi.analyze.context import Kind, kind_of
 from coreepi.analyze.signature.config import SignatureConfig, load_lists
 from coreepi.analyze.signature.jvm import JVM_RULES
 from coreepi.analyze.signature.kernel import KERNEL_RULES
+from coreepi.analyze.signature.python import PythonFrames
 from coreepi.analyze.signature.rules import (
     CollapseRecursion,
     DropNonCodeFrames,
@@ -53,6 +54,8 @@ __all__ = ["RULES", "RULESETS", "SignatureGenerator", "SignatureResult", "genera
 #   symbolized frames.
 # - PreferTrustedFrames after filtering: "nothing better exists" is judged on
 #   the frames that would be used, not on a trusted abort() we drop anyway.
+# - PythonFrames after every rule that reads a frame's native facts (pc,
+#   module, trust): the Python frames it adds have none of their own.
 # - CollapseRecursion after every rule that drops frames (a dropped frame
 #   between two equal ones must not keep them apart).
 # - UnusableStackHead before TakeTopFrames: it may set the frame count.
@@ -64,6 +67,7 @@ RULES: tuple[type[SignatureRule], ...] = (
     SkipPrefixFrames,
     TrimModules,
     PreferTrustedFrames,
+    PythonFrames,
     CollapseRecursion,
     UnusableStackHead,
     TakeTopFrames,

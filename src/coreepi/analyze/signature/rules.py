@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from coreepi.analyze.signature.config import SigLists, SignatureConfig, UnusableStackRule
 from coreepi.analyze.signature.normalize import frame_text, module_name
-from coreepi.model.report import CrashReport, Frame, FrameTrust, SignatureStep
+from coreepi.model.report import CrashReport, Frame, FrameTrust, RuntimeFrame, SignatureStep
 
 __all__ = [
     "CollapseRecursion",
@@ -41,10 +41,14 @@ EMPTY_NO_FRAMES = "EMPTY: no frame data available"
 
 @dataclass
 class SigFrame:
-    """A frame still in the running, with its current signature text."""
+    """A frame still in the running, with its current signature text.
+    ``runtime``: the managed-runtime frame this one stands for (a Python
+    function), whose ``frame`` is the native frame where the runtime's stack
+    was entered."""
 
     frame: Frame
     text: str
+    runtime: RuntimeFrame | None = None
 
     @property
     def index(self) -> int:
@@ -283,7 +287,7 @@ class JoinFrames(SignatureRule):
             parts += [state.signature] if state.signature else []
         else:
             parts += [f.text for f in state.frames]
-            state.used = [f.index for f in state.frames]
+            state.used = list(dict.fromkeys(f.index for f in state.frames))
         if not parts:
             no_thread = state.report.crashed_thread is None
             parts = [EMPTY_NO_THREAD if no_thread else EMPTY_NO_FRAMES]

@@ -20,8 +20,12 @@ import io
 import struct
 from dataclasses import dataclass
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
+from typing import TYPE_CHECKING, BinaryIO
+
+from coreepi.parse.elf.elfimage import SHT_NOBITS, read_section
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 __all__ = ["CfiIndex"]
 
@@ -54,24 +58,42 @@ class CfiIndex:
         index = cls()
         try:
             if isinstance(source, bytes):
-                index._load(ELFFile(io.BytesIO(source)))
+                index._fill(io.BytesIO(source))
             else:
                 with open(source, "rb") as fh:
-                    index._load(ELFFile(fh))
-        except (OSError, ELFError, struct.error, ValueError, KeyError, IndexError):
+                    index._fill(fh)
+        except (OSError, struct.error, ValueError, KeyError, IndexError):
             pass
         return index
 
+    def _fill(self, fh: BinaryIO) -> None:
+        if self._load_search_table(fh):
+            return
+        if not any(_has_data(fh, name) for name in (".eh_frame", ".debug_frame")):
+            return  # e.g. a separate debug file: .eh_frame is SHT_NOBITS there
+        # pyelftools (slow to import and to open a file) only for the rare
+        # object without a search table.
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+
+        try:
+            self._load(ELFFile(fh))
+        except ELFError:
+            pass
+
+    def _load_search_table(self, fh: BinaryIO) -> bool:
+        """Read ``.eh_frame_hdr``'s search table; False when there is none."""
+        hdr = read_section(fh, ".eh_frame_hdr")
+        eh = read_section(fh, ".eh_frame")
+        if hdr is None or eh is None or hdr[0].type == SHT_NOBITS:
+            return False
+        self._hdr = _Section(hdr[0].addr, hdr[1])
+        self._eh = _Section(eh[0].addr, eh[1])
+        self._read_search_table()
+        return bool(self._table)
+
     def _load(self, elf: ELFFile) -> None:
-        hdr = elf.get_section_by_name(".eh_frame_hdr")
-        eh = elf.get_section_by_name(".eh_frame")
-        if hdr is not None and eh is not None and hdr["sh_type"] != "SHT_NOBITS":
-            self._hdr = _Section(hdr["sh_addr"], hdr.data())
-            self._eh = _Section(eh["sh_addr"], eh.data())
-            self._read_search_table()
-            if self._table:
-                return
-        # No usable search table: parse every FDE once (slower, but rare).
+        """No usable search table: parse every FDE once (slower, but rare)."""
         # Only sections with contents: a separate debug file keeps .eh_frame as
         # SHT_NOBITS (pyelftools would read its zeros as empty entries), and
         # get_dwarf_info() reads and decompresses every .debug_* section, so
@@ -187,6 +209,11 @@ class CfiIndex:
             elif ch not in "SB":
                 return None
         return 0
+
+
+def _has_data(fh: BinaryIO, name: str) -> bool:
+    section = read_section(fh, name)
+    return section is not None and section[0].type != SHT_NOBITS and section[0].size > 0
 
 
 def _has_contents(elf: ELFFile, name: str) -> bool:

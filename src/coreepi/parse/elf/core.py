@@ -15,7 +15,7 @@ import struct
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -38,8 +38,11 @@ from coreepi.model.report import (
 )
 from coreepi.parse import signals
 from coreepi.parse.elf.corefile import CoreFile
+from coreepi.parse.elf.elfimage import gnu_build_id
+from coreepi.parse.elf.linkmap import LinkMapObject, link_map_objects
 from coreepi.parse.elf.memory import ProcessMemory, file_build_id
 from coreepi.parse.elf.notes import AT_NAMES, CoreNotes, FileMapping, read_notes
+from coreepi.parse.elf.python_frames import is_cpython, python_runtime
 from coreepi.parse.elf.unwind import Unwinding, UnwoundFrame, is_drgn_error, unwind_core
 
 __all__ = ["ParsedCore", "open_core", "parse_core"]
@@ -103,12 +106,14 @@ def open_core(
         if not notes.threads:
             raise CorruptCoreError(core.name, "core has no NT_PRSTATUS note (no threads)")
         warnings = [*core.warnings, *notes.warnings]
+        link_map = _files_from_link_map(core, notes, warnings) if not notes.files else []
         try:
             unwinding: Unwinding | None = unwind_core(
                 path,
                 exe=Path(exe) if exe is not None else None,
                 sysroot=Path(sysroot) if sysroot is not None else None,
                 debug_dirs=[Path(d) for d in debug_dirs],
+                link_map=link_map,
             )
         except Exception as exc:
             if not is_drgn_error(exc):
@@ -117,7 +122,7 @@ def open_core(
             unwinding = None
         if unwinding is not None:
             warnings.extend(unwinding.warnings)
-        modules = _modules(core, unwinding, notes)
+        modules = _modules(core, unwinding, notes, link_map)
         drgn_paths = {m.path for m in unwinding.modules} if unwinding is not None else set()
         unread = [m.path for m in modules if m.path not in drgn_paths]
         if unread:
@@ -169,8 +174,29 @@ def open_core(
             exe=main_exe,
         )
         report.memory_map = _memory_map(memory)
+        if is_cpython(report.modules):
+            runtime = python_runtime(
+                path, _main_executable(report, exe, sysroot), report.analysis.warnings
+            )
+            if runtime is not None:
+                report.runtime = runtime
         _make_utf8(report)  # after ProcessMemory: it matches paths as the core spells them
         yield ParsedCore(report, memory)
+
+
+def _main_executable(
+    report: CrashReport,
+    exe: str | os.PathLike[str] | None,
+    sysroot: str | os.PathLike[str] | None,
+) -> str:
+    """The crashed executable's file: ``--exe``, else the main module's path
+    under the sysroot, else as the core records it."""
+    if exe is not None:
+        return os.fspath(exe)
+    path = report.modules[0].path if report.modules else (report.process.exe or "")
+    if sysroot is not None:
+        return os.path.join(os.fspath(sysroot), path.lstrip("/"))
+    return path
 
 
 def _make_utf8(model: BaseModel) -> None:
@@ -233,16 +259,48 @@ def _signal(notes: CoreNotes, warnings: list[str]) -> SignalInfo | None:
     )
 
 
-def _modules(core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes) -> list[Module]:
+def _files_from_link_map(
+    core: CoreFile, notes: CoreNotes, warnings: list[str]
+) -> list[LinkMapObject]:
+    """For a core without NT_FILE: the link map's objects, the main program
+    named by AT_EXECFN (the link map names it ""), and their PT_LOAD file
+    mappings put in ``notes.files`` in NT_FILE's place (so memory reads fall
+    back to the files and the memory map names them)."""
+    objects = link_map_objects(core, notes.auxv)
+    if objects and not objects[0].name:
+        execfn = core.read_c_string(notes.auxv[AT_EXECFN]) if AT_EXECFN in notes.auxv else None
+        if execfn:
+            main = objects[0]
+            name = execfn.decode("utf-8", "surrogateescape")
+            objects[0] = replace(
+                main, name=name, mappings=tuple(replace(f, path=name) for f in main.mappings)
+            )
+    notes.files = [f for obj in objects if obj.name for f in obj.mappings]
+    warnings.append(
+        "core has no NT_FILE note: "
+        + (
+            f"{len(objects)} modules named from the dynamic linker's link map (r_debug)"
+            if objects
+            else "no link map in memory either (static program?), so modules are unnamed"
+        )
+    )
+    return objects
+
+
+def _modules(
+    core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes, link_map: list[LinkMapObject]
+) -> list[Module]:
     """Modules from drgn, plus the ELF files of NT_FILE that drgn left out
     (those have no build-id). The main executable comes first (it is the one
-    AT_ENTRY falls in)."""
+    AT_ENTRY falls in). ``link_map``: for a core without NT_FILE, names drgn's
+    unnamed main module."""
     modules: list[Module] = []
+    names = {obj.start: obj.name for obj in link_map}
     if unwinding is not None:
         for m in unwinding.modules:
             modules.append(
                 Module(
-                    path=m.path,
+                    path=m.path or names.get(m.base, ""),
                     build_id=m.build_id,
                     base=m.base,
                     end=m.end,
@@ -303,14 +361,9 @@ def _build_id_in_core(core: CoreFile, heads: list[FileMapping]) -> str | None:
             )
             if p_type != 4 or p_filesz > 1 << 16 or p_offset + p_filesz > size:  # PT_NOTE
                 continue
-            data = core.read(f.start + p_offset, p_filesz)
-            pos = 0
-            while data is not None and pos + 12 <= len(data):
-                namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
-                desc = pos + 12 + ((namesz + 3) & ~3)
-                if ntype == 3 and data[pos + 12 : pos + 12 + namesz] == b"GNU\0" and descsz:
-                    return data[desc : desc + descsz].hex()  # NT_GNU_BUILD_ID
-                pos = desc + ((descsz + 3) & ~3)
+            build_id = gnu_build_id(core.read(f.start + p_offset, p_filesz))
+            if build_id:
+                return build_id
     return None
 
 

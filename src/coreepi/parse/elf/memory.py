@@ -16,11 +16,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
 
 from coreepi.parse.elf.corefile import CoreFile
+from coreepi.parse.elf.elfimage import build_id, program_headers
 from coreepi.parse.elf.notes import FileMapping
+
+PT_LOAD = 1
 
 __all__ = ["ProcessMemory", "file_build_id"]
 
@@ -117,11 +118,13 @@ class ProcessMemory:
             loads = []
             try:
                 with open(local, "rb") as fh:
-                    for seg in ELFFile(fh).iter_segments("PT_LOAD"):
-                        start = seg["p_offset"] & ~(seg["p_align"] - 1 if seg["p_align"] else 0)
-                        end = seg["p_offset"] + max(seg["p_filesz"], 1)
-                        loads.append((start, end, seg["p_flags"]))
-            except (OSError, ELFError, ValueError, KeyError):
+                    for seg in program_headers(fh):
+                        if seg.type != PT_LOAD:
+                            continue
+                        start = seg.offset & ~(seg.align - 1 if seg.align else 0)
+                        end = seg.offset + max(seg.filesz, 1)
+                        loads.append((start, end, seg.flags))
+            except OSError:
                 pass
             self._loads[local] = loads
         return self._loads[local]
@@ -182,11 +185,6 @@ def file_build_id(path: str) -> str | None:
     """The NT_GNU_BUILD_ID of the ELF file at ``path``, lower-case hex."""
     try:
         with open(path, "rb") as fh:
-            elf = ELFFile(fh)
-            for segment in elf.iter_segments("PT_NOTE"):
-                for note in segment.iter_notes():
-                    if note["n_type"] == "NT_GNU_BUILD_ID":
-                        return str(note["n_desc"])
-    except (OSError, ELFError, ValueError, KeyError):
+            return build_id(fh)
+    except OSError:
         return None
-    return None

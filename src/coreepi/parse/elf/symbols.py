@@ -21,16 +21,15 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
 from coreepi.model.report import Module
 from coreepi.parse.demangle import demangle
+from coreepi.parse.elf.elfimage import SHT_NOBITS, program_headers, read_section, read_section_at
 
 __all__ = ["FunctionSymbol", "ModuleSymbols", "SymbolResolver"]
 
 _SYM = struct.Struct("<IBBHQQ")
 STT_FUNC, STT_GNU_IFUNC = 2, 10
+PT_LOAD = 1
 PAGE = 0x1000
 
 
@@ -64,19 +63,21 @@ class ModuleSymbols:
         """Read ``path``; None when it is not a readable ELF64 LE object."""
         try:
             with open(path, "rb") as fh:
-                elf = ELFFile(fh)
-                if elf.elfclass != 64 or not elf.little_endian:
+                headers = program_headers(fh)
+                if not headers:
                     return None
-                loads = [s["p_vaddr"] for s in elf.iter_segments("PT_LOAD")]
+                loads = [h.vaddr for h in headers if h.type == PT_LOAD]
                 first = min(loads) & ~(PAGE - 1) if loads else 0
-                table = elf.get_section_by_name(".symtab")
-                if table is None or table["sh_type"] == "SHT_NOBITS":
-                    table = elf.get_section_by_name(".dynsym")
-                if table is None or table["sh_type"] == "SHT_NOBITS":
+                table = read_section(fh, ".symtab")
+                if table is None or table[0].type == SHT_NOBITS:
+                    table = read_section(fh, ".dynsym")
+                if table is None or table[0].type == SHT_NOBITS:
                     return cls([], first)
-                strtab = elf.get_section(table["sh_link"]).data()
-                return cls(_functions(table.data(), strtab), first)
-        except (OSError, ELFError, struct.error, ValueError, KeyError, IndexError):
+                strtab = read_section_at(fh, table[0].link)
+                if strtab is None:
+                    return cls([], first)
+                return cls(_functions(table[1], strtab[1]), first)
+        except (OSError, struct.error, ValueError, IndexError):
             return None
 
     def lookup(self, link_address: int) -> FunctionSymbol | None:

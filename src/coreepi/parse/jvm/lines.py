@@ -20,6 +20,7 @@ __all__ = [
     "RawFrame",
     "SigInfo",
     "ThreadLine",
+    "VM_ERROR_TYPES",
     "parse_error_line",
     "parse_frame",
     "parse_mapping",
@@ -40,7 +41,8 @@ class ErrorLine:
     Windows exception: ``name`` ``SIGSEGV`` / ``EXCEPTION_ACCESS_VIOLATION``,
     ``code`` its number), ``internal`` (``Internal Error (file:line)``) or
     ``oom`` (``Out of Memory Error (file:line)``; ``location`` holds the
-    part in parentheses)."""
+    part in parentheses, a pseudo-signal by its name: ``OOM_MMAP_ERROR``
+    for ``0xe0000002``, see :data:`VM_ERROR_TYPES`)."""
 
     kind: str
     name: str | None = None
@@ -56,6 +58,18 @@ _SIGNAL_LINE: Final = re.compile(
     rf"\s+at pc=(?P<pc>{_HEX}),"
     rf"\s*pid=(?P<pid>\d+),\s*tid={_TID}"
 )
+# HotSpot's pseudo-signals: the error ids of errors that are not signals
+# (src/hotspot/share/utilities/debug.hpp, enum VMErrorType, JDK 8-25).
+# vmError.cpp prints the id in hex where it has no file:line to print:
+# "Out of Memory Error (0xe0000002)".
+VM_ERROR_TYPES: Final = {
+    "0xe0000000": "INTERNAL_ERROR",
+    "0xe0000001": "OOM_MALLOC_ERROR",
+    "0xe0000002": "OOM_MMAP_ERROR",
+    "0xe0000003": "OOM_MPROTECT_ERROR",
+    "0xe0000004": "OOM_JAVA_HEAP_FATAL",
+    "0xe0000005": "OOM_HOTSPOT_ARENA",
+}
 _INTERNAL_LINE: Final = re.compile(
     rf"^#\s+(?P<what>Internal Error|Out of Memory Error)\s+\((?P<loc>[^)]*)\)"
     rf"(?:,\s*pid=(?P<pid>\d+)(?:,\s*tid={_TID})?)?"
@@ -77,9 +91,10 @@ def parse_error_line(line: str) -> ErrorLine | None:
         )
     match = _INTERNAL_LINE.match(line)
     if match:
+        location = match["loc"].strip()
         return ErrorLine(
             kind="internal" if match["what"] == "Internal Error" else "oom",
-            location=match["loc"].strip(),
+            location=VM_ERROR_TYPES.get(location.lower(), location),
             pid=int(match["pid"]) if match["pid"] else None,
             tid=match["tid"],
         )
