@@ -132,8 +132,10 @@ def badhost_part(seeds: int, p: DetectorParams, shape: float) -> dict[str, float
         if not mine:
             ranks.append(np.inf)
             continue
+        # its crash number since it went bad (its earlier, healthy crashes not counted)
         c = tl.crashes
-        ranks.append(int(((c["host_id"] == "h00017") & (c["captured_at"] <= mine[0].at)).sum()))
+        ranks.append(int(((c["host_id"] == "h00017") & (c["captured_at"] >= _at(f, 20.0))
+                          & (c["captured_at"] <= mine[0].at)).sum()))
     r = np.array(ranks)
     return {"median_crash_number": float(np.median(r)), "p90_crash_number": float(np.quantile(r, 0.9)),
             "missed": int(np.isinf(r).sum()), "other_hosts_flagged": others, "seeds": seeds}

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,8 @@ from coreepi.errors import InputError
 from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
 from coreepi.store import DuckDBStore
 from coreepi.store.alert_records import DrainRecord, SilenceRecord
+from webhook import WebhookReceiver
+
 from coreepi.surveil import (
     Delivery, Receiver, deliver, evaluate, load_rules, payload, reconcile, rules_from,
     sample_alert,
@@ -29,41 +28,9 @@ NOW = datetime(2026, 11, 12, tzinfo=UTC)
 SCHEMA = Path(__file__).parent / "data" / "alertmanager" / "postable-alerts.yaml"
 
 
-class Receiver_:
-    """A webhook receiver: answers each POST with the next status of ``script``
-    (then 200) and records the JSON body."""
-
-    def __init__(self, script: list[int] | None = None) -> None:
-        self.bodies: list[Any] = []
-        self.paths: list[str] = []
-        self.script = list(script or [])
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                outer.bodies.append(json.loads(body))
-                outer.paths.append(self.path)
-                self.send_response(outer.script.pop(0) if outer.script else 200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
-
-
 @pytest.fixture
-def hook() -> Iterator[Receiver_]:
-    r = Receiver_()
+def hook() -> Iterator[WebhookReceiver]:
+    r = WebhookReceiver()
     yield r
     r.close()
 
@@ -107,7 +74,7 @@ def test_reconcile_dedups_resolves_and_silences() -> None:
 
 
 def test_delivery_retries_with_backoff_and_logs_every_attempt() -> None:
-    hook = Receiver_([503, 429])
+    hook = WebhookReceiver([503, 429])
     log: list[Any] = []
     waits: list[float] = []
     try:
@@ -132,7 +99,7 @@ def test_delivery_retries_with_backoff_and_logs_every_attempt() -> None:
     assert [d.status for d in log] == [0, 0] and "ConnectError" in log[0].error
 
 
-def test_alertmanager_payload_is_valid_v2(hook: Receiver_) -> None:
+def test_alertmanager_payload_is_valid_v2(hook: WebhookReceiver) -> None:
     defs = yaml.safe_load(SCHEMA.read_text())
     schema = {"$ref": "#/definitions/postableAlerts", **defs}
     alert = sample_alert(NOW)
@@ -149,14 +116,14 @@ def test_alertmanager_payload_is_valid_v2(hook: Receiver_) -> None:
         jsonschema.validate(bad, schema)
 
 
-def test_slack_payload(hook: Receiver_) -> None:
+def test_slack_payload(hook: WebhookReceiver) -> None:
     body = payload(sample_alert(NOW), Receiver("s", "slack", hook.url))
     assert body["text"].startswith(":red_circle: [new-group] test alert")
     assert body["blocks"][0]["text"]["text"] == body["text"]
 
 
-def test_evaluate_on_store_fires_once_delivers_and_drain_stops_exposure(
-        tmp_path: Path, hook: Receiver_) -> None:
+def test_evaluate_on_store_fires_once_delivers_and_rechecks_drain(
+        tmp_path: Path, hook: WebhookReceiver) -> None:
     f = TimelineFleet(hosts=60, days=40, groups=3, rate_range=(1, 1),
                       bad_hosts=(BadHost(host=5, day=25, rate=0.8),))
     tl = make_timeline(f, seed=4)
@@ -173,7 +140,10 @@ def test_evaluate_on_store_fires_once_delivers_and_drain_stops_exposure(
         assert again.transitions == [] and len(hook.bodies) == 1  # dedup: fired once
         assert [a.state for a in store.alerts()] == ["firing"]
         assert [d.ok for d in store.deliveries()] == [True]
-        # drained: no node-time after the drain, so the window shrinks to the drain
-        store.drain_host(DrainRecord("h00005", datetime(2026, 10, 28, tzinfo=UTC), "test"))
+        # drained: re-checked — its random signatures keep their pace on the others
+        store.drain_host(DrainRecord("h00005", datetime(2026, 11, 1, tzinfo=UTC), "test"))
         ev = evaluate(store, rules, now + timedelta(hours=2), sleep=lambda s: None)
-        assert ev.detections[0].at <= pd.Timestamp("2026-11-10", tz="UTC")
+        check = ev.rechecks["h00005"]
+        assert check["signatures"] == 3 and check["others_crashes_after"] > 0
+        assert check["others_node_days_after"] == pytest.approx(59 * 9)  # exposure ends 11-10
+        assert check["verdict"] == "undetermined"  # neither moved nor the host's own

@@ -130,7 +130,11 @@ def test_bad_host_flagged_online_and_null_fleet_quiet() -> None:
     now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
     found = suspect_hosts(tl.crashes, tl.exposure, now, DetectorParams())
     assert [d.subject["host_id"] for d in found] == ["h00007"]
-    assert found[0].evidence["crashes"] <= 10
+    # ln 200 = 5.3 a hardware-indicative crash: flagged at its third (days 20.9, 25.4, 38.0)
+    mine = tl.crashes[(tl.crashes["host_id"] == "h00007")
+                      & (tl.crashes["hardware_phenotypes"].str.len() > 0)]
+    assert found[0].at == mine["captured_at"].iloc[2]
+    assert found[0].evidence["hardware_crashes"] == 3
     null = make_timeline(TimelineFleet(hosts=300, days=42, groups=10), seed=11)
     assert detect(null.crashes, null.exposure, now) == []
 

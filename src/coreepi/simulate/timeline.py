@@ -167,7 +167,7 @@ def write_timeline(store: Store, tl: Timeline) -> int:
                                         {"kernel": r.kernel})
                        for r in tl.exposure.itertuples(index=False))
     records = [CrashRecord(CrashReport(
-        crash_id=c.crash_id, host_id=c.host_id, captured_at=c.captured_at.to_pydatetime(),
+        crash_id=c.crash_id, host_id=c.host_id, captured_at=c.captured_at.floor("us").to_pydatetime(),
         source=Source.ELF_CORE, signal=SignalInfo(number=11, name="SIGSEGV"),
         phenotypes=[Phenotype(name=p, hardware_indicative=True) for p in c.hardware_phenotypes],
         signature=Signature(signature=c.signature),

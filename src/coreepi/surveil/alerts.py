@@ -57,7 +57,7 @@ def reconcile(
                                      updated_at=now))
             continue
         alert = AlertRecord(d.key, d.kind, labels, alert_summary(d), evidence, "firing",
-                            d.at.to_pydatetime(), now)
+                            d.at.floor("us").to_pydatetime(), now)
         transitions.append(Transition(alert, any(s.matches(labels, now) for s in silences)))
     for key, a in by_key.items():
         if key not in seen:

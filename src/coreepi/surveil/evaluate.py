@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pandas as pd
 
-from coreepi.epi.surveillance import Detection, detect
+from coreepi.epi.surveillance import Detection, detect, drain_recheck
 from coreepi.store.alert_records import AlertRecord
 from coreepi.store.base import Store
 from coreepi.surveil.alerts import Transition, reconcile
@@ -30,13 +30,16 @@ __all__ = ["Evaluation", "evaluate", "sample_alert", "send_test"]
 @dataclass
 class Evaluation:
     """What one evaluation did: detections, transitions (fired / resolved),
-    deliveries that succeeded and failed (receiver, alert key)."""
+    deliveries that succeeded and failed (receiver, alert key), and the
+    re-check of every drained host (:func:`coreepi.epi.surveillance.drain_recheck`
+    evidence, by host)."""
 
     now: datetime
     detections: list[Detection] = field(default_factory=list)
     transitions: list[Transition] = field(default_factory=list)
     delivered: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    rechecks: dict[str, dict[str, float | int | str]] = field(default_factory=dict)
 
 
 def _deliver_all(store: Store, rules: Rules, transitions: list[Transition], ev: Evaluation,
@@ -78,6 +81,9 @@ def evaluate(
     for a in [t.alert for t in ev.transitions] + refreshed:
         store.put_alert(a)
     _deliver_all(store, rules, ev.transitions, ev, client, sleep)
+    ts_now = pd.Timestamp(now)
+    ev.rechecks = {host: drain_recheck(crashes, exposure, host, at, ts_now, p)
+                   for host, at in drained.items() if at < ts_now}
     return ev
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from coreepi.epi.surveillance.clock import FleetClock, days, to_timestamp
+from coreepi.epi.surveillance.clock import FleetClock, days
 from coreepi.epi.surveillance.cusum import poisson_cusum, quasi_dispersion
 from coreepi.epi.surveillance.models import Detection, DetectorParams
 
@@ -81,7 +81,8 @@ def rising_groups(
     clock = FleetClock.from_exposure(exposure)
     t = days(crashes["captured_at"])
     keep = (t >= bs) & (t <= t_now) & crashes["signature"].notna().to_numpy()
-    frame = pd.DataFrame({"signature": crashes["signature"].to_numpy()[keep], "t": t[keep]})
+    frame = pd.DataFrame({"signature": crashes["signature"].to_numpy()[keep], "t": t[keep],
+                          "at": crashes["captured_at"].to_numpy()[keep]})
     n_days = int(np.ceil(params.baseline_days))
     edges = bs + np.arange(n_days + 1) * (params.baseline_days / n_days)
     daily_e = np.diff(clock.at(edges))
@@ -91,9 +92,11 @@ def rising_groups(
     if base_e <= 0:
         return out
     for sig, g in frame.groupby("signature", sort=True):
-        times = np.sort(g["t"].to_numpy())
+        g = g.sort_values("t")
+        times = g["t"].to_numpy()
         base = times[times < ws]
         win = times[times >= ws]
+        win_at = g["at"][times >= ws]
         if len(base) < params.rising_min_baseline or not len(win):
             continue
         rate0 = len(base) / base_e
@@ -109,10 +112,10 @@ def rising_groups(
         # the run that alarmed: from its first crash to the alarm (the shift's estimate)
         run_e = float(e_at[i] - (e_at[j - 1] if j > 0 else e_ws))
         out.append(Detection(
-            "rising", {"signature": str(sig)}, to_timestamp(win[i]),
+            "rising", {"signature": str(sig)}, pd.Timestamp(win_at.iloc[i]),
             {"baseline_crashes": len(base), "baseline_node_days": base_e,
              "run_crashes": i - j + 1, "run_node_days": run_e,
-             "run_start": to_timestamp(win[j]).isoformat(),
+             "run_start": pd.Timestamp(win_at.iloc[j]).isoformat(),
              "ratio": ((i - j + 1) / run_e) / rate0 if run_e > 0 else float("inf"),
              "dispersion": float(phi), "statistic": float(run.statistic[i])}))
     return out

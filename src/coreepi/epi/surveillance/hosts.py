@@ -3,9 +3,10 @@
 Each host's crashes are two Poisson streams: hardware-indicative ones (a
 crash with a hardware phenotype: sigbus-mce, illegal-instruction,
 possible-bit-flip …) and the others. In control, a host crashes like the
-fleet: ``λ_hw`` and ``λ_other`` per node-day (the fleet's counts over its
-node-time in the span read, with ½ added to the hardware count so a fleet
-without one still has a finite rate). The alternative is a host with
+fleet: ``λ_hw`` and ``λ_other`` per node-day (the other hosts' counts over their
+node-time in the span read — leave-one-out, so a bad host does not raise
+its own bar — with ½ added to the hardware count so a fleet without one
+still has a finite rate). The alternative is a host with
 ``host_hw_ratio``·λ_hw and ``host_ratio``·λ_other; the CUSUM
 (:func:`~.cusum.poisson_cusum`) runs on the host's own node-time clock
 (:class:`~.clock.HostClocks`), so a host that was off, or drained,
@@ -21,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from coreepi.epi.surveillance.clock import FleetClock, HostClocks, days, to_timestamp
+from coreepi.epi.surveillance.clock import FleetClock, HostClocks, days
 from coreepi.epi.surveillance.cusum import poisson_cusum
 from coreepi.epi.surveillance.groups import windows
 from coreepi.epi.surveillance.models import Detection, DetectorParams
@@ -64,8 +65,8 @@ def suspect_hosts(
 
     One detection per host, at its first alarm. Evidence: ``crashes`` and
     ``hardware_crashes`` (up to the alarm), ``node_days`` (the host's),
-    ``expected`` (crashes at the fleet's rate), ``statistic``, ``signatures``
-    (distinct), ``rate_hw`` / ``rate_other`` (the fleet's, per node-day).
+    ``expected`` (crashes at the other hosts' rate), ``statistic``, ``signatures``
+    (distinct), ``rate_hw`` / ``rate_other`` (the other hosts', per node-day).
     """
     bs, _, t_now = windows(now, params)
     t = days(crashes["captured_at"])
@@ -75,8 +76,7 @@ def suspect_hosts(
     fleet_e = FleetClock.from_exposure(exposure).between(bs, t_now)
     if fleet_e <= 0 or frame.empty:
         return []
-    rate_hw = (frame["hw"].sum() + 0.5) / fleet_e
-    rate_other = max((~frame["hw"]).sum(), 0.5) / fleet_e
+    n_hw, n_other = int(frame["hw"].sum()), int((~frame["hw"]).sum())
     clocks = HostClocks.from_exposure(exposure)
     frame = frame.sort_values(["host_id", "t"])
     frame["e"] = clocks.at(frame["host_id"].to_numpy(), frame["t"].to_numpy())
@@ -87,17 +87,22 @@ def suspect_hosts(
     candidates = counts.index[counts * max_gain >= params.host_threshold]
     out: list[Detection] = []
     for host, g in frame[frame["host_id"].isin(candidates)].groupby("host_id", sort=True):
-        e0 = float(clocks.at([host], [bs])[0])
+        e0, e1 = clocks.at([host, host], [bs, t_now])
+        # leave-one-out: the fleet's rates without this host, so a bad host
+        # does not raise the bar it is measured against
+        rest_e = max(fleet_e - float(e1 - e0), 1e-9)
+        rate_hw = (n_hw - int(g["hw"].sum()) + 0.5) / rest_e
+        rate_other = max(n_other - int((~g["hw"]).sum()), 0.5) / rest_e
         run = poisson_cusum(g["e"].to_numpy(), rate_other, params.host_ratio,
                             params.host_threshold, marked=g["hw"].to_numpy(),
                             marked_rate0=rate_hw, marked_ratio=params.host_hw_ratio,
-                            exposure_start=e0)
+                            exposure_start=float(e0))
         if not len(run.alarms):
             continue
         i = int(run.alarms[0])
         e_h = float(g["e"].iloc[i] - e0)
         out.append(Detection(
-            "hardware-suspect-host", {"host_id": str(host)}, to_timestamp(g["t"].iloc[i]),
+            "hardware-suspect-host", {"host_id": str(host)}, g["captured_at"].iloc[i],
             {"crashes": i + 1, "hardware_crashes": int(g["hw"].iloc[: i + 1].sum()),
              "node_days": e_h, "expected": (rate_hw + rate_other) * e_h,
              "statistic": float(run.statistic[i]),

@@ -56,7 +56,7 @@ class DetectorParams:
     window_days: float = 7.0
     baseline_days: float = 28.0
     rising_ratio: float = 3.0
-    rising_threshold: float = 8.0
+    rising_threshold: float = 12.0
     rising_min_baseline: int = 10
     # rollout regression
     rollout_attributes: tuple[str, ...] = ("kernel", "app_version", "microcode", "firmware", "image")
@@ -68,4 +68,4 @@ class DetectorParams:
     # hardware-suspect host: marked Poisson CUSUM per host
     host_ratio: float = 1.0
     host_hw_ratio: float = 200.0
-    host_threshold: float = 9.0
+    host_threshold: float = 11.0

@@ -94,7 +94,7 @@ def rollout_regressions(
         crashes[t <= t_now].astype({"captured_at": ns}),
         exposure.astype({"start": ns, "end": ns}), attrs)
     t = days(framed["captured_at"])
-    rows: list[tuple[Rollout, str, int, float, int, float, float]] = []
+    rows: list[tuple[Rollout, str, int, float, int, float, pd.Timestamp]] = []
     for r in found:
         known = exposure[r.attribute].notna()
         is_v = exposure[r.attribute].astype(str) == r.value
@@ -109,7 +109,7 @@ def rollout_regressions(
         for sig, n_on in x_on.items():
             if n_on >= params.rollout_min_crashes:
                 rows.append((r, str(sig), int(n_on), e_on, int(x_off.get(sig, 0)), e_off,
-                             float(days(pd.DatetimeIndex([last[sig]]))[0])))
+                             pd.Timestamp(last[sig])))
     if not rows:
         return []
     rr = rate_ratio([x[2] for x in rows], [x[3] for x in rows],
@@ -121,7 +121,7 @@ def rollout_regressions(
             out.append(Detection(
                 "rollout-regression",
                 {"signature": sig, "attribute": r.attribute, "value": r.value},
-                to_timestamp(at),
+                at,
                 {"ratio": float(rr.ratio[j]), "lower": float(rr.lower[j]),
                  "upper": float(rr.upper[j]), "p_value": float(rr.p_value[j]),
                  "crashes_on_value": x1, "node_days_on_value": t1,
