@@ -52,7 +52,7 @@ def _hardware(crashes: pd.DataFrame) -> np.ndarray:
     col = crashes.get("hardware_phenotypes")
     if col is None:
         return np.zeros(len(crashes), bool)
-    return np.fromiter((v is not None and len(v) > 0 for v in col), bool, len(crashes))
+    return (col.str.len().fillna(0) > 0).to_numpy()
 
 
 def suspect_hosts(
@@ -137,7 +137,7 @@ def drain_recheck(
     t = days(crashes["captured_at"])
     mine = crashes["host_id"].to_numpy() == host_id
     before = (t >= t0) & (t < t_d)
-    sigs = set(crashes["signature"][mine & before].dropna())
+    sigs = set(crashes["signature"][mine & before].dropna().unique())
     in_sigs = crashes["signature"].isin(sigs).to_numpy()
     others = FleetClock.from_exposure(exposure[exposure["host_id"] != host_id])
     x_before = int((in_sigs & before & ~mine).sum())
