@@ -49,6 +49,8 @@ def test_rules_errors_name_file_and_key(tmp_path: Path) -> None:
         rules_from({"receiver": [{"name": "a", "format": "teams", "url": "http://x"}]})
     with pytest.raises(InputError, match=r"detectors.nope: unknown key"):
         rules_from({"detectors": {"nope": 1}})
+    with pytest.raises(InputError, match=r"rules: receivers: unknown table"):
+        rules_from({"receivers": []})
     with pytest.raises(InputError, match="not valid TOML"):
         f.write_text("[[receiver]\n")
         load_rules(f)

@@ -47,6 +47,11 @@ def test_watch_once_fires_lists_and_drains(data_dir: Path, tmp_path: Path) -> No
     assert [(a["kind"], a["state"], a["labels"]["host_id"]) for a in listed] == [
         ("hardware-suspect-host", "firing", "h00009")]
     assert listed[0]["evidence"]["hardware_crashes"] >= 1
+    r = run(app, ["alerts", "silence", "--match", "kind=rising", "--hours", "2",
+                  "--data-dir", str(data_dir)])
+    assert r.exit_code == 0 and r.output.startswith("silence ")
+    with DuckDBStore(data_dir, read_only=True) as store:
+        assert [s.matchers for s in store.silences()] == [{"kind": "rising"}]
     r = run(app, ["host", "drain", "h00009", "--reason", "mce", "--data-dir", str(data_dir)])
     assert (r.exit_code, r.output) == (0, "h00009: drained\n")
     r = run(app, ["host", "drain", "h00009", "--data-dir", str(data_dir)])

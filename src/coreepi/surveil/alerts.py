@@ -10,6 +10,7 @@ transition is delivered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -37,7 +38,7 @@ def reconcile(
     firing: list[AlertRecord],
     detections: list[Detection],
     now: datetime,
-    silences: list[SilenceRecord] = (),  # type: ignore[assignment]
+    silences: Sequence[SilenceRecord] = (),
 ) -> tuple[list[Transition], list[AlertRecord]]:
     """``(transitions, refreshed)``: transitions are new firings and
     resolutions (to store and deliver); refreshed are still-firing alerts

@@ -116,8 +116,10 @@ def _check_kinds(src: str, where: str, kinds: tuple[str, ...]) -> None:
 
 def rules_from(data: dict[str, Any], src: str = "rules") -> Rules:
     """Rules from parsed TOML ``data``; ``src`` names it in errors."""
-    _take(src, "top level", {k: 0 for k in data},
-          {"evaluation": int, "detectors": int, "delivery": int, "receiver": int})
+    unknown = sorted(set(data) - {"evaluation", "detectors", "delivery", "receiver"})
+    if unknown:
+        raise InputError(src, f"{unknown[0]}: unknown table (known: evaluation, detectors, "
+                              "delivery, receiver)")
     ev = _take(src, "evaluation", data.get("evaluation", {}),
                {"interval_seconds": float, "kinds": tuple})
     _check_kinds(src, "evaluation.kinds", ev.get("kinds", ()))
