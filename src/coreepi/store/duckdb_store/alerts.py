@@ -21,13 +21,13 @@ __all__ = ["DuckDBAlertStore"]
 class DuckDBAlertStore(DuckDBGateway, AlertStore):
     """Alerts, silences, deliveries and drains in DuckDB."""
 
-    def _run(self, sql: str, params: list[object]) -> int:
+    def _alert_write(self, sql: str, params: list[object]) -> int:
         with self.transaction():
             row = self._con.execute(sql, params).fetchone()
         return int(row[0]) if row and isinstance(row[0], int) else 0
 
     def put_alert(self, alert: AlertRecord) -> None:
-        self._run(upsert_alert_sql(), alert_params(alert))
+        self._alert_write(upsert_alert_sql(), alert_params(alert))
 
     def alerts(self, state: str | None = None) -> list[AlertRecord]:
         where, params = ("WHERE state = ? ", [state]) if state else ("", [])
@@ -37,8 +37,8 @@ class DuckDBAlertStore(DuckDBGateway, AlertStore):
 
     def add_silence(self, silence: SilenceRecord) -> None:
         try:
-            self._run(f"INSERT INTO alert_silences ({SILENCE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                      silence_params(silence))
+            self._alert_write(f"INSERT INTO alert_silences ({SILENCE_COLUMNS}) "
+                              "VALUES (?, ?, ?, ?, ?, ?)", silence_params(silence))
         except duckdb.ConstraintException:
             raise ValueError(f"silence {silence.silence_id!r} is already stored") from None
 
@@ -50,12 +50,12 @@ class DuckDBAlertStore(DuckDBGateway, AlertStore):
         return [silence_row(r) for r in rows]
 
     def expire_silence(self, silence_id: str, at: datetime) -> bool:
-        return self._run("UPDATE alert_silences SET expires_at = ? WHERE silence_id = ? "
-                         "AND expires_at > ?", [at, silence_id, at]) > 0
+        return self._alert_write("UPDATE alert_silences SET expires_at = ? WHERE silence_id = ? "
+                                 "AND expires_at > ?", [at, silence_id, at]) > 0
 
     def add_delivery(self, delivery: DeliveryRecord) -> None:
-        self._run(f"INSERT INTO alert_deliveries ({DELIVERY_COLUMNS}) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", delivery_params(delivery))
+        self._alert_write(f"INSERT INTO alert_deliveries ({DELIVERY_COLUMNS}) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", delivery_params(delivery))
 
     def deliveries(self, alert_key: str | None = None) -> list[DeliveryRecord]:
         where, params = ("WHERE alert_key = ? ", [alert_key]) if alert_key else ("", [])
@@ -69,8 +69,9 @@ class DuckDBAlertStore(DuckDBGateway, AlertStore):
         return {r[0] for r in rows}
 
     def drain_host(self, drain: DrainRecord) -> bool:
-        return self._run(f"INSERT INTO drained_hosts ({DRAIN_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
-                         "ON CONFLICT (host_id) DO NOTHING", drain_params(drain)) > 0
+        return self._alert_write(f"INSERT INTO drained_hosts ({DRAIN_COLUMNS}) "
+                                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (host_id) DO NOTHING",
+                                 drain_params(drain)) > 0
 
     def drained_hosts(self) -> list[DrainRecord]:
         rows = self._query(f"SELECT {DRAIN_COLUMNS} FROM drained_hosts "
