@@ -46,13 +46,13 @@ from coreepi.store.duckdb_store.ledger import DuckDBLedgerStore
 from coreepi.store.duckdb_store.queue import DuckDBJobQueue
 from coreepi.store.duckdb_store.telemetry import DuckDBTelemetryStore
 from coreepi.store.duckdb_store.tokens import DuckDBTokenStore
-from coreepi.store.interfaces import Transactional
+from coreepi.store.interfaces import AlertStore, Transactional
 from coreepi.store.migrations import latest_version
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE_SRC = ROOT / "src" / "coreepi" / "store"
 INTERFACES = (Transactional, CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore,
-              JobQueue, BlobStore, Store)
+              JobQueue, AlertStore, BlobStore, Store)
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -27,6 +27,7 @@ from coreepi.model.report import (
     Source,
 )
 from coreepi.store import (
+    AlertStore,
     ApiToken,
     BlobStore,
     CoreStatus,
@@ -44,6 +45,7 @@ from coreepi.store import (
     TelemetryStore,
     TokenStore,
 )
+from coreepi.store.alert_records import AlertRecord, DeliveryRecord, DrainRecord, SilenceRecord
 from coreepi.store.base import COUNTED_TABLES
 from coreepi.store.interfaces import CRASH_SUMMARY_COLUMNS, REJECTION_COLUMNS
 from coreepi.store.postgres_store import PostgresStore
@@ -477,3 +479,57 @@ def test_transaction_spans_interfaces_and_rolls_back(store: Store) -> None:
                                          summary="s")])
     assert store.counts() == {**dict.fromkeys(COUNTED_TABLES, 0), "crashes": 1, "telemetry": 1}
     assert store.schema_version() >= 1
+
+
+# --------------------------------------------------------------------------
+# AlertStore (surveillance)
+
+def test_alerts_upsert_by_key_and_filter_by_state(store: AlertStore) -> None:
+    firing = AlertRecord("rising|signature=s", "rising", {"kind": "rising", "signature": "s"},
+                         "s is rising", {"ratio": 3.5, "crashes": 7}, "firing", T0, T0)
+    other = AlertRecord("new-group|signature=n", "new-group", {"kind": "new-group"}, "new",
+                        {}, "firing", T0 + HOUR, T0 + HOUR)
+    store.put_alert(firing)
+    store.put_alert(other)
+    resolved = AlertRecord(firing.key, "rising", firing.labels, "s is rising",
+                           {"ratio": 3.5, "crashes": 7}, "resolved", T0, T0 + DAY, T0 + DAY)
+    store.put_alert(resolved)  # same key: one row, replaced
+    assert store.alerts() == [resolved, other]
+    assert store.alerts("firing") == [other]
+    assert store.alerts("resolved") == [resolved]
+
+
+def test_silences_expire_and_match(store: AlertStore) -> None:
+    s = SilenceRecord("s1", {"kind": "rising"}, T0, T0 + DAY, "me", "known")
+    store.add_silence(s)
+    with pytest.raises(ValueError, match="'s1'"):
+        store.add_silence(s)
+    assert store.silences(active_at=T0 + HOUR) == [s]
+    assert store.silences(active_at=T0 + 2 * DAY) == []
+    assert s.matches({"kind": "rising", "signature": "x"}, T0 + HOUR)
+    assert not s.matches({"kind": "new-group"}, T0 + HOUR)
+    assert store.expire_silence("s1", T0 + 2 * HOUR) is True
+    assert store.expire_silence("s1", T0 + 3 * HOUR) is False  # already over
+    assert store.silences(active_at=T0 + 3 * HOUR) == []
+    assert store.silences()[0].expires_at == T0 + 2 * HOUR
+
+
+def test_delivery_log_and_drains(store: AlertStore) -> None:
+    d1 = DeliveryRecord("k", "ops", "firing", 1, T0, 503, False, "HTTP 503")
+    d2 = DeliveryRecord("k", "ops", "firing", 2, T0 + HOUR, 200, True)
+    d3 = DeliveryRecord("j", "ops", "firing", 1, T0 + HOUR, 0, False, "ConnectError: refused")
+    for d in (d1, d2, d3):
+        store.add_delivery(d)
+    assert store.deliveries("k") == [d1, d2]
+    assert store.deliveries() == [d1, d3, d2]  # by time, then attempt
+    drain = DrainRecord("h7", T0, "cli", "mce storm")
+    assert store.drain_host(drain) is True
+    assert store.drain_host(DrainRecord("h7", T0 + DAY)) is False  # the first drain stays
+    assert store.drained_hosts() == [drain]
+
+
+def test_signatures_before(store: Store) -> None:
+    store.add_crashes([CrashRecord(report("a", at=T0, signature="old")),
+                       CrashRecord(report("b", at=T0 + DAY, signature="new"))])
+    assert store.signatures_before(T0 + HOUR) == {"old"}
+    assert store.signatures_before(T0 + 2 * DAY) == {"old", "new"}

@@ -269,6 +269,7 @@ def _register() -> None:
     """The commands, in the order ``coreepi --help`` lists them: one crash,
     a fleet, the stored crashes, the server and the nodes, then the rest."""
     from coreepi.capture.commands import register as register_capture
+    from coreepi.cli import alerts as alerts_commands
     from coreepi.cli import artifact, crashes
     from coreepi.cli.ci import register as register_ci
     from coreepi.cli import report as report_command
@@ -286,6 +287,7 @@ def _register() -> None:
     register_worker(app)  # worker
     register_capture(app)  # collect, agent
     register_ci(app)  # ci run, postmortem
+    alerts_commands.register(app)  # alerts, host drain, watch
     app.command()(telemetry)
     app.command()(simulate)
     app.command()(demo)

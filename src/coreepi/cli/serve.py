@@ -72,6 +72,9 @@ def serve(
         "--log-level", metavar="LEVEL",
         help="critical, error, warning, info (one access-log line per request) or debug.")
     ] = "info",
+    alert_rules: Annotated[Path | None, typer.Option(
+        "--alert-rules", envvar="COREEPI_ALERT_RULES",
+        help="Evaluate these surveillance rules (TOML) on their schedule.")] = None,
 ) -> None:
     """Run the server over the store: HTTP API, web UI (prints a one-time login link), /docs,
     /metrics. Binds to 127.0.0.1 unless --host says otherwise."""
@@ -80,11 +83,16 @@ def serve(
     check_port_free(host, port)
     from dataclasses import replace
 
-    from coreepi.errors import StoreError
+    from coreepi.errors import InputError, StoreError
     from coreepi.serve import ServeConfig, run
     from coreepi.serve.config import MiB
+    from coreepi.surveil import load_rules
 
-    config = ServeConfig(max_body_bytes=int(max_body_mb * MiB),
+    try:
+        rules = load_rules(alert_rules) if alert_rules else None
+    except InputError as exc:
+        _fail(str(exc))
+    config = ServeConfig(alert_rules=rules, max_body_bytes=int(max_body_mb * MiB),
                          max_core_bytes=int(max_core_mb * MiB),
                          analysis_timeout_seconds=analysis_timeout,
                          symbol_dirs=tuple(symbol_dir or ()))

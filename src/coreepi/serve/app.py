@@ -38,10 +38,11 @@ from coreepi.serve.auth import Authenticator
 from coreepi.serve.config import ServeConfig
 from coreepi.serve.errors import ApiError
 from coreepi.serve.findings import FindingsCache
+from coreepi.surveil.scheduler import AlertScheduler
 from coreepi.serve.gateway import GroupCommit, StoreGateway
 from coreepi.serve.limits import BodyLimit
 from coreepi.serve.metrics import Metrics
-from coreepi.serve.routes import admin, ingest, jobs, ops, pages, query
+from coreepi.serve.routes import admin, alerts, ingest, jobs, ops, pages, query
 from coreepi.store import Store
 
 __all__ = ["create_app"]
@@ -114,6 +115,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
 
     workers = [AnalysisWorker(store, config, tmp_dir, on_result=analysed)
                for _ in range(config.analysis_jobs)]
+    alerting = AlertScheduler(store, config.alert_rules) if config.alert_rules else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -122,7 +124,11 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
                                     name=f"analysis-{i}") for i, w in enumerate(workers)]
         for t in threads:
             t.start()
+        if alerting:
+            alerting.start()
         yield
+        if alerting:
+            alerting.close()
         stop.set()
         wake.set()
         for w in workers:
@@ -148,6 +154,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.intake = intake
     app.state.findings = findings
+    app.state.alerting = alerting
 
     def rejected(reason: str) -> None:
         metrics.rejected.labels(reason).inc()
@@ -187,7 +194,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
     app.add_middleware(Timing, metrics=metrics)
 
-    for module in (ingest, query, admin, jobs, ops, pages):
+    for module in (ingest, query, admin, jobs, ops, pages, alerts):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=_STATIC), name="static")
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from coreepi.surveil.rules import Rules
 
 __all__ = ["MiB", "ServeConfig"]
 
@@ -45,6 +49,8 @@ class ServeConfig:
     ``findings_debounce_seconds`` / ``findings_max_delay_seconds``: the report
     (findings) is recomputed once writes have been quiet this long, and at
     the latest this long after the first write it has not seen.
+    ``alert_rules``: when given, the surveillance rules evaluated on their
+    schedule in a background thread (:mod:`coreepi.surveil`).
     """
 
     max_body_bytes: int = 16 * MiB
@@ -63,3 +69,4 @@ class ServeConfig:
     store_threads: int = 16
     findings_debounce_seconds: float = 2.0
     findings_max_delay_seconds: float = 30.0
+    alert_rules: Rules | None = None

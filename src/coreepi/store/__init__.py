@@ -19,6 +19,7 @@ from coreepi.store.base import Store
 from coreepi.store.blobs import DirectoryBlobStore, sha256_file
 from coreepi.store.duckdb_store import BLOB_DIR, DuckDBStore, default_data_dir
 from coreepi.store.interfaces import (
+    AlertStore,
     BlobStore,
     CrashStore,
     HostStore,
@@ -40,6 +41,7 @@ from coreepi.store.records import (
 )
 
 __all__ = [
+    "AlertStore",
     "ApiToken",
     "BlobStore",
     "CoreStatus",

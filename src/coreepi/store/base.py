@@ -10,6 +10,7 @@ TelemetryStore      hardware / kernel telemetry events
 LedgerStore         ingest ledger, rejections, HTTP API receipts
 TokenStore          HTTP API tokens
 JobQueue            the analysis queue (cores awaiting central analysis)
+AlertStore          surveillance alerts, silences, the delivery log, drained hosts
 BlobStore           cores and large artifacts (``Store.blobs``)
 ==================  ==========================================================
 
@@ -33,6 +34,7 @@ import os
 from pathlib import Path
 
 from coreepi.store.interfaces import (
+    AlertStore,
     BlobStore,
     CrashStore,
     HostStore,
@@ -49,7 +51,9 @@ COUNTED_TABLES = ("hosts", "exposure", "crashes", "telemetry", "ingest_rejection
 """The keys of :meth:`Store.counts`, in this order."""
 
 
-class Store(CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore, JobQueue):
+class Store(
+    CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore, JobQueue, AlertStore
+):
     """Durable crashes, hosts, exposure, telemetry, bookkeeping and blobs."""
 
     @property

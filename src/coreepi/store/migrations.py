@@ -177,10 +177,61 @@ _V3 = (
     """,
 )
 
+_V4 = (
+    # one row per alert dedup key (kind + subject labels); labels, evidence: JSON objects
+    """
+    CREATE TABLE alerts (
+        alert_key  VARCHAR PRIMARY KEY,
+        kind       VARCHAR NOT NULL,
+        labels     TEXT NOT NULL,
+        summary    TEXT NOT NULL,
+        evidence   TEXT NOT NULL,
+        state      VARCHAR NOT NULL CHECK (state IN ('firing', 'resolved')),
+        starts_at  TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL,
+        ends_at    TIMESTAMPTZ
+    )
+    """,
+    # matchers: JSON object of label = value
+    """
+    CREATE TABLE alert_silences (
+        silence_id VARCHAR PRIMARY KEY,
+        matchers   TEXT NOT NULL,
+        starts_at  TIMESTAMPTZ NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL,
+        created_by VARCHAR NOT NULL,
+        comment    TEXT NOT NULL
+    )
+    """,
+    # the delivery log: one row per attempt
+    """
+    CREATE TABLE alert_deliveries (
+        alert_key VARCHAR NOT NULL,
+        receiver  VARCHAR NOT NULL,
+        state     VARCHAR NOT NULL,
+        attempt   INTEGER NOT NULL,
+        attempted_at TIMESTAMPTZ NOT NULL,
+        status    INTEGER NOT NULL,
+        ok        BOOLEAN NOT NULL,
+        error     TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE drained_hosts (
+        host_id    VARCHAR PRIMARY KEY,
+        drained_at TIMESTAMPTZ NOT NULL,
+        drained_by VARCHAR NOT NULL,
+        reason     TEXT NOT NULL,
+        extra      TEXT NOT NULL
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "hosts, exposure, crashes, telemetry, ingest_rejections, ingest_ledger", _V1),
     Migration(2, "api_tokens, crash_receipts (coreepi serve)", _V2),
     Migration(3, "analysis_jobs (the analysis queue)", _V3),
+    Migration(4, "alerts, alert_silences, alert_deliveries, drained_hosts (surveillance)", _V4),
 )
 
 

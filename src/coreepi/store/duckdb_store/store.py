@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from coreepi.store.base import Store
+from coreepi.store.duckdb_store.alerts import DuckDBAlertStore
 from coreepi.store.blobs import DirectoryBlobStore
 from coreepi.store.duckdb_store.crashes import DuckDBCrashStore
 from coreepi.store.duckdb_store.gateway import DuckDBGateway
@@ -21,7 +22,7 @@ BLOB_DIR = "blobs"
 
 
 class DuckDBStore(
-    DuckDBCrashStore, DuckDBHostStore, DuckDBTelemetryStore, DuckDBLedgerStore,
+    DuckDBAlertStore, DuckDBCrashStore, DuckDBHostStore, DuckDBTelemetryStore, DuckDBLedgerStore,
     DuckDBTokenStore, DuckDBJobQueue, Store,
 ):
     """Every part of the store over one :class:`DuckDBGateway` (one connection,

@@ -1,5 +1,6 @@
 """The store's interfaces, one per concern; :class:`coreepi.store.Store` composes them."""
 
+from coreepi.store.interfaces.alerts import AlertStore
 from coreepi.store.interfaces.blobs import BlobStore
 from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
 from coreepi.store.interfaces.hosts import HostStore
@@ -12,6 +13,7 @@ from coreepi.store.interfaces.tokens import TokenStore
 __all__ = [
     "CRASH_SUMMARY_COLUMNS",
     "REJECTION_COLUMNS",
+    "AlertStore",
     "BlobStore",
     "CrashStore",
     "HostStore",

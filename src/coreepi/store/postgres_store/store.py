@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from coreepi.store.base import Store
+from coreepi.store.postgres_store.alerts import PostgresAlertStore
 from coreepi.store.interfaces.blobs import BlobStore
 from coreepi.store.postgres_store.crashes import PostgresCrashStore
 from coreepi.store.postgres_store.gateway import PostgresGateway
@@ -17,7 +18,7 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(
-    PostgresCrashStore, PostgresHostStore, PostgresTelemetryStore, PostgresLedgerStore,
+    PostgresAlertStore, PostgresCrashStore, PostgresHostStore, PostgresTelemetryStore, PostgresLedgerStore,
     PostgresTokenStore, PostgresJobQueue, Store,
 ):
     """Every part of the store over one :class:`PostgresGateway` (a connection

@@ -1,0 +1,186 @@
+"""``coreepi alerts …``, ``coreepi watch`` and ``coreepi host drain``: surveillance from the CLI."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
+
+__all__ = ["register"]
+
+alerts_app = typer.Typer(help="Surveillance alerts: list, silence, send a test.",
+                         no_args_is_help=True)
+host_app = typer.Typer(help="Act on hosts: drain a hardware-suspect one.", no_args_is_help=True)
+
+RulesOpt = Annotated[Path | None, typer.Option(
+    "--rules", envvar="COREEPI_ALERT_RULES", help="Alert rules (TOML; docs/surveillance.md).")]
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stderr.write(f"coreepi: error: {message}\n")
+    raise typer.Exit(2)
+
+
+def _utc(text: str | None, name: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        ts = datetime.fromisoformat(text)
+    except ValueError:
+        _fail(f"{name} {text!r}: not an ISO 8601 time")
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+@alerts_app.command("list")
+def alerts_list(
+    store: StoreOpt = None, blobs: BlobsOpt = None, data_dir: DataDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+    state: Annotated[str | None, typer.Option(help="Only firing or resolved alerts.")] = None,
+) -> None:
+    """Current and past alerts, oldest first, with their evidence."""
+    from coreepi.errors import StoreError
+    from coreepi.store import open_store
+
+    if state not in (None, "firing", "resolved"):
+        _fail(f"--state {state!r}: firing or resolved")
+    try:
+        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+            alerts = opened.alerts(state)
+    except StoreError as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps([{
+            "key": a.key, "kind": a.kind, "state": a.state, "labels": a.labels,
+            "summary": a.summary, "evidence": a.evidence, "starts_at": a.starts_at.isoformat(),
+            "ends_at": a.ends_at.isoformat() if a.ends_at else None} for a in alerts],
+            indent=2) + "\n")
+        return
+    for a in alerts:
+        sys.stdout.write(f"{a.state:8} {a.starts_at:%Y-%m-%d %H:%M} {a.summary}\n")
+    if not alerts:
+        sys.stdout.write("no alerts\n")
+
+
+@alerts_app.command("silence")
+def alerts_silence(
+    match: Annotated[list[str], typer.Option("--match", help="label=value; repeatable.")],
+    hours: Annotated[float, typer.Option(min=0.0, help="How long it lasts.")] = 24.0,
+    comment: Annotated[str, typer.Option(help="Why.")] = "",
+    store: StoreOpt = None, blobs: BlobsOpt = None, data_dir: DataDir = None,
+) -> None:
+    """Mute alerts whose labels match every --match until the silence expires."""
+    from coreepi.errors import StoreError
+    from coreepi.store import open_store
+    from coreepi.store.alert_records import SilenceRecord
+
+    matchers = {}
+    for m in match:
+        name, eq, value = m.partition("=")
+        if not eq or not name:
+            _fail(f"--match {m!r}: expected label=value")
+        matchers[name] = value
+    now = datetime.now(UTC)
+    silence = SilenceRecord(uuid.uuid4().hex[:12], matchers, now, now + timedelta(hours=hours),
+                            "cli", comment)
+    try:
+        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+            opened.add_silence(silence)
+    except StoreError as exc:
+        _fail(str(exc))
+    sys.stdout.write(f"silence {silence.silence_id} until {silence.expires_at:%Y-%m-%d %H:%M} UTC\n")
+
+
+@alerts_app.command("test")
+def alerts_test(rules: RulesOpt = None, store: StoreOpt = None, blobs: BlobsOpt = None,
+                data_dir: DataDir = None) -> None:
+    """Send a sample alert to every receiver of --rules; exit 1 when one failed."""
+    from coreepi.errors import InputError, StoreError
+    from coreepi.store import open_store
+    from coreepi.surveil import load_rules, send_test
+
+    try:
+        loaded = load_rules(rules)
+        if not loaded.receivers:
+            _fail(f"{rules or 'the default rules'}: no [[receiver]] to send to")
+        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+            results = send_test(opened, loaded)
+    except (InputError, StoreError) as exc:
+        _fail(str(exc))
+    for name, ok in results:
+        sys.stdout.write(f"{name}: {'delivered' if ok else 'FAILED (see the delivery log)'}\n")
+    if not all(ok for _, ok in results):
+        raise typer.Exit(1)
+
+
+def watch(
+    data_dir: DataDir = None, store: StoreOpt = None, blobs: BlobsOpt = None,
+    rules: RulesOpt = None,
+    once: Annotated[bool, typer.Option("--once", help="Evaluate once and exit.")] = False,
+    at: Annotated[str | None, typer.Option("--at", help="Evaluate as of this UTC time "
+                                           "(ISO 8601; replays, tests).")] = None,
+) -> None:
+    """Evaluate the surveillance rules on a schedule (the embedded store's
+    `coreepi serve` without the server), delivering alerts; stop with Ctrl-C."""
+    from coreepi.errors import InputError, StoreError
+    from coreepi.store import open_store
+    from coreepi.surveil import evaluate, load_rules
+
+    when = _utc(at, "--at")
+    try:
+        loaded = load_rules(rules)
+    except InputError as exc:
+        _fail(str(exc))
+    stop = threading.Event()
+    if not once:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    while True:
+        try:
+            with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+                ev = evaluate(opened, loaded, when)
+        except StoreError as exc:
+            _fail(str(exc))
+        for t in ev.transitions:
+            mute = " (silenced)" if t.silenced else ""
+            sys.stdout.write(f"{t.alert.state}{mute}: {t.alert.summary}\n")
+        sys.stdout.flush()
+        if once or stop.wait(loaded.interval_seconds):
+            return
+
+
+@host_app.command("drain")
+def host_drain(
+    host: Annotated[str, typer.Argument(help="The host_id to drain.")],
+    reason: Annotated[str, typer.Option(help="Why (kept with the drain).")] = "",
+    store: StoreOpt = None, blobs: BlobsOpt = None, data_dir: DataDir = None,
+) -> None:
+    """Mark a host drained: its exposure stops counting from now, and the
+    surveillance re-checks whether its crash groups stopped with it."""
+    from coreepi.errors import StoreError
+    from coreepi.store import open_store
+    from coreepi.store.alert_records import DrainRecord
+
+    try:
+        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+            if host not in opened.host_ids():
+                _fail(f"host {host!r}: not in the store")
+            new = opened.drain_host(DrainRecord(host, datetime.now(UTC), "cli", reason))
+    except StoreError as exc:
+        _fail(str(exc))
+    sys.stdout.write(f"{host}: {'drained' if new else 'already drained'}\n")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``alerts``, ``host`` and ``watch`` to the ``coreepi`` app."""
+    app.add_typer(alerts_app, name="alerts")
+    app.add_typer(host_app, name="host")
+    app.command("watch")(watch)

@@ -1,0 +1,52 @@
+"""Surveillance over time: detectors that run on crash and exposure frames cut at ``now``.
+
+Pure functions, no I/O (``docs/surveillance.md`` gives each method, its
+source and its parameters). :func:`detect` runs them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from coreepi.epi.surveillance.clock import FleetClock, HostClocks, days, to_timestamp
+from coreepi.epi.surveillance.cusum import CusumRun, poisson_cusum, quasi_dispersion
+from coreepi.epi.surveillance.groups import new_groups, rising_groups, windows
+from coreepi.epi.surveillance.hosts import clip_drained, drain_recheck, suspect_hosts
+from coreepi.epi.surveillance.models import KINDS, Detection, DetectorParams, Kind
+from coreepi.epi.surveillance.rollout import Rollout, rollout_regressions, rollouts
+
+__all__ = [
+    "KINDS", "CusumRun", "Detection", "DetectorParams", "FleetClock", "HostClocks", "Kind",
+    "Rollout", "clip_drained", "days", "detect", "drain_recheck", "new_groups", "poisson_cusum",
+    "quasi_dispersion", "rising_groups", "rollout_regressions", "rollouts", "suspect_hosts",
+    "to_timestamp", "windows",
+]  # fmt: skip
+
+
+def detect(
+    crashes: pd.DataFrame,
+    exposure: pd.DataFrame,
+    now: pd.Timestamp,
+    params: DetectorParams | None = None,
+    *,
+    known_signatures: Iterable[str] = (),
+    drained: dict[str, pd.Timestamp] | None = None,
+    kinds: Iterable[Kind] = KINDS,
+) -> list[Detection]:
+    """Every detector of ``kinds`` over the frames up to ``now``, drained
+    hosts' exposure cut at their drain time; detections by kind then time."""
+    p = params or DetectorParams()
+    exp = clip_drained(exposure, drained or {})
+    wanted = set(kinds)
+    out: list[Detection] = []
+    if "new-group" in wanted:
+        out += new_groups(crashes, now, p, known_signatures)
+    if "rising" in wanted:
+        out += rising_groups(crashes, exp, now, p)
+    if "rollout-regression" in wanted:
+        out += rollout_regressions(crashes, exp, now, p)
+    if "hardware-suspect-host" in wanted:
+        out += suspect_hosts(crashes, exp, now, p)
+    return sorted(out, key=lambda d: (KINDS.index(d.kind), d.at, d.key))

@@ -1,0 +1,71 @@
+"""What a detector returns: a detection with its evidence as data.
+
+A :class:`Detection` names its kind (the alert kinds of ``docs/surveillance.md``),
+the subject it is about (labels: ``signature``, ``host_id``, ``attribute``,
+``value``), the instant the evidence became sufficient, and the numbers
+behind it. Nothing here is worded: ``coreepi.reporting.surveillance``
+renders a detection as a sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pandas as pd
+
+__all__ = ["KINDS", "Detection", "DetectorParams", "Kind"]
+
+Kind = Literal["new-group", "rising", "rollout-regression", "hardware-suspect-host"]
+KINDS: tuple[Kind, ...] = ("new-group", "rising", "rollout-regression", "hardware-suspect-host")
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One detector's verdict about one subject.
+
+    ``subject``: the labels that identify it (the alert's dedup key is the
+    kind plus these); ``at``: when the evidence first sufficed (UTC; the
+    crash that tipped it); ``evidence``: numbers and values (counts, node-days,
+    ratios with their CI, dates as ISO strings).
+    """
+
+    kind: Kind
+    subject: dict[str, str]
+    at: pd.Timestamp
+    evidence: dict[str, float | int | str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The dedup key: kind, then the subject's labels sorted by name."""
+        return self.kind + "|" + "|".join(f"{k}={v}" for k, v in sorted(self.subject.items()))
+
+
+@dataclass(frozen=True)
+class DetectorParams:
+    """Every detector's parameters; defaults are the ones the benchmark
+    measured (``docs/surveillance.md`` gives their reasons).
+
+    Times in days, rates in crashes per node-day, CUSUM thresholds in nats.
+    """
+
+    # new group: a signature never seen before the monitoring window
+    new_min_crashes: int = 3
+    new_min_hosts: int = 2
+    # rising: Poisson CUSUM against the group's own baseline
+    window_days: float = 7.0
+    baseline_days: float = 28.0
+    rising_ratio: float = 3.0
+    rising_threshold: float = 12.0
+    rising_min_baseline: int = 10
+    # rollout regression
+    rollout_attributes: tuple[str, ...] = ("kernel", "app_version", "microcode", "firmware", "image")
+    rollout_share: float = 0.30
+    rollout_start_share: float = 0.05
+    rollout_min_crashes: int = 5
+    rollout_min_ratio: float = 1.5
+    rollout_alpha: float = 0.01
+    # hardware-suspect host: marked Poisson CUSUM per host
+    host_ratio: float = 1.0
+    host_hw_ratio: float = 200.0
+    host_threshold: float = 11.0

@@ -1,0 +1,36 @@
+"""The sentence of a surveillance detection (its evidence stays data in ``epi``).
+
+    rollout-regression →
+    "sig_004: rate ×5.2 (95% CI 3.9–6.8) on kernel 6.8.0-45 since it reached 30% of node-time on 2026-11-01"
+"""
+
+from __future__ import annotations
+
+from coreepi.epi.surveillance import Detection
+
+__all__ = ["alert_summary"]
+
+
+def _per_1000(crashes: float, node_days: float) -> str:
+    return f"{1000 * crashes / node_days:.3g}" if node_days > 0 else "∞"
+
+
+def alert_summary(d: Detection) -> str:
+    """One line saying what was detected, with its numbers."""
+    e, s = d.evidence, d.subject
+    if d.kind == "new-group":
+        return (f"new crash group {s['signature']}: {e['crashes']} crashes on {e['hosts']} hosts "
+                f"since {str(e['first_seen'])[:16].replace('T', ' ')} UTC")
+    if d.kind == "rising":
+        base = _per_1000(float(e["baseline_crashes"]), float(e["baseline_node_days"]))
+        now = _per_1000(float(e["run_crashes"]), float(e["run_node_days"]))
+        return (f"{s['signature']} is rising: {now} crashes per 1,000 node-days since "
+                f"{str(e['run_start'])[:16].replace('T', ' ')} UTC against {base} in its baseline (×{float(e['ratio']):.1f}, CUSUM {float(e['statistic']):.1f})")
+    if d.kind == "rollout-regression":
+        return (f"{s['signature']}: rate ×{float(e['ratio']):.1f} (95% CI {float(e['lower']):.1f}–"
+                f"{float(e['upper']):.1f}) on {s['attribute']} {s['value']} since it reached "
+                f"{float(e['share']) * 100:.0f}% of node-time on {e['reached']}")
+    return (f"host {s['host_id']} looks hardware-suspect: {e['crashes']} crashes "
+            f"({e['hardware_crashes']} hardware-indicative, {e['signatures']} signatures) in "
+            f"{float(e['node_days']):.1f} node-days where {float(e['expected']):.2f} were expected"
+            " — recommend: drain")

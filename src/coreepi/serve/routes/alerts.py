@@ -1,0 +1,54 @@
+"""Surveillance over the API: alerts (scope ``read``) and host drains (scope ``admin``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel
+
+from coreepi.serve.auth import require
+from coreepi.serve.errors import ApiError
+from coreepi.store import ApiToken, Store
+from coreepi.store.alert_records import AlertRecord, DrainRecord
+
+router = APIRouter(prefix="/api/v1", tags=["alerts"])
+Read = Annotated[ApiToken, Depends(require("read"))]
+Admin = Annotated[ApiToken, Depends(require("admin"))]
+
+
+class DrainBody(BaseModel):
+    reason: str = ""
+
+
+def _alert_json(a: AlertRecord) -> dict[str, Any]:
+    return {"key": a.key, "kind": a.kind, "state": a.state, "labels": a.labels,
+            "summary": a.summary, "evidence": a.evidence, "starts_at": a.starts_at.isoformat(),
+            "ends_at": a.ends_at.isoformat() if a.ends_at else None}
+
+
+@router.get("/alerts")
+async def alerts(request: Request, _: Read, state: str | None = None) -> dict[str, Any]:
+    """Alerts, oldest first (``state``: firing or resolved)."""
+    if state not in (None, "firing", "resolved"):
+        raise ApiError(422, f"state {state!r}: firing or resolved", "invalid-query")
+    app = request.app.state
+    rows = await app.gateway.read(app.store.alerts, state)
+    return {"alerts": [_alert_json(a) for a in rows]}
+
+
+def _drain(store: Store, host_id: str, by: str, reason: str) -> bool | None:
+    if host_id not in store.host_ids():
+        return None
+    return store.drain_host(DrainRecord(host_id, datetime.now(UTC), by, reason))
+
+
+@router.post("/hosts/{host_id}/drain")
+async def drain(host_id: str, body: DrainBody, request: Request, token: Admin) -> dict[str, Any]:
+    """Mark a host drained: its exposure stops; the evaluation re-checks its groups."""
+    app = request.app.state
+    new = await app.gateway.write(_drain, app.store, host_id, f"token:{token.name}", body.reason)
+    if new is None:
+        raise ApiError(404, f"host {host_id!r}: not in the store", "not-found")
+    return {"host_id": host_id, "drained": True, "already": not new}

@@ -1,0 +1,105 @@
+"""One evaluation: read the store, run the detectors, update alerts, deliver.
+
+``coreepi watch`` and ``coreepi serve`` call :func:`evaluate` on a
+schedule; ``coreepi alerts test`` calls :func:`send_test`. The frames read
+are the baseline + monitoring span up to ``now``
+(:func:`coreepi.epi.surveillance.windows`); drained hosts' exposure is cut
+at their drain time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pandas as pd
+
+from coreepi.epi.surveillance import Detection, detect, drain_recheck
+from coreepi.store.alert_records import AlertRecord
+from coreepi.store.base import Store
+from coreepi.surveil.alerts import Transition, reconcile
+from coreepi.surveil.delivery import deliver
+from coreepi.surveil.rules import Rules
+
+__all__ = ["Evaluation", "evaluate", "sample_alert", "send_test"]
+
+
+@dataclass
+class Evaluation:
+    """What one evaluation did: detections, transitions (fired / resolved),
+    deliveries that succeeded and failed (receiver, alert key), and the
+    re-check of every drained host (:func:`coreepi.epi.surveillance.drain_recheck`
+    evidence, by host)."""
+
+    now: datetime
+    detections: list[Detection] = field(default_factory=list)
+    transitions: list[Transition] = field(default_factory=list)
+    delivered: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    rechecks: dict[str, dict[str, float | int | str]] = field(default_factory=dict)
+
+
+def _deliver_all(store: Store, rules: Rules, transitions: list[Transition], ev: Evaluation,
+                 client: httpx.Client | None, sleep: Callable[[float], None]) -> None:
+    for t in transitions:
+        if t.silenced:
+            continue
+        for r in rules.receivers:
+            if r.kinds and t.alert.kind not in r.kinds:
+                continue
+            ok = deliver(t.alert, r, rules.delivery, store.add_delivery, client=client,
+                         sleep=sleep)
+            (ev.delivered if ok else ev.failed).append((r.name, t.alert.key))
+
+
+def evaluate(
+    store: Store,
+    rules: Rules,
+    now: datetime | None = None,
+    *,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Evaluation:
+    """Evaluate every detector of ``rules.kinds`` at ``now`` (default: the
+    current time, UTC), store the alert changes, deliver them. Raises
+    :class:`~coreepi.errors.StoreError` when the store cannot be read."""
+    now = now or datetime.now(UTC)
+    p = rules.detectors
+    since = now - timedelta(days=p.baseline_days + p.window_days)
+    crashes = store.crash_frame(since=since, until=now + timedelta(microseconds=1))
+    exposure = store.exposure_frame(since=since, until=now)
+    drained = {d.host_id: pd.Timestamp(d.drained_at) for d in store.drained_hosts()}
+    ev = Evaluation(now)
+    ev.detections = detect(crashes, exposure, pd.Timestamp(now), p,
+                           known_signatures=store.signatures_before(since),
+                           drained=drained, kinds=rules.kinds)
+    ev.transitions, refreshed = reconcile(store.alerts("firing"), ev.detections, now,
+                                          store.silences(active_at=now))
+    for a in [t.alert for t in ev.transitions] + refreshed:
+        store.put_alert(a)
+    _deliver_all(store, rules, ev.transitions, ev, client, sleep)
+    ts_now = pd.Timestamp(now)
+    ev.rechecks = {host: drain_recheck(crashes, exposure, host, at, ts_now, p)
+                   for host, at in drained.items() if at < ts_now}
+    return ev
+
+
+def sample_alert(now: datetime | None = None) -> AlertRecord:
+    """A made-up firing alert (kind ``new-group``, signature ``coreepi-test``)."""
+    now = now or datetime.now(UTC)
+    return AlertRecord("new-group|signature=coreepi-test", "new-group",
+                       {"kind": "new-group", "signature": "coreepi-test"},
+                       "test alert from coreepi alerts test: new crash group coreepi-test",
+                       {"crashes": 3, "hosts": 2}, "firing", now, now)
+
+
+def send_test(store: Store, rules: Rules, *, client: httpx.Client | None = None,
+              sleep: Callable[[float], None] = time.sleep) -> list[tuple[str, bool]]:
+    """Send :func:`sample_alert` to every receiver (logged like any delivery);
+    ``[(receiver, delivered?)]``."""
+    alert = sample_alert()
+    return [(r.name, deliver(alert, r, rules.delivery, store.add_delivery, client=client,
+                             sleep=sleep)) for r in rules.receivers]

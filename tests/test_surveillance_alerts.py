@@ -1,0 +1,151 @@
+"""Alerts: rules, dedup/firing/resolved, silences, delivery to a webhook on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pandas as pd
+import pytest
+import yaml
+
+from coreepi.epi.surveillance import Detection
+from coreepi.errors import InputError
+from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
+from coreepi.store import DuckDBStore
+from coreepi.store.alert_records import DrainRecord, SilenceRecord
+from webhook import WebhookReceiver
+
+from coreepi.surveil import (
+    Delivery, Receiver, deliver, evaluate, load_rules, payload, reconcile, rules_from,
+    sample_alert,
+)  # fmt: skip
+
+NOW = datetime(2026, 11, 12, tzinfo=UTC)
+SCHEMA = Path(__file__).parent / "data" / "alertmanager" / "postable-alerts.yaml"
+
+
+@pytest.fixture
+def hook() -> Iterator[WebhookReceiver]:
+    r = WebhookReceiver()
+    yield r
+    r.close()
+
+
+def _det(sig: str = "s", at: datetime = NOW) -> Detection:
+    return Detection("new-group", {"signature": sig}, pd.Timestamp(at),
+                     {"crashes": 4, "hosts": 2, "first_seen": at.isoformat()})
+
+
+def test_rules_errors_name_file_and_key(tmp_path: Path) -> None:
+    f = tmp_path / "rules.toml"
+    f.write_text('[detectors]\nrising_ratio = "x"\n')
+    with pytest.raises(InputError, match=r"rules.toml: detectors.rising_ratio: expected float"):
+        load_rules(f)
+    with pytest.raises(InputError, match=r"receiver\[0\].format: 'teams' is not one of"):
+        rules_from({"receiver": [{"name": "a", "format": "teams", "url": "http://x"}]})
+    with pytest.raises(InputError, match=r"detectors.nope: unknown key"):
+        rules_from({"detectors": {"nope": 1}})
+    with pytest.raises(InputError, match=r"rules: receivers: unknown table"):
+        rules_from({"receivers": []})
+    with pytest.raises(InputError, match="not valid TOML"):
+        f.write_text("[[receiver]\n")
+        load_rules(f)
+    ok = rules_from({"detectors": {"rising_threshold": 6}, "evaluation": {"kinds": ["rising"]},
+                     "receiver": [{"name": "a", "format": "slack", "url": "http://h/x"}]})
+    assert ok.detectors.rising_threshold == 6.0 and ok.kinds == ("rising",)
+    assert ok.receivers[0] == Receiver("a", "slack", "http://h/x")
+
+
+def test_reconcile_dedups_resolves_and_silences() -> None:
+    trans, refreshed = reconcile([], [_det("a"), _det("a"), _det("b")], NOW)
+    assert [(t.alert.key, t.alert.state, t.silenced) for t in trans] == [
+        ("new-group|signature=a", "firing", False), ("new-group|signature=b", "firing", False)]
+    firing = [t.alert for t in trans]
+    later = NOW + timedelta(hours=1)
+    trans2, refreshed = reconcile(firing, [_det("a")], later)
+    assert [(t.alert.key, t.alert.state, t.alert.ends_at) for t in trans2] == [
+        ("new-group|signature=b", "resolved", later)]
+    assert [a.key for a in refreshed] == ["new-group|signature=a"]
+    mute = SilenceRecord("s", {"signature": "c"}, NOW, NOW + timedelta(days=1))
+    (t3,), _ = reconcile([], [_det("c")], later, [mute])
+    assert t3.silenced and t3.alert.state == "firing"
+
+
+def test_delivery_retries_with_backoff_and_logs_every_attempt() -> None:
+    hook = WebhookReceiver([503, 429])
+    log: list[Any] = []
+    waits: list[float] = []
+    try:
+        ok = deliver(sample_alert(NOW), Receiver("r", "json", hook.url + "/hook"),
+                     Delivery(retries=3, backoff_seconds=0.5), log.append, sleep=waits.append)
+        assert ok and waits == [0.5, 1.0]
+        assert [(d.attempt, d.status, d.ok) for d in log] == [(1, 503, False), (2, 429, False),
+                                                             (3, 200, True)]
+        assert len(hook.bodies) == 3 and hook.bodies[0]["alert"]["kind"] == "new-group"
+        # a 400 is final: no retry
+        hook.script = [400]
+        log.clear()
+        assert not deliver(sample_alert(NOW), Receiver("r", "json", hook.url), Delivery(retries=3),
+                           log.append, sleep=waits.append)
+        assert [(d.status, d.error) for d in log] == [(400, "HTTP 400")]
+    finally:
+        hook.close()
+    # nobody listening: connection errors, every retry logged, False
+    log.clear()
+    assert not deliver(sample_alert(NOW), Receiver("r", "json", hook.url), Delivery(retries=1),
+                       log.append, sleep=lambda s: None)
+    assert [d.status for d in log] == [0, 0] and "ConnectError" in log[0].error
+
+
+def test_alertmanager_payload_is_valid_v2(hook: WebhookReceiver) -> None:
+    defs = yaml.safe_load(SCHEMA.read_text())
+    schema = {"$ref": "#/definitions/postableAlerts", **defs}
+    alert = sample_alert(NOW)
+    r = Receiver("am", "alertmanager", hook.url + "/api/v2/alerts")
+    body = payload(alert, r, generator_url="http://coreepi/alerts")
+    jsonschema.validate(body, schema, format_checker=jsonschema.FormatChecker())
+    assert body[0]["labels"] == {"alertname": "new-group", "source": "coreepi",
+                                 "kind": "new-group", "signature": "coreepi-test"}
+    assert body[0]["startsAt"] == "2026-11-12T00:00:00Z" and "endsAt" not in body[0]
+    assert deliver(alert, r, Delivery(), lambda d: None, generator_url="http://coreepi/alerts")
+    assert hook.paths == ["/api/v2/alerts"] and hook.bodies == [body]
+    bad = [{"labels": {"n": 3}}]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_slack_payload(hook: WebhookReceiver) -> None:
+    body = payload(sample_alert(NOW), Receiver("s", "slack", hook.url))
+    assert body["text"].startswith(":red_circle: [new-group] test alert")
+    assert body["blocks"][0]["text"]["text"] == body["text"]
+
+
+def test_evaluate_on_store_fires_once_delivers_and_rechecks_drain(
+        tmp_path: Path, hook: WebhookReceiver) -> None:
+    f = TimelineFleet(hosts=60, days=40, groups=3, rate_range=(1, 1),
+                      bad_hosts=(BadHost(host=5, day=25, rate=0.8),))
+    tl = make_timeline(f, seed=4)
+    rules = rules_from({"evaluation": {"kinds": ["hardware-suspect-host"]},
+                        "receiver": [{"name": "hook", "format": "json", "url": hook.url}]})
+    now = datetime(2026, 11, 10, tzinfo=UTC)
+    with DuckDBStore(tmp_path / "d") as store:
+        write_timeline(store, tl)
+        ev = evaluate(store, rules, now, sleep=lambda s: None)
+        assert [t.alert.key for t in ev.transitions] == ["hardware-suspect-host|host_id=h00005"]
+        assert "recommend: drain" in ev.transitions[0].alert.summary
+        assert [b["alert"]["labels"]["host_id"] for b in hook.bodies] == ["h00005"]
+        again = evaluate(store, rules, now + timedelta(hours=1), sleep=lambda s: None)
+        assert again.transitions == [] and len(hook.bodies) == 1  # dedup: fired once
+        assert [a.state for a in store.alerts()] == ["firing"]
+        assert [d.ok for d in store.deliveries()] == [True]
+        # drained: re-checked — its random signatures keep their pace on the others
+        store.drain_host(DrainRecord("h00005", datetime(2026, 11, 1, tzinfo=UTC), "test"))
+        ev = evaluate(store, rules, now + timedelta(hours=2), sleep=lambda s: None)
+        check = ev.rechecks["h00005"]
+        assert check["signatures"] == 3 and check["others_crashes_after"] > 0
+        assert check["others_node_days_after"] == pytest.approx(59 * 9)  # exposure ends 11-10
+        assert check["verdict"] == "undetermined"  # neither moved nor the host's own

@@ -1,0 +1,75 @@
+"""``coreepi watch``, ``coreepi alerts …`` and ``coreepi host drain`` in-process, on a real store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coreepi.cli.main import app
+from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
+from coreepi.store import DuckDBStore
+
+from webhook import WebhookReceiver
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("surv") / "data"
+    f = TimelineFleet(hosts=40, days=40, groups=3, rate_range=(1, 1),
+                      bad_hosts=(BadHost(host=9, day=25, rate=0.8),))
+    with DuckDBStore(d) as store:
+        write_timeline(store, make_timeline(f, seed=4))
+    return d
+
+
+def test_watch_once_fires_lists_and_drains(data_dir: Path, tmp_path: Path) -> None:
+    hook = WebhookReceiver()
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[evaluation]\nkinds = ["hardware-suspect-host"]\n'
+                     f'[[receiver]]\nname = "hook"\nformat = "slack"\nurl = "{hook.url}"\n')
+    run = CliRunner().invoke
+    try:
+        r = run(app, ["watch", "--data-dir", str(data_dir), "--rules", str(rules), "--once",
+                      "--at", "2026-11-10T00:00:00"])
+        assert r.exit_code == 0, r.output
+        assert r.output.startswith("firing: host h00009 looks hardware-suspect")
+        assert len(hook.bodies) == 1 and "h00009" in hook.bodies[0]["text"]
+        r = run(app, ["alerts", "test", "--data-dir", str(data_dir), "--rules", str(rules)])
+        assert (r.exit_code, r.output) == (0, "hook: delivered\n")
+        assert "coreepi-test" in hook.bodies[1]["text"]
+    finally:
+        hook.close()
+    r = run(app, ["alerts", "list", "--json", "--data-dir", str(data_dir)])
+    listed = json.loads(r.output)
+    assert [(a["kind"], a["state"], a["labels"]["host_id"]) for a in listed] == [
+        ("hardware-suspect-host", "firing", "h00009")]
+    assert listed[0]["evidence"]["hardware_crashes"] >= 1
+    r = run(app, ["alerts", "silence", "--match", "kind=rising", "--hours", "2",
+                  "--data-dir", str(data_dir)])
+    assert r.exit_code == 0 and r.output.startswith("silence ")
+    with DuckDBStore(data_dir, read_only=True) as store:
+        assert [s.matchers for s in store.silences()] == [{"kind": "rising"}]
+    r = run(app, ["host", "drain", "h00009", "--reason", "mce", "--data-dir", str(data_dir)])
+    assert (r.exit_code, r.output) == (0, "h00009: drained\n")
+    r = run(app, ["host", "drain", "h00009", "--data-dir", str(data_dir)])
+    assert r.output == "h00009: already drained\n"
+    with DuckDBStore(data_dir, read_only=True) as store:
+        assert [d.reason for d in store.drained_hosts()] == ["mce"]
+
+
+def test_bad_input_is_one_line_and_exit_2(data_dir: Path, tmp_path: Path) -> None:
+    run = CliRunner().invoke
+    r = run(app, ["host", "drain", "nope", "--data-dir", str(data_dir)])
+    assert (r.exit_code, r.stderr) == (2, "coreepi: error: host 'nope': not in the store\n")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[receiver]]\nname = 1\n")
+    r = run(app, ["watch", "--data-dir", str(data_dir), "--rules", str(bad), "--once"])
+    assert r.exit_code == 2
+    assert r.stderr == (f"coreepi: error: {bad}: receiver[0].name: expected str, got int 1\n")
+    r = run(app, ["watch", "--data-dir", str(data_dir), "--once", "--at", "yesterday"])
+    assert (r.exit_code, r.stderr) == (2, "coreepi: error: --at 'yesterday': not an ISO 8601 time\n")
+    r = run(app, ["alerts", "list", "--state", "open", "--data-dir", str(data_dir)])
+    assert r.exit_code == 2 and "firing or resolved" in r.stderr

@@ -1,0 +1,170 @@
+"""The surveillance detectors: hand-computed CUSUM and clocks, then planted fleets."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from coreepi.epi.surveillance import (
+    DetectorParams, FleetClock, HostClocks, clip_drained, days, detect, drain_recheck, new_groups,
+    poisson_cusum, quasi_dispersion, rising_groups, rollout_regressions, rollouts,
+    suspect_hosts,
+)  # fmt: skip
+from coreepi.simulate.timeline import BadHost, KernelRollout, Rise, TimelineFleet, make_timeline
+
+T0 = pd.Timestamp("2026-10-01", tz="UTC")
+
+
+def _exp(rows: list[tuple[str, float, float]]) -> pd.DataFrame:
+    return pd.DataFrame({"host_id": [r[0] for r in rows],
+                         "start": [T0 + pd.Timedelta(days=r[1]) for r in rows],
+                         "end": [T0 + pd.Timedelta(days=r[2]) for r in rows]})
+
+
+def test_cusum_hand_computed() -> None:
+    # λ0 = 1/node-day, r = 2: each crash adds ln 2, each node-day subtracts 1
+    run = poisson_cusum([0.1, 0.2, 0.3, 2.0], 1.0, 2.0, 2.0)
+    ln2 = math.log(2)
+    assert run.statistic == pytest.approx([ln2, 2 * ln2 - 0.1, 3 * ln2 - 0.2,
+                                           max(0, 3 * ln2 - 0.2 - 1.7) + ln2])
+    assert len(run.alarms) == 0
+    run = poisson_cusum([0.1, 0.2, 0.3, 0.4], 1.0, 2.0, 2.0)
+    assert run.alarms.tolist() == [3] and run.statistic[3] == pytest.approx(4 * ln2 - 0.3)
+    assert run.run_starts.tolist() == [0]
+    # S falls to 0 at the third crash (0.693 - 1.0 < 0): the alarming run starts there
+    run = poisson_cusum([0.0, 1.0, 1.1, 1.2, 1.3], 1.0, 2.0, 2.0)
+    assert run.alarms.tolist() == [4] and run.run_starts.tolist() == [1]
+
+
+def test_cusum_marked_and_dispersion() -> None:
+    # marked crash: ln 10; drift (2-1)·1 + (10-1)·0.1 = 1.9 per node-day; φ = 2 halves all
+    run = poisson_cusum([0.0, 1.0], 1.0, 2.0, 100.0, marked=[True, False], marked_rate0=0.1,
+                        marked_ratio=10.0, dispersion=2.0)
+    assert run.statistic == pytest.approx([math.log(10) / 2,
+                                           max(0.0, math.log(10) / 2 - 0.95) + math.log(2) / 2])
+    with pytest.raises(ValueError, match="ratios 1.0, 1.0 must be >= 1 and one > 1"):
+        poisson_cusum([0.0], 1.0, 1.0, 1.0)
+    # ratio 1: unmarked crashes carry nothing (no gain, no drift)
+    run = poisson_cusum([0.0, 0.5, 9.0], 1.0, 1.0, 100.0, marked=[True, False, False],
+                        marked_rate0=0.1, marked_ratio=10.0)
+    assert run.statistic == pytest.approx([math.log(10), math.log(10) - 0.45, 0.0])
+
+
+def test_quasi_dispersion_hand_computed() -> None:
+    assert quasi_dispersion([0, 4, 2], [2, 2, 2]) == pytest.approx(2.0)
+    assert quasi_dispersion([1, 3], [2, 2]) == 1.0  # Pearson 1.0 / 1 df, floored at 1
+    assert quasi_dispersion([5], [1]) == 1.0
+
+
+def test_fleet_and_host_clocks() -> None:
+    exp = _exp([("a", 0, 2), ("b", 1, 3), ("a", 5, 6)])
+    clock = FleetClock.from_exposure(exp)
+    t = days(T0)[0]
+    assert clock.at(t + np.array([-1, 1, 2, 3, 4, 5.5, 10])).tolist() == \
+        pytest.approx([0, 1, 3, 4, 4, 4.5, 5])
+    assert clock.between(t + 1, t + 2) == pytest.approx(2)
+    hosts = HostClocks.from_exposure(exp)
+    got = hosts.at(["a", "a", "b", "b", "z"], t + np.array([1.5, 5.5, 0.5, 2.5, 1.0]))
+    assert got.tolist() == pytest.approx([1.5, 2.5, 0, 1.5, 0])
+
+
+def test_clip_drained_stops_exposure() -> None:
+    exp = _exp([("a", 0, 2), ("a", 2, 4), ("b", 0, 4)])
+    cut = clip_drained(exp, {"a": T0 + pd.Timedelta(days=1)})
+    assert cut["host_id"].tolist() == ["a", "b"]
+    assert cut["end"].iloc[0] == T0 + pd.Timedelta(days=1)
+
+
+def _crashes(rows: list[tuple[str, float, str]], hw: set[int] = frozenset()) -> pd.DataFrame:
+    return pd.DataFrame({
+        "host_id": [r[0] for r in rows],
+        "captured_at": [T0 + pd.Timedelta(days=r[1]) for r in rows],
+        "signature": [r[2] for r in rows],
+        "hardware_phenotypes": [["sigbus-mce"] if i in hw else [] for i in range(len(rows))]})
+
+
+def test_new_group_needs_k_crashes_on_m_hosts() -> None:
+    p = DetectorParams(window_days=7, new_min_crashes=3, new_min_hosts=2)
+    crashes = _crashes([("a", 1, "old"), ("a", 30, "old"), ("a", 31, "x"), ("a", 32, "x"),
+                        ("a", 33, "x"), ("b", 34, "x"), ("a", 34, "y"), ("b", 34.5, "y")])
+    found = new_groups(crashes, T0 + pd.Timedelta(days=35), p)
+    assert [(d.subject["signature"], d.at, d.evidence["crashes"]) for d in found] == [
+        ("x", T0 + pd.Timedelta(days=34), 4)]
+    assert found[0].key == "new-group|signature=x"
+    assert new_groups(crashes, T0 + pd.Timedelta(days=35), p, known={"x"}) == []
+
+
+def test_rising_detects_tripling_after_its_start_not_before() -> None:
+    f = TimelineFleet(hosts=200, days=42, groups=6, rate_range=(8, 8),
+                      rises=(Rise(group=2, day=38.0),))
+    tl = make_timeline(f, seed=3)
+    now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
+    found = rising_groups(tl.crashes, tl.exposure, now, DetectorParams())
+    assert [d.subject["signature"] for d in found] == ["sig_002"]
+    delay = (found[0].at - pd.Timestamp(f.start, tz="UTC")).total_seconds() / 86400 - 38
+    assert 0 < delay < 3
+    assert found[0].evidence["ratio"] > 2
+
+
+def test_rollout_names_the_kernel_and_the_day() -> None:
+    f = TimelineFleet(hosts=300, days=42, groups=6, rate_range=(2, 2),
+                      rollouts=(KernelRollout(group=4, day=30, ramp_days=4, factor=5),))
+    tl = make_timeline(f, seed=5)
+    now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
+    (ro,) = rollouts(tl.exposure, now, DetectorParams())
+    assert (ro.attribute, ro.value) == ("kernel", "6.8.0-45")
+    found = rollout_regressions(tl.crashes, tl.exposure, now, DetectorParams())
+    assert [d.subject for d in found] == [
+        {"signature": "sig_004", "attribute": "kernel", "value": "6.8.0-45"}]
+    ev = found[0].evidence
+    # planted ×5; hosts switch on days 30-33 (25% of node-time on 10-31, 50% on 11-01)
+    assert 2 < ev["lower"] < 5 and ev["reached"] == "2026-11-01"
+
+
+def test_bad_host_flagged_online_and_null_fleet_quiet() -> None:
+    f = TimelineFleet(hosts=300, days=42, groups=10, bad_hosts=(BadHost(host=7, day=20),))
+    tl = make_timeline(f, seed=11)
+    now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
+    found = suspect_hosts(tl.crashes, tl.exposure, now, DetectorParams())
+    assert [d.subject["host_id"] for d in found] == ["h00007"]
+    # ln 200 = 5.3 a hardware-indicative crash: flagged at its third (days 20.9, 25.4, 38.0)
+    mine = tl.crashes[(tl.crashes["host_id"] == "h00007")
+                      & (tl.crashes["hardware_phenotypes"].str.len() > 0)]
+    assert found[0].at == mine["captured_at"].iloc[2]
+    assert found[0].evidence["hardware_crashes"] == 3
+    null = make_timeline(TimelineFleet(hosts=300, days=42, groups=10), seed=11)
+    assert detect(null.crashes, null.exposure, now) == []
+
+
+def test_drained_host_clock_stops_at_the_drain() -> None:
+    # the host's node-time stops at the drain (day 21): its span from day 7
+    # (now - 35 d) holds 14 node-days, against more when it is not drained
+    f = TimelineFleet(hosts=100, days=42, groups=4, bad_hosts=(BadHost(host=3, day=20),))
+    tl = make_timeline(f, seed=2)
+    now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
+    drained_at = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=21)
+    kinds = ["hardware-suspect-host"]
+    (free,) = detect(tl.crashes, tl.exposure, now, kinds=kinds)
+    (drained,) = detect(tl.crashes, tl.exposure, now, drained={"h00003": drained_at}, kinds=kinds)
+    assert free.subject == drained.subject == {"host_id": "h00003"}
+    assert drained.evidence["node_days"] == pytest.approx(14.0)
+    assert free.evidence["node_days"] > 14.0
+
+
+def test_drain_recheck_tells_stopped_from_continuing() -> None:
+    # host a made most "x" crashes before the drain at day 10; after it, b keeps
+    # its old pace (stopped with a) or triples (continues elsewhere)
+    exp = _exp([("a", 0, 20), ("b", 0, 20)])
+    before = [("a", d + 0.5, "x") for d in range(10)] + [("b", 2.5, "x"), ("b", 7.5, "x")]
+    p = DetectorParams(baseline_days=10)
+    drained, now = T0 + pd.Timedelta(days=10), T0 + pd.Timedelta(days=20)
+    quiet = _crashes(before + [("b", 15.5, "x")])
+    got = drain_recheck(quiet, exp, "a", drained, now, p)
+    assert (got["verdict"], got["host_crashes_before"], got["others_crashes_before"],
+            got["others_crashes_after"]) == ("stopped-with-host", 10, 2, 1)
+    assert got["others_node_days_after"] == pytest.approx(10.0)
+    busy = _crashes(before + [("b", 10.5 + d / 2, "x") for d in range(18)])
+    assert drain_recheck(busy, exp, "a", drained, now, p)["verdict"] == "continues-elsewhere"
