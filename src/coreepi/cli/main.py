@@ -268,6 +268,7 @@ def _register() -> None:
     from coreepi.capture.commands import register as register_capture
     from coreepi.cli import artifact, crashes
     from coreepi.cli.ci import register as register_ci
+    from coreepi.cli.export import export_app
     from coreepi.cli import report as report_command
     from coreepi.cli.serve import serve, token_app
     from coreepi.cli.store import store_app
@@ -280,6 +281,7 @@ def _register() -> None:
     app.command()(serve)
     app.add_typer(token_app, name="token")
     app.add_typer(store_app, name="store")
+    app.add_typer(export_app, name="export")  # export parquet
     register_worker(app)  # worker
     register_capture(app)  # collect, agent
     register_ci(app)  # ci run, postmortem
