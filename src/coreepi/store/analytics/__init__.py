@@ -56,5 +56,7 @@ class EngineSource:
         if until is not None:
             t = t.filter(t.ts < utc_literal(until))
         rows = self.tables.backend.execute(t.select(*TELEMETRY_COLUMNS))
+        # microseconds, as the stores give (Spark hands over nanoseconds)
+        rows["ts"] = pd.to_datetime(rows["ts"], utc=True).astype("datetime64[us, UTC]")
         rows = rows.sort_values(["ts", "event_id"], kind="stable")
         return telemetry_frame_from(rows)

@@ -77,7 +77,9 @@ def spark_session(remote: str | None = None) -> Any:
     local mode on every CPU. Local mode starts a JVM (Java 17+): 10-20 s."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("coreepi").config("spark.sql.session.timeZone", "UTC")
+    builder = (SparkSession.builder.appName("coreepi")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false"))
     if remote:
         if not remote.startswith("sc://"):
             raise StoreError(f"--spark-remote {remote!r}: expected a Spark Connect URL sc://host:port")
@@ -85,7 +87,10 @@ def spark_session(remote: str | None = None) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)  # type: ignore[attr-defined]
     return (builder.master("local[*]")
             .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "8")  # small aggregated tables
+            # the aggregated tables are small: few shuffle partitions, and
+            # partition discovery of a day-partitioned export in the driver
+            .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
+            .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.driver.host", "127.0.0.1")
             .getOrCreate())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -50,6 +51,18 @@ def _filesystem(root: str) -> tuple[pafs.FileSystem, str]:
         raise StoreError(f"{root}: cannot write a Parquet export there: {exc}") from None
 
 
+def _batches(et: EngineTables, table: Any) -> pa.RecordBatchReader:
+    """``table``'s rows as Arrow batches of ``BATCH_ROWS``. On DuckDB read from
+    the cursor directly: ibis 12's ``to_pyarrow_batches`` calls
+    ``fetch_record_batch``, which DuckDB 2.0 renamed ``to_arrow_reader``."""
+    if et.engine != "duckdb":
+        return et.backend.to_pyarrow_batches(table, chunk_size=BATCH_ROWS)
+    cur = et.backend.raw_sql(et.backend.compile(table))
+    if hasattr(cur, "to_arrow_reader"):
+        return cur.to_arrow_reader(BATCH_ROWS)
+    return cur.fetch_record_batch(BATCH_ROWS)  # DuckDB 1.x
+
+
 def export_parquet(et: EngineTables, root: str | os.PathLike[str]) -> ExportResult:
     """Write ``et``'s four tables under ``root`` (see the module docstring)."""
     fs, base = _filesystem(os.fspath(root))
@@ -61,7 +74,7 @@ def export_parquet(et: EngineTables, root: str | os.PathLike[str]) -> ExportResu
             # the day as text: a date partition value reads back as a string
             # on some engines and a date on others; text is the same everywhere
             table = table.mutate(day=table[column].date().cast("string"))
-        reader = et.backend.to_pyarrow_batches(table, chunk_size=BATCH_ROWS)
+        reader = _batches(et, table)
         count = 0
 
         def counted(batches: pa.RecordBatchReader) -> object:

@@ -86,7 +86,8 @@ def summed_exposure(et: EngineTables, lo: datetime, hi: datetime) -> tuple[pd.Da
     x = _overlapping(et, lo, hi)
     # microseconds between the clipped ends: exact integers on every engine
     # (epoch seconds are truncated to whole seconds by some)
-    micros = ibis.least(x.end_ts, utc_literal(hi)).delta(ibis.greatest(x.start_ts, utc_literal(lo)), "microsecond")
+    end = ibis.least(x.end_ts, utc_literal(hi))
+    micros = end.delta(ibis.greatest(x.start_ts, utc_literal(lo)), unit="microsecond")
     per = x.group_by(host_id=x.host_id, ia=x.attributes).aggregate(us=micros.sum())
     h = et.tables["hosts"]
     joined = per.left_join(h, per.host_id == h.host_id)
@@ -150,11 +151,13 @@ def node_time_frames(et: EngineTables, since: datetime | None, until: datetime |
     table = et.backend.to_pyarrow(matched_crashes(et, set_rows, lo, hi))
     order = pc.sort_indices(table, [("captured_at", "ascending"), ("crash_id", "ascending")])
     table = table.take(order)
+    # strings as object arrays with None for null (as the store's path gives),
+    # not pandas' NaN-holding string dtype
     rows = pd.DataFrame({
-        "crash_id": table["crash_id"].to_pandas(),
-        "captured_at": table["captured_at"].to_pandas(),
-        "exe": table["exe"].to_pandas(),
-        "app_version": table["app_version"].to_pandas(),
+        "crash_id": table["crash_id"].to_numpy(zero_copy_only=False),
+        "captured_at": table["captured_at"].cast(pa.timestamp("us", "UTC")).to_pandas(),
+        "exe": table["exe"].to_numpy(zero_copy_only=False),
+        "app_version": table["app_version"].to_numpy(zero_copy_only=False),
         "exposure_set": table["exposure_set"].to_numpy(),
     })
     values: dict[str, list[Any]] = {}
