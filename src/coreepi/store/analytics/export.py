@@ -53,14 +53,14 @@ def _filesystem(root: str) -> tuple[pafs.FileSystem, str]:
 
 def _batches(et: EngineTables, table: Any) -> pa.RecordBatchReader:
     """``table``'s rows as Arrow batches of ``BATCH_ROWS``. On DuckDB read from
-    the cursor directly: ibis 12's ``to_pyarrow_batches`` calls
+    a relation of the compiled SQL: ibis 12's ``to_pyarrow_batches`` calls
     ``fetch_record_batch``, which DuckDB 2.0 renamed ``to_arrow_reader``."""
     if et.engine != "duckdb":
         return et.backend.to_pyarrow_batches(table, chunk_size=BATCH_ROWS)
-    cur = et.backend.raw_sql(et.backend.compile(table))
-    if hasattr(cur, "to_arrow_reader"):
-        return cur.to_arrow_reader(BATCH_ROWS)
-    return cur.fetch_record_batch(BATCH_ROWS)  # DuckDB 1.x
+    relation = et.backend.con.sql(et.backend.compile(table))
+    if hasattr(relation, "to_arrow_reader"):
+        return relation.to_arrow_reader(BATCH_ROWS)
+    return relation.record_batch(BATCH_ROWS)  # DuckDB 1.x
 
 
 def export_parquet(et: EngineTables, root: str | os.PathLike[str]) -> ExportResult:
