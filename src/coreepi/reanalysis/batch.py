@@ -119,13 +119,13 @@ class WarmAnalyzer:
     across cores. :meth:`analyse` returns (crash_id, report JSON or None, error)."""
 
     def __init__(self, settings: Settings) -> None:
-        from coreepi.ingest.run import _Runner  # the ingest's sandbox runner
+        from coreepi.ingest.sandbox import Sandbox, SandboxLimits
         from coreepi.store import open_blobs
 
         self.settings = settings
         self.blobs = open_blobs(settings.blobs, Path(settings.blobs))
-        self.runner = _Runner(settings.timeout_seconds, settings.memory_limit_mb,
-                              [Path(d) for d in settings.symbol_dirs])
+        self.runner = Sandbox(SandboxLimits(settings.timeout_seconds, settings.memory_limit_mb,
+                                            [Path(d) for d in settings.symbol_dirs]))
 
     def analyse(self, target: Target) -> tuple[str, str | None, str | None]:
         # the blob as stored (plain or compressed): the sandboxed child sniffs
@@ -168,7 +168,7 @@ class BatchResult:
 
 def _write(store: Any, target: Target, report_json: str, rules: str) -> str | None:
     """Merge the new analysis into the stored crash; returns its new signature."""
-    from coreepi.serve.intake import merge_analysis
+    from coreepi.ingest.intake import merge_analysis
     from coreepi.store import CrashRecord
     from coreepi.store.records import CoreStatus
 
