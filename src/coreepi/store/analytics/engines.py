@@ -18,6 +18,7 @@ not fit the store, the export is missing, or the engine cannot start.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,8 @@ def spark_session(remote: str | None = None) -> Any:
         if not remote.startswith("sc://"):
             raise StoreError(f"--spark-remote {remote!r}: expected a Spark Connect URL sc://host:port")
         return builder.remote(remote).getOrCreate()
-    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)  # type: ignore[attr-defined]
+    # Spark's Python workers: this interpreter (its venv has coreepi's dependencies)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (builder.master("local[*]")
             .config("spark.ui.enabled", "false")
             # the aggregated tables are small: few shuffle partitions, and
