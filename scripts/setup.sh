@@ -10,6 +10,7 @@ cd "$ROOT"
 declare -A NEED=(
   [gcc]=gcc [g++]=g++ [gdb]=gdb [readelf]=binutils
   [eu-stack]=elfutils [eu-readelf]=elfutils [eu-unstrip]=elfutils
+  [java]=openjdk-17-jre-headless  # Spark local mode (report --engine spark, its parity test)
 )
 # the web UI's browser tests (tests/test_ui_browser.py): installed when root,
 # else the tests skip with a reason (CI runs as root, so it runs them)

@@ -272,6 +272,8 @@ def _register() -> None:
     from coreepi.cli import alerts as alerts_commands
     from coreepi.cli import artifact, crashes
     from coreepi.cli.ci import register as register_ci
+    from coreepi.cli.export import export_app
+    from coreepi.cli.reanalyze import register as register_reanalyze
     from coreepi.cli import report as report_command
     from coreepi.cli.serve import serve, token_app
     from coreepi.cli.store import store_app
@@ -284,7 +286,9 @@ def _register() -> None:
     app.command()(serve)
     app.add_typer(token_app, name="token")
     app.add_typer(store_app, name="store")
+    app.add_typer(export_app, name="export")  # export parquet
     register_worker(app)  # worker
+    register_reanalyze(app)  # reanalyze
     register_capture(app)  # collect, agent
     register_ci(app)  # ci run, postmortem
     alerts_commands.register(app)  # alerts, host drain, watch

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from coreepi.cli.common import DataDir, fail, shown, store_target, window
+from coreepi.cli.export import EngineOpt, ParquetOpt, SparkRemoteOpt, report_source
 from coreepi.cli.options import StoreOpt
 from coreepi.errors import InputError, StoreError
 
@@ -40,6 +41,9 @@ def report(
     details: Annotated[bool, typer.Option(
         "--details", help="Text: the full tables after the answers.")] = False,
     no_pager: Annotated[bool, typer.Option("--no-pager", help="Never use a pager.")] = False,
+    engine: EngineOpt = None,
+    parquet: ParquetOpt = None,
+    spark_remote: SparkRemoteOpt = None,
 ) -> None:
     """Study the stored crashes as a population: the answers first (suspect
     hosts, bugs and what triggers them), then groups, rates, suspect hosts and
@@ -51,7 +55,7 @@ def report(
     lo, hi = window(since, until)
     where = store_target(store, data_dir)
     try:
-        findings = _findings(where, lo, hi)
+        findings = _findings(where, lo, hi, (engine, parquet, spark_remote))
     except (StoreError, InputError) as exc:
         fail(str(exc))
     if isinstance(findings, int):
@@ -73,17 +77,19 @@ def report(
     _show_text(findings, details=details, pager=not no_pager)
 
 
-def _findings(where: str | Path, lo: datetime | None, hi: datetime | None
+def _findings(where: str | Path, lo: datetime | None, hi: datetime | None,
+              engine: tuple[str | None, str | None, str | None] = (None, None, None),
               ) -> FleetFindings | int:
     """The findings over the window; when the window holds no crash, the
-    number of crashes stored in all instead."""
+    number of crashes stored in all instead. ``engine``: (--engine,
+    --parquet, --spark-remote), see :func:`coreepi.cli.export.report_source`."""
     from coreepi.reporting import build_findings
     from coreepi.store import open_store
 
     with open_store(where, read_only=True) as store:
         if not store.count_crashes(lo, hi):
             return store.count_crashes()
-        return build_findings(store, lo, hi)
+        return build_findings(report_source(store, *engine), lo, hi)
 
 
 def _empty_report(where: str | Path, total: int, lo: datetime | None, hi: datetime | None

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Benchmark the scale-out paths (issue 18): the report's heavy part on each
+engine against bare DuckDB GROUP BYs (same run), and batch re-analysis on Dask
+against ``gdb -batch -ex 'thread apply all bt'``.
+
+1. Makes the synthetic fleet of ``epi_fleet.py`` (``--hosts`` × ``--days``
+   one-day intervals, about one crash per 10 node-days) in a DuckDB store.
+2. Each in a fresh subprocess (peak RSS per run), ``--runs`` times, medians:
+
+   bare          bench_epi's plain GROUP BYs of the same counts
+   report-store  ``coreepi report -f json`` on the store's own DuckDB SQL
+   report-ibis   the same through the Ibis layer on DuckDB (``--engine duckdb``)
+   report-spark  the same on Spark local mode over a Parquet export (once;
+                 JVM start-up included and reported apart)
+
+   and checks that the findings agree (crash counts, verdicts of the known groups).
+3. ``--cores N``: N real cores of the test crasher in a store; ``coreepi
+   reanalyze`` with 1 and 2 Dask workers (cores/s, cluster start excluded),
+   and gdb's backtrace of each core, one process per core.
+
+Not a test. Run by hand::
+
+    .venv/bin/python benchmarks/bench_scale.py [--hosts 100000] [--days 100] [--runs 1]
+        [--cores 16] [--no-spark] [--workdir DIR] [--json-out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from bench_epi import BARE, child  # noqa: E402 (benchmarks/ on the path first)
+
+REPORT = r"""
+import json, resource, sys, time
+w0 = time.perf_counter(); c0 = time.process_time()
+from coreepi.cli.export import report_source
+from coreepi.reporting import build_findings, render
+from coreepi.store import open_store
+engine = sys.argv[2] if sys.argv[2] != "store" else None
+parquet = sys.argv[3] if len(sys.argv) > 3 else None
+with open_store(sys.argv[1], read_only=True) as store:
+    t = time.perf_counter()
+    source = report_source(store, engine, parquet, None)
+    started = time.perf_counter() - t
+    findings = build_findings(source)
+text = render(findings, "json")
+verdicts = {g.key: g.attribution.verdict for g in findings.groups if g.kind == "signature"}
+print(json.dumps({"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0,
+                  "engine_start": started, "crashes": findings.window.crashes,
+                  "groups": len(findings.groups), "verdicts": verdicts,
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def bench_report(data: Path, runs: int, spark: bool, root: Path) -> dict[str, object]:
+    db = str(data / "coreepi.duckdb")
+    out: dict[str, list[dict[str, object]]] = {"bare": [], "report-store": [], "report-ibis": []}
+    for i in range(runs):
+        out["bare"].append(child(BARE, db))
+        out["report-store"].append(child(REPORT, str(data), "store"))
+        out["report-ibis"].append(child(REPORT, str(data), "duckdb"))
+        print(f"run {i + 1}: " + "; ".join(f"{k} {v[-1]['wall']:.2f}s" for k, v in out.items()),
+              flush=True)
+    if spark:
+        from coreepi.store import open_store
+        from coreepi.store.analytics import export_parquet, store_tables
+
+        t = time.perf_counter()
+        with open_store(data, read_only=True) as store:
+            et = store_tables(store, "duckdb")
+            rows = export_parquet(et, root / "parquet").rows
+            et.close()
+        print(f"export parquet: {rows} in {time.perf_counter() - t:.1f}s", flush=True)
+        out["report-spark"] = [child(REPORT, str(data), "spark", str(root / "parquet"))]
+        out["export_seconds"] = [{"wall": time.perf_counter() - t}]
+    summary: dict[str, object] = {}
+    for name, results in out.items():
+        walls = [float(r["wall"]) for r in results]  # type: ignore[arg-type]
+        summary[name] = {"wall_s": round(statistics.median(walls), 2),
+                         **{k: (round(v, 2) if isinstance(v, float) else v)
+                            for k, v in results[-1].items() if k in (
+                                "cpu", "rss_mib", "engine_start", "crashes", "groups")}}
+    bare = summary["bare"]["wall_s"]  # type: ignore[index]
+    for name in ("report-store", "report-ibis", "report-spark"):
+        if name in summary:
+            summary[name]["x_bare"] = round(summary[name]["wall_s"] / bare, 2)  # type: ignore[index]
+    verdicts = [r[-1]["verdicts"] for k, r in out.items() if k.startswith("report")]
+    crashes = [r[-1]["crashes"] for k, r in out.items() if k.startswith("report")]
+    summary["same_findings"] = all(v == verdicts[0] for v in verdicts) and len(set(crashes)) == 1
+    return summary
+
+
+def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
+    """Cores per second of ``coreepi reanalyze`` at 1 and 2 workers, and of gdb."""
+    from fleetfactory import CoreSet
+    from test_ingest import sidecar
+
+    cores = CoreSet(root / "cores", n)
+    fleet = root / "rfleet"
+    (fleet / "crashes").mkdir(parents=True, exist_ok=True)
+    (fleet / "hosts.csv").write_text("host_id,kernel\nh1,6.1\n")
+    for i, core in enumerate(cores.cores):
+        (fleet / "crashes" / f"core.{i}").write_bytes(core.read_bytes())
+        sidecar(fleet / "crashes" / f"core.{i}.json", "h1", f"2024-01-02T10:00:{i % 60:02d}Z",
+                exe=str(cores.binary))
+    coreepi = str(Path(sys.executable).parent / "coreepi")
+    data = root / "rdata"
+    subprocess.run([coreepi, "ingest", str(fleet), "--data-dir", str(data)], check=True,
+                   capture_output=True)
+    out: dict[str, object] = {"cores": n}
+    for workers in (1, 2):
+        # a rule "change": clear the markers so that every core is selected again
+        import duckdb
+
+        with duckdb.connect(str(data / "coreepi.duckdb")) as con:
+            con.execute("UPDATE crashes SET report = replace(report, 're-analysed by', 'was')")
+        proc = subprocess.run([coreepi, "reanalyze", "--data-dir", str(data), "--workers",
+                               str(workers)], check=True, capture_output=True, text=True)
+        line = proc.stdout.strip().splitlines()[-1]
+        out[f"dask_{workers}_workers"] = line
+        print(f"reanalyze {workers} worker(s): {line}", flush=True)
+    t = time.perf_counter()
+    for core in cores.cores:
+        subprocess.run(["gdb", "-batch", "-nx", "-ex", "thread apply all bt", str(cores.binary),
+                        str(core)], check=False, capture_output=True)
+    wall = time.perf_counter() - t
+    out["gdb_cores_per_s"] = round(n / wall, 2)
+    print(f"gdb: {n / wall:.2f} cores/s", flush=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=100_000)
+    ap.add_argument("--days", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--cores", type=int, default=16)
+    ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--json-out", type=Path)
+    args = ap.parse_args()
+
+    from epi_fleet import FleetSize, generate
+
+    from coreepi.store import DuckDBStore
+
+    tmp = tempfile.TemporaryDirectory(prefix="bench_scale.") if args.workdir is None else None
+    root = Path(tmp.name) if tmp else args.workdir
+    root.mkdir(parents=True, exist_ok=True)
+    results: dict[str, object] = {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()[0],
+                                  "hosts": args.hosts, "days": args.days}
+    data = root / "store"
+    if not (data / "coreepi.duckdb").exists():
+        store = DuckDBStore(data)
+        size = FleetSize(hosts=args.hosts, days=args.days,
+                         tail_signatures=min(20_000, max(100, args.hosts // 5)))
+        results["fleet"] = generate(store, size)
+        store.close()
+        print(f"fleet: {results['fleet']}", flush=True)
+    results["report"] = bench_report(data, args.runs, not args.no_spark, root)
+    if args.cores:
+        results["reanalyze"] = bench_reanalyze(root, args.cores)
+    results["load_avg_end"] = os.getloadavg()[0]
+    text = json.dumps(results, indent=1)
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
+    if tmp:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

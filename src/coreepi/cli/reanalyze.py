@@ -1,0 +1,78 @@
+"""``coreepi reanalyze``: analyse the stored cores again (after a rule change) on Dask."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from coreepi.cli.common import DataDir, fail, parse_when, store_target
+from coreepi.cli.options import BlobsOpt, StoreOpt
+
+__all__ = ["reanalyze", "register"]
+
+
+def reanalyze(
+    store: StoreOpt = None,
+    blobs: BlobsOpt = None,
+    data_dir: DataDir = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", help="Only crashes captured at or after this time (ISO-8601).")] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", metavar="COLUMN=VALUE", help="Only crashes with this value (host_id, "
+        "signature, exe, app_version, source, core_status); repeatable, all must hold.")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", metavar="tcp://HOST:PORT",
+        help="A Dask scheduler; default: a local cluster of --workers processes.")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1,
+                                         help="Local cluster size (processes).")] = 2,
+    symbol_dir: Annotated[list[Path] | None, typer.Option(
+        "--symbol-dir", help="Symbol directory (.build-id layout); repeatable.")] = None,
+    analysis_timeout: Annotated[float, typer.Option(
+        "--analysis-timeout", min=1, help="Wall-time limit of one analysis, seconds.")] = 300.0,
+    history: Annotated[Path | None, typer.Option(
+        "--history", help="Write the regroup history (old -> new signature, crashes) "
+        "here as JSON.")] = None,
+) -> None:
+    """Analyse every stored core again with today's analyzer and rules, write the
+    results in place (idempotent: a crash already done under these rules is
+    skipped), and print which groups split, merged or were renamed."""
+    from coreepi.errors import InputError, StoreError
+    from coreepi.reanalysis.batch import Settings, reanalyze as run, rules_version, select_targets
+    from coreepi.store import open_store
+    from coreepi.store.analytics import store_tables
+    from coreepi.store.postgres_store import PostgresStore
+
+    lo = parse_when(since, "--since")
+    where_at = store_target(store, data_dir)
+    try:
+        with open_store(where_at, blobs=blobs) as opened:
+            engine = "postgres" if isinstance(opened, PostgresStore) else "duckdb"
+            tables = store_tables(opened, engine)
+            try:
+                targets = select_targets(tables, lo, where or [], rules_version())
+            finally:
+                tables.close()
+            # workers open the blob store themselves: its URL, or the directory
+            blob_root = blobs or str(opened.blobs.root)  # type: ignore[attr-defined]
+            settings = Settings(blobs=blob_root, timeout_seconds=analysis_timeout,
+                                symbol_dirs=tuple(str(d) for d in symbol_dir or ()))
+            result = run(opened, targets, settings, scheduler=scheduler, workers=workers)
+    except (StoreError, InputError) as exc:
+        fail(str(exc))
+    for line in result.history.lines():
+        sys.stdout.write(line + "\n")
+    for crash_id, why in sorted(result.failed.items()):
+        sys.stdout.write(f"failed: {crash_id}: {why}\n")
+    rate = result.written / result.seconds if result.seconds else 0.0
+    sys.stdout.write(f"{result.written} written, {len(result.failed)} failed in "
+                     f"{result.seconds:.1f} s ({rate:.2f} cores/s)\n")
+    if history is not None:
+        history.write_text(json.dumps(result.history.as_rows(), indent=1) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("reanalyze")(reanalyze)

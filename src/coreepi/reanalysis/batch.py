@@ -1,0 +1,219 @@
+"""``coreepi reanalyze``: the stored cores analysed again, on Dask distributed.
+
+Data flow: the driver selects the crashes to redo (a stored core, in the
+window and filters), Dask maps :func:`analyse_one` over them on its workers,
+and the driver writes each result into the store as it arrives — the one
+writer DuckDB wants, and the same code for PostgreSQL. Workers never open
+the store: each reads cores from the blob store (a directory or S3) and runs
+the analysis in the sandbox runner of ingest (a child process with memory,
+CPU and wall limits: a hostile core costs one process, never the worker).
+
+Warm workers: a Dask worker process keeps one :class:`WarmAnalyzer` (its
+blob store client, its sandbox runner, its scratch folder) for the whole
+batch, and the analysis children share the worker's debug directories,
+where symbol files are found by build-id.
+
+Idempotent: a result is written with the analyzer version and the rules
+version (:func:`rules_version`) as a marker in ``analysis.warnings``; a crash
+that already carries the current marker is not selected again, and writing
+the same result twice leaves the same row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from coreepi import __version__
+from coreepi.errors import CoreepiError, InputError
+from coreepi.model.report import CrashReport
+from coreepi.reanalysis.regroup import RegroupHistory, regroup_history
+
+__all__ = ["BatchResult", "Target", "WarmAnalyzer", "analyse_one", "marker", "reanalyze",
+           "rules_version", "select_targets"]
+
+WHERE_COLUMNS = ("host_id", "signature", "exe", "app_version", "source", "core_status")
+"""Columns ``--where column=value`` may filter on."""
+
+
+def rules_version() -> str:
+    """12 hex digits of SHA-256 over the analysis rules (every file of
+    ``coreepi/analyze``: phenotype and signature rules, siglists, case
+    definitions): changes whenever a rule does."""
+    import coreepi.analyze
+
+    root = Path(coreepi.analyze.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".txt")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def marker(rules: str) -> str:
+    """The warning a re-analysed report carries: analyzer and rules versions."""
+    return f"re-analysed by coreepi {__version__} (rules {rules})"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One crash to analyse again: its id, its core's blob key, its signature
+    now, its artifact path as stored (kept)."""
+
+    crash_id: str
+    blob_key: str
+    signature: str | None
+    artifact: str | None = None
+
+
+def _parse_where(where: Sequence[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in where:
+        column, sep, value = item.partition("=")
+        if not sep or column not in WHERE_COLUMNS:
+            raise InputError(f"--where {item!r}", f"expected COLUMN=VALUE with COLUMN one of "
+                             f"{', '.join(WHERE_COLUMNS)}")
+        out.append((column, value))
+    return out
+
+
+def select_targets(tables: Any, since: datetime | None, where: Sequence[str],
+                   rules: str) -> list[Target]:
+    """The crashes with a stored core, captured at or after ``since``, matching
+    every ``column=value`` of ``where``, not yet re-analysed under ``rules``
+    (``tables``: :class:`~coreepi.store.analytics.EngineTables`). Ordered by crash_id."""
+    from coreepi.store.analytics import utc_literal
+
+    c = tables.tables["crashes"]
+    c = c.filter(c.blob_key.notnull(), ~c.report.contains(marker(rules)))
+    if since is not None:
+        c = c.filter(c.captured_at >= utc_literal(since))
+    for column, value in _parse_where(where):
+        c = c.filter(c[column] == value)
+    rows = tables.backend.execute(c.select("crash_id", "blob_key", "signature", "artifact"))
+    rows = rows.sort_values("crash_id", kind="stable")
+    return [Target(r.crash_id, r.blob_key, _text(r.signature), _text(r.artifact))
+            for r in rows.itertuples(index=False)]
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None  # NaN/None: missing
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a worker needs to analyse (picklable: sent once per task, tiny)."""
+
+    blobs: str
+    timeout_seconds: float = 300.0
+    memory_limit_mb: int = 4096
+    symbol_dirs: tuple[str, ...] = ()
+
+
+class WarmAnalyzer:
+    """Per worker process: the blob store client and the sandbox runner, kept
+    across cores. :meth:`analyse` returns (crash_id, report JSON or None, error)."""
+
+    def __init__(self, settings: Settings) -> None:
+        from coreepi.ingest.sandbox import Sandbox, SandboxLimits
+        from coreepi.store import open_blobs
+
+        self.settings = settings
+        self.blobs = open_blobs(settings.blobs, Path(settings.blobs))
+        self.runner = Sandbox(SandboxLimits(settings.timeout_seconds, settings.memory_limit_mb,
+                                            [Path(d) for d in settings.symbol_dirs]))
+
+    def analyse(self, target: Target) -> tuple[str, str | None, str | None]:
+        # the blob as stored (plain or compressed): the sandboxed child sniffs
+        # and decompresses it under its own limits
+        with tempfile.TemporaryDirectory(prefix="coreepi-reanalyze-") as tmp:
+            core = Path(tmp) / "core"
+            try:
+                with open(core, "wb") as fh:
+                    self.blobs.write_to(target.blob_key, fh)
+            except (OSError, CoreepiError) as exc:
+                return target.crash_id, None, f"blob {target.blob_key}: {exc}"
+            result = self.runner.run(core)
+        if not result.ok:
+            return target.crash_id, None, f"{result.category}: {result.error}"
+        if not result.reports:
+            return target.crash_id, None, "no crash found in the core"
+        return target.crash_id, result.reports[0].model_dump_json(), None
+
+
+_WARM: dict[Settings, WarmAnalyzer] = {}
+
+
+def analyse_one(target: Target, settings: Settings) -> tuple[str, str | None, str | None]:
+    """A Dask task: analyse ``target`` with this process's warm analyzer."""
+    analyzer = _WARM.get(settings)
+    if analyzer is None:
+        analyzer = _WARM[settings] = WarmAnalyzer(settings)
+    return analyzer.analyse(target)
+
+
+@dataclass
+class BatchResult:
+    """What a batch did: analysed and written, failed (crash_id: reason), the regrouping."""
+
+    written: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    history: RegroupHistory = field(default_factory=RegroupHistory)
+    seconds: float = 0.0
+
+
+def _write(store: Any, target: Target, report_json: str, rules: str) -> str | None:
+    """Merge the new analysis into the stored crash; returns its new signature."""
+    from coreepi.ingest.intake import merge_analysis
+    from coreepi.store import CrashRecord
+    from coreepi.store.records import CoreStatus
+
+    stored = store.get_report(target.crash_id)
+    merged = merge_analysis(stored, CrashReport.model_validate_json(report_json))
+    merged.analysis.analyzer_version = __version__
+    note = marker(rules)
+    merged.analysis.warnings = [w for w in merged.analysis.warnings
+                                if not w.startswith("re-analysed by coreepi")] + [note]
+    store.update_crash(CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED, None,
+                                   target.artifact))
+    return merged.signature.signature if merged.signature else None
+
+
+def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
+              scheduler: str | None = None, workers: int = 2,
+              progress: Callable[[str, str | None], None] | None = None) -> BatchResult:
+    """Analyse ``targets`` again on Dask (``scheduler``: a ``tcp://`` address,
+    else a LocalCluster of ``workers`` single-threaded processes) and write
+    each result into ``store`` as it arrives. Returns :class:`BatchResult`."""
+    import time
+
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    rules = rules_version()
+    todo = {t.crash_id: t for t in targets}
+    result = BatchResult()
+    triples = []
+    t0 = time.perf_counter()
+    cluster = None if scheduler else LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+        host="127.0.0.1", silence_logs=40)
+    with Client(scheduler or cluster) as client:
+        futures = client.map(analyse_one, list(todo.values()), settings=settings, pure=False)
+        for _, (crash_id, report_json, error) in as_completed(futures, with_results=True):
+            if report_json is None:
+                result.failed[crash_id] = error or "unknown error"
+            else:
+                new = _write(store, todo[crash_id], report_json, rules)
+                triples.append((crash_id, todo[crash_id].signature, new))
+                result.written += 1
+            if progress:
+                progress(crash_id, error)
+    if cluster is not None:
+        cluster.close()
+    result.history = regroup_history(triples)
+    result.seconds = time.perf_counter() - t0
+    return result

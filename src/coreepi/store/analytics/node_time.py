@@ -1,0 +1,167 @@
+"""The report's heavy part written once as Ibis expressions: any engine sums it.
+
+Same output as the DuckDB store's SQL (:mod:`coreepi.store.node_time`,
+:class:`~coreepi.store.frames.NodeTimeFrames`), computed by whichever engine
+holds the tables (:mod:`.engines`: DuckDB, PostgreSQL, Spark):
+
+- node-seconds of the intervals overlapping ``[lo, hi)``, clipped to it,
+  summed per (host, interval attributes): one scan of the exposure;
+- from that, node-days per host and per attribute set (hosts.csv's JSON,
+  the interval's JSON): two small aggregations;
+- each crash of the window matched to the interval holding it (equi-join on
+  the host plus ``start <= captured_at < end``: intervals of one host never
+  overlap, so at most one matches) and to that interval's attribute set.
+
+Only what the engines agree on is left to them: sorting strings (collations
+differ: PostgreSQL's locale vs byte order) and decoding JSON happen here, on
+the small distinct values; the crash rows come back as Arrow columns whose
+repeated strings are dictionary-encoded, then decoded like the store's path.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import ibis
+from ibis import _
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from coreepi.store.analytics.engines import EngineTables
+from coreepi.store.frames import (
+    EXPOSURE_COLUMNS,
+    NodeTimeFrames,
+    attribute_columns,
+    merged_attributes,
+)
+from coreepi.store.node_time import SEP, _decoded_crashes
+
+__all__ = ["matched_crashes", "node_time_frames", "summed_exposure", "utc_literal", "window"]
+
+_TS = "timestamp('UTC')"
+
+
+def utc_literal(value: datetime) -> ibis.Scalar:
+    """``value`` as an Ibis timestamp literal in UTC (every engine compares it the same)."""
+    return ibis.literal(value.astimezone(UTC), type=_TS)
+
+
+def window(et: EngineTables, since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
+    """The analytics' default window: the exposure's span, widened to every
+    crash (one second past the last); ``since``/``until`` override each end."""
+    if since is not None and until is not None:
+        return since.astimezone(UTC), until.astimezone(UTC)
+    x, c = et.tables["exposure"], et.tables["crashes"]
+    e = et.backend.execute(x.aggregate(lo=x.start_ts.min(), hi=x.end_ts.max()))
+    k = et.backend.execute(c.aggregate(lo=c.captured_at.min(), hi=c.captured_at.max()))
+    los = [t for t in (e["lo"][0], k["lo"][0]) if not pd.isna(t)]
+    his = [t for t in (e["hi"][0], k["hi"][0] + timedelta(seconds=1)
+                       if not pd.isna(k["hi"][0]) else None) if t is not None and not pd.isna(t)]
+    lo = since if since is not None else (min(map(_utc, los)) if los else None)
+    hi = until if until is not None else (max(map(_utc, his)) if his else None)
+    if lo is None or hi is None:
+        lo = hi = datetime.now(UTC)
+    return lo.astimezone(UTC), hi.astimezone(UTC)
+
+
+def _utc(t: Any) -> datetime:
+    ts = pd.Timestamp(t)
+    return (ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")).to_pydatetime()
+
+
+def _overlapping(et: EngineTables, lo: datetime, hi: datetime) -> ibis.Table:
+    x = et.tables["exposure"]
+    return x.filter(x.end_ts > utc_literal(lo), x.start_ts < utc_literal(hi))
+
+
+def summed_exposure(et: EngineTables, lo: datetime, hi: datetime) -> tuple[pd.DataFrame, pd.Series]:
+    """Node-days per attribute set and per host over ``[lo, hi)``.
+
+    Returns (set rows ``ha, ia, node_days`` — hosts.csv JSON ('' for a host
+    without a row), interval JSON — sorted by (ha, ia) in code-point order,
+    node-days by ``host_id`` sorted by host). Units: days of 86400 s."""
+    x = _overlapping(et, lo, hi)
+    # microseconds between the clipped ends: exact integers on every engine
+    # (epoch seconds are truncated to whole seconds by some)
+    end = ibis.least(x.end_ts, utc_literal(hi))
+    micros = end.delta(ibis.greatest(x.start_ts, utc_literal(lo)), unit="microsecond")
+    per = x.group_by(host_id=x.host_id, ia=x.attributes).aggregate(us=micros.sum())
+    h = et.tables["hosts"]
+    joined = per.left_join(h, per.host_id == h.host_id)
+    sets = joined.group_by(ha=joined.attributes.fill_null(""), ia=joined.ia).aggregate(
+        us=joined.us.sum())
+    by_host = per.group_by("host_id").aggregate(us=per.us.sum())
+    set_rows = et.backend.execute(sets)
+    set_rows = set_rows.sort_values(["ha", "ia"], kind="stable").reset_index(drop=True)
+    set_rows["node_days"] = set_rows.pop("us").to_numpy(np.float64) / 1e6 / 86400.0
+    host_rows = et.backend.execute(by_host).sort_values("host_id", kind="stable")
+    series = pd.Series(host_rows["us"].to_numpy(np.float64) / 1e6 / 86400.0,
+                       index=pd.Index(host_rows["host_id"].astype(object), name="host_id"),
+                       name="node_days")
+    return set_rows, series
+
+
+def _set_columns(set_rows: pd.DataFrame) -> pd.DataFrame:
+    """One column per merged attribute (hosts.csv's, the interval's overriding) + node_days."""
+    dicts = merged_attributes(zip(set_rows["ha"], set_rows["ia"], strict=True))
+    sets = pd.DataFrame(index=range(len(set_rows)))
+    for name, col in attribute_columns(np.arange(len(set_rows)), dicts,
+                                       (*EXPOSURE_COLUMNS, "node_days")).items():
+        sets[name] = col.values
+    sets["node_days"] = set_rows["node_days"].to_numpy(np.float64)
+    return sets
+
+
+def matched_crashes(et: EngineTables, set_rows: pd.DataFrame, lo: datetime, hi: datetime) -> ibis.Table:
+    """The crashes of ``[lo, hi)`` with ``exposure_set``: the row of
+    ``set_rows`` of the interval holding each crash, -1 when none does."""
+    c = et.tables["crashes"]
+    c = c.filter(c.captured_at >= utc_literal(lo), c.captured_at < utc_literal(hi))
+    x = _overlapping(et, lo, hi).select(xh=_.host_id, xs=_.start_ts, xe=_.end_ts, ia=_.attributes)
+    m = c.left_join(x, [c.host_id == x.xh, c.captured_at >= x.xs, c.captured_at < x.xe])
+    h = et.tables["hosts"].select(hh=_.host_id, ha=_.attributes)
+    m = m.left_join(h, m.host_id == h.hh)
+    keys = ibis.memtable(pd.DataFrame({"sha": set_rows["ha"].astype(str),
+                                       "sia": set_rows["ia"].astype(str),
+                                       "k": np.arange(len(set_rows), dtype=np.int64)}))
+    m = m.left_join(keys, [m.ha.fill_null("") == keys.sha, m.ia == keys.sia])
+    return m.select(
+        "crash_id", "host_id", "captured_at", "signature", "exe", "app_version",
+        attr=m.attributes,
+        phen=m.phenotypes.join(SEP), hw=m.hardware_phenotypes.join(SEP),
+        exposure_set=ibis.coalesce(m.k, -1),
+    )
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[pd.Series, list[Any]]:
+    """Dictionary codes (float, NaN for null) and the distinct values of one Arrow column."""
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    codes = encoded.indices.to_pandas()
+    return codes, encoded.dictionary.to_pylist()
+
+
+def node_time_frames(et: EngineTables, since: datetime | None, until: datetime | None) -> NodeTimeFrames:
+    """:class:`~coreepi.store.frames.NodeTimeFrames` of ``[since, until)``
+    (default: :func:`window`) computed by ``et``'s engine."""
+    lo, hi = window(et, since, until)
+    set_rows, by_host = summed_exposure(et, lo, hi)
+    table = et.backend.to_pyarrow(matched_crashes(et, set_rows, lo, hi))
+    order = pc.sort_indices(table, [("captured_at", "ascending"), ("crash_id", "ascending")])
+    table = table.take(order)
+    # strings as object arrays with None for null (as the store's path gives),
+    # not pandas' NaN-holding string dtype
+    rows = pd.DataFrame({
+        "crash_id": table["crash_id"].to_numpy(zero_copy_only=False),
+        "captured_at": table["captured_at"].cast(pa.timestamp("us", "UTC")).to_pandas(),
+        "exe": table["exe"].to_numpy(zero_copy_only=False),
+        "app_version": table["app_version"].to_numpy(zero_copy_only=False),
+        "exposure_set": table["exposure_set"].to_numpy(),
+    })
+    values: dict[str, list[Any]] = {}
+    for name, column in (("host", "host_id"), ("sig", "signature"), ("phen", "phen"),
+                         ("hw", "hw"), ("attr", "attr")):
+        rows[f"{name}_k"], values[name] = _codes(table[column])
+    return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), _set_columns(set_rows), by_host)
