@@ -61,18 +61,20 @@ def test_one_non_utf8_byte_rejects_its_row_not_the_whole_hosts_file(tmp_path: Pa
 def test_unbalanced_quote_says_which_lines_it_swallowed(tmp_path: Path) -> None:
     path = tmp_path / "hosts.csv"
     # a quote left open to the end of the file: it used to become one last row
-    # (host h2, its cpu "oops\nh3,c\nh4,d\n") and hosts h3 and h4 vanished silently
+    # (host h2, its cpu "oops\nh3,c\nh4,d\n") and hosts h3 and h4 vanished;
+    # now it costs only its own line (issue 15)
     path.write_text('host_id,cpu\nh1,a\nh2,"oops\nh3,c\nh4,d\n')
     rej = Rejections()
-    assert [h.host_id for h in read_hosts(path, rej)] == ["h1"]
+    assert [h.host_id for h in read_hosts(path, rej)] == ["h1", "h3", "h4"]
     (r,) = rej.items
-    assert r.line == 3 and "lines 3-5" in r.reason and r.category == "malformed-row"
+    assert r.line == 3 and "opened on line 3 is not closed" in r.reason
+    assert r.category == "malformed-row"
     # a quote closed a few lines later: the wrong field count names the span
     path.write_text('host_id,cpu,zone\nh1,a,z\nh2,"oops,z\nh3,c",z,extra\nh4,d,z\n')
     rej = Rejections()
     assert [h.host_id for h in read_hosts(path, rej)] == ["h1", "h4"]
-    (r,) = rej.items
-    assert r.line == 3 and "lines 3-4" in r.reason
+    assert [(r.line, r.category) for r in rej.items] == [(3, "malformed-row"), (4, "malformed-row")]
+    assert "opened on line 3 is not closed" in rej.items[0].reason
 
 
 def test_deeply_nested_sidecar_and_telemetry_line_are_rejections(tmp_path: Path) -> None:

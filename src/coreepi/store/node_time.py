@@ -114,6 +114,14 @@ def _summed_exposure(
         name="node_days",
     )
     set_rows = summed.loc[~per_host, ["ha", "ia", "node_days"]].reset_index(drop=True)
+    return set_rows, set_columns(set_rows), by_host
+
+
+def set_columns(set_rows: pd.DataFrame) -> pd.DataFrame:
+    """The exposure sets as a frame: one column per merged attribute (hosts.csv's
+    JSON ``ha``, the interval's overriding ``ia``; at most the frames' column
+    limit, the keys left out counted in ``attrs[DROPPED_KEYS]``) and
+    ``node_days``, one row per row of ``set_rows``."""
     dicts = merged_attributes(zip(set_rows["ha"], set_rows["ia"], strict=True))
     sets = pd.DataFrame(index=range(len(set_rows)))
     columns, dropped = attribute_columns(
@@ -122,7 +130,7 @@ def _summed_exposure(
         sets[name] = col.values
     sets.attrs[DROPPED_KEYS] = dropped
     sets["node_days"] = set_rows["node_days"].to_numpy(np.float64)
-    return set_rows, sets, by_host
+    return sets
 
 
 MAX_HOST_SETS = 2_000_000

@@ -32,12 +32,9 @@ import pyarrow.compute as pc
 
 from coreepi.store.analytics.engines import EngineTables
 from coreepi.store.frames import (
-    EXPOSURE_COLUMNS,
     NodeTimeFrames,
-    attribute_columns,
-    merged_attributes,
 )
-from coreepi.store.node_time import SEP, _decoded_crashes
+from coreepi.store.node_time import SEP, _decoded_crashes, set_columns
 
 __all__ = ["matched_crashes", "node_time_frames", "summed_exposure", "utc_literal", "window"]
 
@@ -104,17 +101,6 @@ def summed_exposure(et: EngineTables, lo: datetime, hi: datetime) -> tuple[pd.Da
     return set_rows, series
 
 
-def _set_columns(set_rows: pd.DataFrame) -> pd.DataFrame:
-    """One column per merged attribute (hosts.csv's, the interval's overriding) + node_days."""
-    dicts = merged_attributes(zip(set_rows["ha"], set_rows["ia"], strict=True))
-    sets = pd.DataFrame(index=range(len(set_rows)))
-    for name, col in attribute_columns(np.arange(len(set_rows)), dicts,
-                                       (*EXPOSURE_COLUMNS, "node_days")).items():
-        sets[name] = col.values
-    sets["node_days"] = set_rows["node_days"].to_numpy(np.float64)
-    return sets
-
-
 def matched_crashes(et: EngineTables, set_rows: pd.DataFrame, lo: datetime, hi: datetime) -> ibis.Table:
     """The crashes of ``[lo, hi)`` with ``exposure_set``: the row of
     ``set_rows`` of the interval holding each crash, -1 when none does."""
@@ -164,4 +150,4 @@ def node_time_frames(et: EngineTables, since: datetime | None, until: datetime |
     for name, column in (("host", "host_id"), ("sig", "signature"), ("phen", "phen"),
                          ("hw", "hw"), ("attr", "attr")):
         rows[f"{name}_k"], values[name] = _codes(table[column])
-    return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), _set_columns(set_rows), by_host)
+    return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), set_columns(set_rows), by_host)
