@@ -205,7 +205,7 @@ def test_html_is_self_contained_and_escaped(findings: FleetFindings) -> None:
     assert "@import" not in html and "url(" not in html
     assert html.count("<svg") >= 3  # epidemic curves, hosts, forest plot
     assert "Epidemic curves" in html and "observed (bar) vs expected" in html
-    assert "Rate ratios" in html
+    assert "Rate ratio (value vs rest of the fleet)" in html
     assert EVIL not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert re.search(r"host h-017: \d+ crashes where", html)

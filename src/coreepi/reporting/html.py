@@ -139,7 +139,8 @@ def html_report(findings: FleetFindings) -> str:
         for r in assoc:
             a = r.association
             label = f"{r.group.key} · {a.attribute}={a.value}"
-            plot_rows.append((label, a.irr, a.irr_lower, a.irr_upper))
+            plot_rows.append({"label": label, "irr": a.irr, "irr_lower": a.irr_lower,
+                              "irr_upper": a.irr_upper, "irr_status": a.irr_status})
         out.append(forest_plot(plot_rows))
         rows = []
         for r in assoc:
