@@ -7,6 +7,7 @@ CLI is refused by both replicas within seconds."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import zstandard
 from fleetfactory import CoreSet, coreset  # noqa: F401
 from servekit import ServeProcess, edge_report, wait_for_jobs, zstd_bytes
 
@@ -77,6 +79,13 @@ def test_two_replicas_one_worker_one_database(replicas: list[ServeProcess], pg_u
             one.get(f"/api/v1/crashes/{sent.crash_id}", headers=read).text)
         assert got.signature is not None and got.signature.signature == full.signature.signature
         assert got.core.stored and got.host_id == "node-3"
+        # the core comes back from the bucket as stored: zstd, the uploaded content
+        r = two.get(f"/api/v1/crashes/{sent.crash_id}/core", headers=read)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-gdb-command"].startswith(f"zstd -dc {sent.crash_id}.core.zst")
+        assert int(r.headers["content-length"]) == len(r.content)
+        assert zstandard.ZstdDecompressor().stream_reader(io.BytesIO(r.content)).read() == \
+            coreset.cores[0].read_bytes()
 
         # revoked with the CLI on the database: both replicas refuse it within seconds
         assert _cli("token", "revoke", "ui", "--store", pg_url).returncode == 0

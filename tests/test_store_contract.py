@@ -7,6 +7,7 @@ passes when it adds its factory there and every test here passes.
 
 from __future__ import annotations
 
+import gzip
 import io
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -378,6 +379,24 @@ def test_blobs_content_addressed(blobs: BlobStore, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="content changed"):
         blobs.put_file(f, "1" * 64)
     assert not blobs.has("1" * 64)
+
+
+def test_blobs_stored_form_streams_without_inflating(blobs: BlobStore, tmp_path: Path) -> None:
+    """A download hands out the stored form: zstd made by the store for a
+    plain core, the received bytes for a core that arrived compressed."""
+    plain = bytes(range(256)) * 12_000  # 3 MB: more than one chunk once stored
+    key = blobs.put_bytes(plain)
+    stored = b"".join(blobs.stored_chunks(key))
+    assert stored[:4] == b"\x28\xb5\x2f\xfd" and len(stored) == blobs.size(key) < len(plain)
+    assert zstandard.ZstdDecompressor().decompress(stored, max_output_size=len(plain)) == plain
+    assert blobs.stored_head(key) == stored[:8]
+    gz = gzip.compress(b"\x7fELF" + bytes(5000))
+    gz_key = blobs.put_bytes(gz)
+    assert b"".join(blobs.stored_chunks(gz_key)) == gz and blobs.stored_head(gz_key, 2) == b"\x1f\x8b"
+    with pytest.raises(KeyError):
+        next(iter(blobs.stored_chunks("0" * 64)))
+    with pytest.raises(KeyError):
+        blobs.stored_head("0" * 64)
 
 
 def test_blobs_stream_list_delete_and_prune(blobs: BlobStore) -> None:

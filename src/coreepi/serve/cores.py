@@ -1,6 +1,6 @@
-"""A crash's stored core as a download: the blob file streamed as it lies
-on disk (zstd-compressed, never decompressed on the server), with the file
-name and the command that opens it.
+"""A crash's stored core as a download: the blob streamed as it lies in the
+blob store (a directory or an S3 bucket; zstd-compressed, never
+decompressed on the server), with the file name and the command that opens it.
 
 The blob store keeps a core either zstd-compressed by itself (``KEY.zst``)
 or as received when it arrived compressed (a zstd upload from an agent, a
@@ -10,17 +10,14 @@ or as received when it arrived compressed (a zstd upload from an agent, a
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from coreepi.model.compression import compression_of
 from coreepi.model.report import CrashReport
-from coreepi.store import DirectoryBlobStore, Store
+from coreepi.store import Store
 
-__all__ = ["StoredCore", "iter_file", "stored_core"]
+__all__ = ["StoredCore", "stored_core"]
 
-CHUNK = 1 << 20
 # compression (coreepi.model.compression) -> (file suffix, media type,
 # decompress-to-stdout command)
 _FORMATS = {
@@ -33,37 +30,27 @@ _FORMATS = {
 
 @dataclass(frozen=True, slots=True)
 class StoredCore:
-    """``path`` on disk, ``size`` bytes, the download's ``filename`` and
-    ``media_type``, and ``gdb_command`` (decompress, then open in gdb)."""
+    """The blob's ``key``, its ``size`` in storage, the download's
+    ``filename`` and ``media_type``, and ``gdb_command`` (decompress, then
+    open in gdb). The bytes: ``store.blobs.stored_chunks(key)``."""
 
-    path: Path
+    key: str
     size: int
     filename: str
     media_type: str
     gdb_command: str
 
 
-def _blobs(store: Store) -> DirectoryBlobStore | None:
-    # the BlobStore interface has no streaming read yet (get returns bytes: a
-    # 10 GB core must not be read into memory); a directory of blobs has paths
-    blobs = store.blobs
-    return blobs if isinstance(blobs, DirectoryBlobStore) else None
-
-
 def stored_core(store: Store, report: CrashReport) -> StoredCore | None:
     """The core of ``report`` when its blob is stored here, else None."""
     key = report.core.blob_key
-    blobs = _blobs(store)
-    if not key or blobs is None:
+    if not key:
         return None
     try:
-        path = blobs.path(key)
-    except ValueError:  # not a blob key: nothing stored under it
+        size = store.blobs.size(key)
+        head = store.blobs.stored_head(key) if size else b""
+    except (KeyError, ValueError):  # absent, or not a blob key: nothing stored under it
         return None
-    if path is None:
-        return None
-    with open(path, "rb") as fh:
-        head = fh.read(8)
     compression = compression_of(head)
     if compression is None:
         return None
@@ -73,12 +60,5 @@ def stored_core(store: Store, report: CrashReport) -> StoredCore | None:
     exe = report.process.exe or "/path/to/the/executable"
     command = (f"{decompress} {shlex.quote(name)} > {shlex.quote(core)} && "
                f"gdb {shlex.quote(exe)} {shlex.quote(core)}")
-    return StoredCore(path, path.stat().st_size, name, media, command)
+    return StoredCore(key, size, name, media, command)
 
-
-def iter_file(path: Path) -> Iterator[bytes]:
-    """The file's bytes in 1 MiB chunks (a blocking iterator: Starlette runs
-    it in a worker thread)."""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            yield chunk

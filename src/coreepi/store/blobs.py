@@ -144,6 +144,14 @@ class DirectoryBlobStore(BlobStore):
         except FileNotFoundError:
             raise KeyError(key) from None
 
+    def stored_chunks(self, key: str) -> Iterator[bytes]:
+        path = self.path(key)
+        if path is None:
+            raise KeyError(key)
+        with open(path, "rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                yield chunk
+
     def entries(self) -> Iterator[BlobInfo]:
         if not self.root.is_dir():
             return

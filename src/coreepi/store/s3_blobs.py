@@ -164,6 +164,21 @@ class S3BlobStore(BlobStore):
                              f"(sha256 {digest.hexdigest()}): corrupted in storage")
         return total
 
+    def stored_chunks(self, key: str) -> Iterator[bytes]:
+        try:
+            result = obstore.get(self._store, self._path(key))
+        except FileNotFoundError:
+            raise KeyError(key) from None
+        for chunk in result.stream(min_chunk_size=_CHUNK):
+            yield bytes(chunk)
+
+    def stored_head(self, key: str, n: int = 8) -> bytes:
+        # one ranged GET, not the start of a stream of a multi-GB object
+        try:
+            return bytes(obstore.get_range(self._store, self._path(key), start=0, length=n))
+        except FileNotFoundError:
+            raise KeyError(key) from None
+
     def entries(self) -> Iterator[BlobInfo]:
         for batch in obstore.list(self._store, chunk_size=1000):
             for meta in batch:

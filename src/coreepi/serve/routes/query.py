@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 
 from coreepi.model.fleet import parse_utc
 from coreepi.serve.auth import require
-from coreepi.serve.cores import iter_file, stored_core
+from coreepi.serve.cores import stored_core
 from coreepi.serve.errors import ApiError
 from coreepi.serve.routes.ingest import checked_crash_id
 from coreepi.epi import FleetFindings
@@ -93,7 +93,7 @@ async def get_core(crash_id: str, request: Request, _: Read) -> StreamingRespons
     if core is None:
         why = report.core.dropped_reason or "no core stored for this crash"
         raise ApiError(404, f"crash {crash_id}: {why}", "not-found")
-    return StreamingResponse(iter_file(core.path), media_type=core.media_type, headers={
+    return StreamingResponse(state.store.blobs.stored_chunks(core.key), media_type=core.media_type, headers={
         "Content-Length": str(core.size),
         "Content-Disposition": f'attachment; filename="{core.filename}"',
         "X-Gdb-Command": core.gdb_command})

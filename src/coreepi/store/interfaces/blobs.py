@@ -77,6 +77,25 @@ class BlobStore(abc.ABC):
         memory; returns its size in bytes. KeyError / ValueError as :meth:`get`."""
 
     @abc.abstractmethod
+    def stored_chunks(self, key: str) -> Iterator[bytes]:
+        """The blob as it lies in storage — zstd-compressed by the store, or
+        compressed as it arrived — in chunks of at most a few MiB, without
+        decompressing or verifying it (a download hands this form out: a
+        10 GB core must neither be inflated nor held in memory). KeyError
+        when absent (raised by the first ``next``); ValueError for a
+        malformed key."""
+
+    def stored_head(self, key: str, n: int = 8) -> bytes:
+        """The first ``n`` bytes of :meth:`stored_chunks` (its compression's
+        magic). KeyError / ValueError as :meth:`stored_chunks`."""
+        head = b""
+        for chunk in self.stored_chunks(key):
+            head += chunk
+            if len(head) >= n:
+                break
+        return head[:n]
+
+    @abc.abstractmethod
     def has(self, key: str) -> bool:
         """Whether the blob is stored. ValueError for a malformed ``key``."""
 
