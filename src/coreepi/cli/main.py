@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from coreepi import __version__
+from coreepi.cli.basics import run_guarded
 from coreepi.cli.common import DataDir, fail
 from coreepi.cli.options import BlobsOpt, StoreOpt, store_location
 from coreepi.errors import InputError
@@ -392,26 +393,19 @@ def __getattr__(name: str) -> typer.Typer:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """The Typer command line (:mod:`coreepi.cli.entry` reads an ordinary
+    ``inspect`` command line before this)."""
     # coreepi uses no pydantic plugins, and looking for them scans every
     # installed package's entry points (importlib.metadata: ~0.05-0.15 s of
     # every command's start-up). A user's own setting wins.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    run_guarded(lambda: _run_typer(sys.argv[1:]))
+
+
+def _run_typer(args: list[str]) -> None:
     from coreepi.cli.helpfmt import tidy_help
 
-    first = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    first = next((arg for arg in args if not arg.startswith("-")), None)
     command = typer.main.get_command(build_app(first))
     tidy_help(command)
-    try:
-        command(prog_name="coreepi")
-    except KeyboardInterrupt:
-        sys.stderr.write("coreepi: interrupted\n")
-        sys.exit(130)
-    except Exception as exc:  # a bug of ours: one line for the user, details on request
-        if os.environ.get("COREEPI_DEBUG"):
-            raise
-        sys.stderr.write(
-            f"coreepi: internal error: {type(exc).__name__}: {exc} "
-            "(set COREEPI_DEBUG=1 for the traceback, and please report it)\n"
-        )
-        sys.exit(1)
+    command(args, prog_name="coreepi")

@@ -67,7 +67,8 @@ _HEAD: Final = re.compile(
 # and its callers, kernels 4.15 and later).
 _EDAC_DRIVER: Final = re.compile(r"^EDAC (skx|i10nm) MC\d{1,3}: ")
 _PROCESSOR: Final = re.compile(
-    r"^PROCESSOR (\d{1,3}):(?:0x)?([0-9a-fA-F]{1,8}) TIME (\d{1,20}) SOCKET (\d{1,5}) APIC (?:0x)?([0-9a-fA-F]{1,8})"
+    r"^PROCESSOR (\d{1,3}):(?:0x)?([0-9a-fA-F]{1,8}) TIME (\d{1,20}) SOCKET (\d{1,5})"
+    r" APIC (?:0x)?([0-9a-fA-F]{1,8})"
 )
 _BANK: Final = re.compile(
     r"^<?Bank (\d{1,4}): *([0-9a-fA-F]{1,16})(?:\[ *([0-9a-fA-F]{1,16})\])?(?: at *([0-9a-fA-F]{1,16}))?"

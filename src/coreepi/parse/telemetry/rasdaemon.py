@@ -40,7 +40,9 @@ _RAS_BANK_NAME: Final = re.compile(r", bank ([^,=(]{1,100}?)(?: \(bank=\d{1,5}\)
 # report_mce_event: the trace event as text): hex without 0x, cpu and
 # socketid in decimal.
 _TRACE_MCE: Final = re.compile(r"\bmce_record:\s+" + _RAS_DATE + r"\s+(bank=.*)$")
-_TRACE_KV: Final = re.compile(r"\b(bank|status|cpu|socketid|ip|misc|addr|mcgcap|apicid|cs)=\s*([0-9a-fA-F]{1,16})\b")
+_TRACE_KV: Final = re.compile(
+    r"\b(bank|status|cpu|socketid|ip|misc|addr|mcgcap|apicid|cs)=\s*([0-9a-fA-F]{1,16})\b"
+)
 _TRACE_DECIMAL: Final = frozenset({"cpu", "socketid"})
 _RAS_SECTIONS: Final = {"Memory controller events:": "mc", "PCIe AER events:": "aer", "MCE events:": "mce"}
 
