@@ -1,3 +1,3 @@
-from coreepi.cli.main import main
+from coreepi.cli.entry import main
 
 main()

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
+from coreepi.cli.basics import EXIT_INPUT_ERROR, fail, parse_when
 from coreepi.cli.options import DataDir
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "window",
 ]
 
-EXIT_INPUT_ERROR = 2
 DATA_DIR_ENV = "COREEPI_DATA_DIR"
 TOKEN_ENV = "COREEPI_TOKEN"
 
@@ -48,12 +48,6 @@ TokenFile = Annotated[
     typer.Option("--token-file", metavar="FILE",
                  help=f"File whose first line is the bearer token (default: ${TOKEN_ENV})."),
 ]
-
-
-def fail(message: str) -> NoReturn:
-    """One line ``coreepi: error: MESSAGE`` on stderr, exit status 2."""
-    sys.stderr.write(f"coreepi: error: {message}\n")
-    raise typer.Exit(EXIT_INPUT_ERROR)
 
 
 def data_dir_or_default(data_dir: Path | None) -> Path:
@@ -101,18 +95,6 @@ def read_token(token_file: Path | None) -> str | None:
     if not token:
         fail(f"--token-file {token_file}: empty (expected the token on its first line)")
     return token
-
-
-def parse_when(value: str | None, option: str) -> datetime | None:
-    """An ISO-8601 date or date-time (``Z`` or an offset; naive means UTC), in UTC."""
-    if value is None:
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-    except (ValueError, OverflowError):
-        fail(f"{option} {value!r}: not an ISO-8601 date or date-time in range (e.g. "
-             "2024-05-01 or 2024-05-01T12:00:00Z)")
 
 
 def window(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from coreepi import __version__
+from coreepi.cli.basics import run_guarded
 from coreepi.cli.common import DataDir, fail
 from coreepi.cli.options import BlobsOpt, StoreOpt, store_location
 from coreepi.errors import InputError
@@ -19,14 +21,17 @@ from coreepi.errors import InputError
 if TYPE_CHECKING:
     from coreepi.ingest.run import IngestSummary
 
-app = typer.Typer(
-    name="coreepi",
-    help="Core dump epidemiology: analyse, group and count a fleet's crashes.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+def _new_app() -> typer.Typer:
+    app = typer.Typer(
+        name="coreepi",
+        help="Core dump epidemiology: analyse, group and count a fleet's crashes.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    app.callback()(_root)
+    return app
 
 
 def _version(value: bool) -> None:
@@ -35,7 +40,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool,
@@ -265,62 +269,143 @@ def demo(
         fail(str(exc))
 
 
-def _register() -> None:
-    """The commands, in the order ``coreepi --help`` lists them: one crash,
-    a fleet, the stored crashes, the server and the nodes, then the rest."""
-    from coreepi.capture.commands import register as register_capture
-    from coreepi.cli import alerts as alerts_commands
-    from coreepi.cli import artifact, crashes
-    from coreepi.cli.ci import register as register_ci
-    from coreepi.cli.export import export_app
-    from coreepi.cli.reanalyze import register as register_reanalyze
-    from coreepi.cli import report as report_command
-    from coreepi.cli.serve import serve, token_app
-    from coreepi.cli.store import store_app
-    from coreepi.cli.worker import register as register_worker
+def _register_artifact(app: typer.Typer) -> None:
+    from coreepi.cli import artifact
 
     artifact.register(app)  # inspect, submit
+
+
+def _register_ingest(app: typer.Typer) -> None:
     app.command()(ingest)
+
+
+def _register_report(app: typer.Typer) -> None:
+    from coreepi.cli import report as report_command
+
     report_command.register(app)
+
+
+def _register_crashes(app: typer.Typer) -> None:
+    from coreepi.cli import crashes
+
     crashes.register(app)  # list, info, dump, debug
+
+
+def _register_serve(app: typer.Typer) -> None:
+    from coreepi.cli.serve import serve, token_app
+
     app.command()(serve)
     app.add_typer(token_app, name="token")
+
+
+def _register_store(app: typer.Typer) -> None:
+    from coreepi.cli.store import store_app
+
     app.add_typer(store_app, name="store")
+
+
+def _register_export(app: typer.Typer) -> None:
+    from coreepi.cli.export import export_app
+
     app.add_typer(export_app, name="export")  # export parquet
-    register_worker(app)  # worker
-    register_reanalyze(app)  # reanalyze
-    register_capture(app)  # collect, agent
-    register_ci(app)  # ci run, postmortem
+
+
+def _register_worker(app: typer.Typer) -> None:
+    from coreepi.cli.worker import register
+
+    register(app)
+
+
+def _register_reanalyze(app: typer.Typer) -> None:
+    from coreepi.cli.reanalyze import register
+
+    register(app)
+
+
+def _register_capture(app: typer.Typer) -> None:
+    from coreepi.capture.commands import register
+
+    register(app)  # collect, agent
+
+
+def _register_ci(app: typer.Typer) -> None:
+    from coreepi.cli.ci import register
+
+    register(app)  # ci run, postmortem
+
+
+def _register_alerts(app: typer.Typer) -> None:
+    from coreepi.cli import alerts as alerts_commands
+
     alerts_commands.register(app)  # alerts, host drain, watch
+
+
+def _register_rest(app: typer.Typer) -> None:
     app.command()(telemetry)
     app.command()(simulate)
     app.command()(demo)
     app.command()(schema)
 
 
-_register()
+#: Each registrar and the top-level names it adds, in the order ``coreepi
+#: --help`` lists them: one crash, a fleet, the stored crashes, the server and
+#: the nodes, then the rest. A command line that names one of these registers
+#: only that module: importing every command's module and letting Typer build
+#: all ~35 commands cost ~0.1 s of CPU on each start-up (``inspect`` of a small
+#: core takes ~0.3 s in all).
+_REGISTRARS: tuple[tuple[Callable[[typer.Typer], None], frozenset[str]], ...] = (
+    (_register_artifact, frozenset({"inspect", "submit"})),
+    (_register_ingest, frozenset({"ingest"})),
+    (_register_report, frozenset({"report"})),
+    (_register_crashes, frozenset({"list", "info", "dump", "debug"})),
+    (_register_serve, frozenset({"serve", "token"})),
+    (_register_store, frozenset({"store"})),
+    (_register_export, frozenset({"export"})),
+    (_register_worker, frozenset({"worker"})),
+    (_register_reanalyze, frozenset({"reanalyze"})),
+    (_register_capture, frozenset({"collect", "agent"})),
+    (_register_ci, frozenset({"ci", "postmortem"})),
+    (_register_alerts, frozenset({"alerts", "host", "watch"})),
+    (_register_rest, frozenset({"telemetry", "simulate", "demo", "schema"})),
+)
+
+
+def build_app(command: str | None = None) -> typer.Typer:
+    """The ``coreepi`` Typer app: with ``command`` a top-level command name
+    (``"inspect"``), only the module that defines it is imported and
+    registered; otherwise (``None``, ``--help``, a typo) every command."""
+    app = _new_app()
+    wanted = [reg for reg, names in _REGISTRARS if command in names] or [
+        reg for reg, _ in _REGISTRARS]
+    for register in wanted:
+        register(app)
+    return app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    # ``app`` (every command) is built on first use, for tests and tools
+    # that import it; the console script builds only the command it runs.
+    if name == "app":
+        app = build_app()
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """The Typer command line (:mod:`coreepi.cli.entry` reads an ordinary
+    ``inspect`` command line before this)."""
     # coreepi uses no pydantic plugins, and looking for them scans every
     # installed package's entry points (importlib.metadata: ~0.05-0.15 s of
     # every command's start-up). A user's own setting wins.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    run_guarded(lambda: _run_typer(sys.argv[1:]))
+
+
+def _run_typer(args: list[str]) -> None:
     from coreepi.cli.helpfmt import tidy_help
 
-    command = typer.main.get_command(app)
+    first = next((arg for arg in args if not arg.startswith("-")), None)
+    command = typer.main.get_command(build_app(first))
     tidy_help(command)
-    try:
-        command(prog_name="coreepi")
-    except KeyboardInterrupt:
-        sys.stderr.write("coreepi: interrupted\n")
-        sys.exit(130)
-    except Exception as exc:  # a bug of ours: one line for the user, details on request
-        if os.environ.get("COREEPI_DEBUG"):
-            raise
-        sys.stderr.write(
-            f"coreepi: internal error: {type(exc).__name__}: {exc} "
-            "(set COREEPI_DEBUG=1 for the traceback, and please report it)\n"
-        )
-        sys.exit(1)
+    command(args, prog_name="coreepi")

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from coreepi.model.report import CrashReport, Frame, FrameTrust, Thread
+from coreepi.model.report import CrashReport, Frame, FrameTrust, RuntimeFrame, Thread
 from coreepi.reporting.fast_text import print_line, print_table
 
 __all__ = ["evidence_text", "frame_label", "render_identity", "render_report", "warning_lines"]
@@ -101,13 +101,18 @@ def render_identity(report: CrashReport, console: Console) -> None:
 def render_report(report: CrashReport, console: Console, *, all_threads: bool = False,
                   registers: bool = False) -> None:
     """Print the signal, the phenotypes and signature, the crashing thread's
-    backtrace (with frame trust) — every thread's with ``all_threads`` —
-    their registers with ``registers``, and the top modules."""
+    backtrace (with frame trust) and, for a CPython process, its Python
+    stack — every thread's with ``all_threads`` — their registers with
+    ``registers``, and the top modules."""
     _render_head(report, console)
     crashed = report.crashed_thread
     threads = report.threads if all_threads else [t for t in (crashed,) if t is not None]
+    stacks = _python_stacks(report)
     for thread in threads:
         _render_thread(thread, console, registers=registers)
+        frames = stacks.get(thread.tid) or (stacks.get(None, []) if thread.crashed else [])
+        if frames:
+            _render_python_stack(thread.tid, frames, console)
     hidden = len(report.threads) - len(threads)
     if hidden > 0:
         console.print(Text(f"{hidden} more thread{'s' if hidden > 1 else ''} "
@@ -181,6 +186,29 @@ def _render_thread(thread: Thread, console: Console, *, registers: bool) -> None
         print_line(console, Text(f"unwinding: {thread.unwind_error}", style="dim"))
     if registers:
         _render_registers(thread.registers.items(), console)
+
+
+def _python_stacks(report: CrashReport) -> dict[int | None, list[RuntimeFrame]]:
+    """The Python frames of a CPython core by thread id (None: frames that
+    name no thread, the crashing thread's), innermost first; {} for any
+    other runtime."""
+    stacks: dict[int | None, list[RuntimeFrame]] = {}
+    if report.runtime.kind == "python":
+        for frame in report.runtime.frames:
+            stacks.setdefault(frame.thread_id, []).append(frame)
+    return stacks
+
+
+def _render_python_stack(tid: int, frames: list[RuntimeFrame], console: Console) -> None:
+    """One thread's Python stack as py-spy's ``dump`` prints it: one
+    ``function (file:line)`` line per frame, most recent call first."""
+    print_line(console, Text(f"Python stack of thread {tid} (most recent call first):",
+                             style="bold"))
+    for f in frames[:MAX_SHOWN_FRAMES]:
+        where = f"{f.file or '?'}:{f.line}" if f.line is not None else (f.file or "?")
+        print_line(console, Text(f"    {f.function} ({where})"))
+    if len(frames) > MAX_SHOWN_FRAMES:
+        print_line(console, f"    … {len(frames) - MAX_SHOWN_FRAMES} more frames (--json)")
 
 
 def _frames_table(title: str, rows: tuple[tuple[str, str, str, str, FrameTrust], ...]) -> Table:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from coreepi.analyze.context import Kind, kind_of
 from coreepi.analyze.signature.config import SignatureConfig, load_lists
+from coreepi.analyze.signature.cpu_variant import CpuVariants
 from coreepi.analyze.signature.jvm import JVM_RULES
 from coreepi.analyze.signature.kernel import KERNEL_RULES
 from coreepi.analyze.signature.python import PythonFrames
@@ -46,6 +47,8 @@ __all__ = ["RULES", "RULESETS", "SignatureGenerator", "SignatureResult", "genera
 
 # Order matters:
 # - NormalizeFrames first: every later rule matches the normalized text.
+# - CpuVariants right after it: the lists and every later rule see `memset`,
+#   whichever CPU-specific memset the crashing host's libc picked.
 # - DropNonCodeFrames before the lists: a pc of 0 must not reach them.
 # - SkipIrrelevantFrames before SkipPrefixFrames: an irrelevant frame inside
 #   the innermost run (the personality routine between std::terminate and a
@@ -62,6 +65,7 @@ __all__ = ["RULES", "RULESETS", "SignatureGenerator", "SignatureResult", "genera
 # - JoinFrames, then Truncate, last (Socorro: SigFixWhitespace, SigTruncate).
 RULES: tuple[type[SignatureRule], ...] = (
     NormalizeFrames,
+    CpuVariants,
     DropNonCodeFrames,
     SkipIrrelevantFrames,
     SkipPrefixFrames,

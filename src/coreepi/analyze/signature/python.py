@@ -10,7 +10,7 @@ thread's Python frames, innermost first, each written ``module.function``
 (the file's stem, or its package for ``__init__.py``: install paths and
 line numbers change from host to host and release to release, names do
 not). So ``ctypes.memset`` on NULL from ``write_record`` signs as
-``__memset_avx512_unaligned_erms | crash_ctypes.write_record | …``.
+``memset | crash_ctypes.write_record | …``.
 
 This is Sentry's and Socorro's "interpreter frames are glue" idea applied
 at the boundary: the native frames above it (the library or extension

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["CfiIndex"]
 
 DW_EH_PE_omit = 0xFF
+DW_EH_PE_datarel_sdata4 = 0x3B  # DW_EH_PE_datarel | DW_EH_PE_sdata4
 
 
 @dataclass(slots=True)
@@ -131,10 +132,19 @@ class CfiIndex:
             return
         count, pos = _read_encoded(data, pos, count_enc, base)
         table: list[tuple[int, int]] = []
-        for _ in range(min(count, len(data))):
-            loc, pos = _read_encoded(data, pos, table_enc, base)
-            fde, pos = _read_encoded(data, pos, table_enc, base)
-            table.append((loc, fde))
+        if table_enc == DW_EH_PE_datarel_sdata4:  # what every x86-64/arm64 linker writes
+            # One struct call for the table (libc: ~4,000 entries) instead of
+            # two _read_encoded calls per entry: ~0.02 s of each inspect.
+            if pos + 8 * count > len(data):
+                raise struct.error("truncated .eh_frame_hdr search table")
+            mask = (1 << 64) - 1
+            table = [((loc + base) & mask, (fde + base) & mask)
+                     for loc, fde in struct.iter_unpack("<ii", data[pos:pos + 8 * count])]
+        else:
+            for _ in range(min(count, len(data))):
+                loc, pos = _read_encoded(data, pos, table_enc, base)
+                fde, pos = _read_encoded(data, pos, table_enc, base)
+                table.append((loc, fde))
         table.sort()
         self._table = table
         self._keys = [t[0] for t in table]

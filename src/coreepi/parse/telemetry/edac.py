@@ -32,11 +32,15 @@ __all__ = ["EdacParser", "edac_fields"]
 _MODERN: Final = re.compile(r"\bEDAC MC(\d{1,4}): (\d{1,10}) (CE|UE)\b ?")
 _OLD: Final = re.compile(r"\bEDAC MC(\d{1,4}): (CE|UE)\b[ ,:-]*(.*)$")
 _LABEL_OLD: Final = re.compile(r'labels? "([^"]*)"')
-_KV: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,40})[:=](\S+)")
+# ``key:value`` (sb/skx/i10nm/amd64) or, from ghes_edac's CPER text (kernels
+# 4.x-6.x, drivers/edac/ghes_edac.c), ``key: value``.
+_KV: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,40})(?:[:=](\S+)|: (\S+))")
 _OLD_KV: Final = re.compile(r"\b(page|offset|grain|syndrome|row|channel) (0x[0-9a-fA-F]+|\d+)")
 _INTEL_LABEL: Final = re.compile(r"CPU_SrcID#(\d+)_(Ha|MC)#(\d+)_Chan#(\d+)_DIMM#(\d+)")
 _CSROW_LABEL: Final = re.compile(r"mc#(\d+)csrow#(\d+)channel#(\d+)")
-_NO_LABEL: Final = frozenset({"any memory", "unknown memory", "-", ""})
+# What the EDAC core writes when it knows no DIMM ("any memory", "unknown
+# memory"), and ghes_edac's "unknown label" when the firmware gave none.
+_NO_LABEL: Final = frozenset({"any memory", "unknown memory", "unknown label", "-", ""})
 
 
 def _number(text: str) -> int | str:
@@ -51,9 +55,9 @@ def edac_fields(location: str) -> dict[str, Any]:
     """``channel:1 slot:0 page:0x12 … - area:DRAM …`` as a dict (numbers
     parsed, hex kept as ints); the part after `` - `` goes in as well."""
     fields: dict[str, Any] = {}
-    for key, value in _KV.findall(location[:2000]):
+    for key, value, spaced in _KV.findall(location[:2000]):
         if key not in fields and len(fields) < 64:
-            fields[key] = _number(value)
+            fields[key] = _number(value or spaced)
     _, sep, other = location.partition(" - ")
     if sep:
         fields["driver_detail"] = other.strip()[:500]
@@ -132,7 +136,7 @@ class EdacParser:
         }
         detail.update(_label_facts(labels))
         for key in ("channel", "slot", "csrow", "rank", "socket", "ha", "page", "offset", "grain", "syndrome",
-                    "row", "area", "err_code"):
+                    "row", "area", "err_code", "node", "card", "module", "bank"):
             if key in fields:
                 detail[key] = fields[key]
         page, offset = fields.get("page"), fields.get("offset")
@@ -141,8 +145,13 @@ class EdacParser:
         detail["fields"] = fields
         if truncated:
             detail["truncated"] = True
+        if "socket" not in detail and isinstance(fields.get("node"), int):
+            detail["socket"] = fields["node"]  # ghes_edac: the firmware's node is the socket
         if labels:
             component = labels[0]
+        elif all(isinstance(fields.get(k), int) for k in ("node", "card", "module")):
+            # ghes_edac without a DIMM label: node/card/module name the DIMM
+            component = f"MC{mc} node {fields['node']} card {fields['card']} module {fields['module']}"
         elif "channel" in detail:
             component = f"MC{mc} channel {detail['channel']}"
         else:

@@ -78,8 +78,11 @@ class GhesParser:
         if "memory" in section:
             corrected = severity == "corrected"
             kind = EventKind.EDAC_CE if corrected else EventKind.EDAC_UE
-            component = f.get("dimm_location") or (f"node {f['node']} card {f['card']} module {f['module']}"
-                                                   if "module" in f else None)
+            location = f.get("dimm_location")
+            if str(location).startswith("not present"):  # cper.c: firmware named no DIMM
+                location = None
+            component = location or (f"node {f['node']} card {f['card']} module {f['module']}"
+                                     if "module" in f else None)
             summary = f"{severity or 'unknown-severity'} memory error (APEI)" + (
                 f" on {component}" if component else "")
         elif "pcie" in section:

@@ -10,7 +10,9 @@ the text itself, or an iterable of lines. Output: events, streamed.
 Families (one module each):
 
 * machine checks (:mod:`~coreepi.parse.telemetry.mce`): kernel ``mce:
-  [Hardware Error]:`` records (Intel print and AMD decoder), APEI/GHES
+  [Hardware Error]:`` records (Intel print and AMD decoder), the Xen
+  hypervisor's ``(XEN)`` console records and old kernels' unprefixed ones
+  (:mod:`~coreepi.parse.telemetry.console_mce`), APEI/GHES
   ``{N}[Hardware Error]:`` records, mcelog records, rasdaemon
   ``ras-mc-ctl --errors`` lines, and ``Memory failure: … Sending SIGBUS``
   lines (``sigbus_mce``);
@@ -52,11 +54,12 @@ from coreepi.parse.kernel.oops import _lines
 from coreepi.parse.open_input import DecompressionError
 from coreepi.parse.telemetry.aer import AerParser
 from coreepi.parse.telemetry.base import Context, FamilyParser, split_prefix
+from coreepi.parse.telemetry.console_mce import ConsoleMceParser
 from coreepi.parse.telemetry.edac import EdacParser
 from coreepi.parse.telemetry.ghes import GhesParser
 from coreepi.parse.telemetry.mce import KernelMceParser, MemoryFailureParser
 from coreepi.parse.telemetry.mcelog import McelogParser
-from coreepi.parse.telemetry.rasdaemon import RasMcCtlParser
+from coreepi.parse.telemetry.rasdaemon import RasdaemonTraceParser, RasMcCtlParser
 from coreepi.parse.telemetry.xid import XidParser, xid_info, xid_table
 
 __all__ = [
@@ -71,9 +74,12 @@ __all__ = [
 
 MAX_LINE_BYTES: Final = 64 * 1024
 
-_TRIGGER: Final = re.compile(r"Xid|EDAC|Hardware|AER|PCIe Bus Error|Memory failure|SIGBUS|events:|NVRM|Machine|MCE")
-_PARSERS: Final = (XidParser, EdacParser, KernelMceParser, GhesParser, AerParser, McelogParser,
-                   RasMcCtlParser, MemoryFailureParser)
+_TRIGGER: Final = re.compile(
+    r"Xid|EDAC|Hardware|AER|PCIe Bus Error|Memory failure|SIGBUS|events:|NVRM|Machine|MCE"
+    r"|CMCI occurred|POLLED occurred|mce_record|status=0x"
+)
+_PARSERS: Final = (XidParser, EdacParser, KernelMceParser, ConsoleMceParser, GhesParser, AerParser,
+                   McelogParser, RasMcCtlParser, RasdaemonTraceParser, MemoryFailureParser)
 
 
 class TelemetryScanner:

@@ -80,12 +80,12 @@ def decode_status(status: int) -> dict[str, Any]:
 
 def mca_severity(status: int | None, fatal: bool = False, text: str = "") -> str | None:
     """``corrected`` / ``deferred`` / ``uncorrected`` / ``fatal`` from the
-    MCi_STATUS bits (UC, PCC) when known, else from the words of ``text``;
-    ``fatal`` when the record says the machine panicked; None when nothing
-    tells."""
+    MCi_STATUS bits (UC, PCC) when known and valid (VAL, bit 63: without it
+    the other bits mean nothing), else from the words of ``text``; ``fatal``
+    when the record says the machine panicked; None when nothing tells."""
     if fatal:
         return "fatal"
-    if status is not None:
+    if status is not None and status_bit(status, 63):
         if not status_bit(status, 61):
             return "deferred" if "deferred" in text.lower() else "corrected"
         return "fatal" if status_bit(status, 57) else "uncorrected"

@@ -2,7 +2,10 @@
 
 * **rasdaemon** ``ras-mc-ctl --errors`` (``util/ras-mc-ctl.in``, ``sub
   errors``): the ``Memory controller events:`` (-> ``edac_*``), ``PCIe AER
-  events:`` (-> ``aer``) and ``MCE events:`` sections, one record a line.
+  events:`` (-> ``aer``) and ``MCE events:`` sections, one record a line
+  (an MCE record line pasted without its header too);
+* **rasdaemon's syslog** line of each machine check (``mce_record: DATE
+  bank=…, status= …, cpu= N, socketid= N, addr= …``) -> ``mce``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from coreepi.model.events import EventKind, TelemetryEvent
 from coreepi.parse.telemetry.base import Context, LogLine, Record, make_event
 from coreepi.parse.telemetry.mca import hex_text, mce_event
 
-__all__ = ["RasMcCtlParser"]
+__all__ = ["RasMcCtlParser", "RasdaemonTraceParser"]
 
 # --------------------------------------------------------------------------- rasdaemon
 
@@ -26,9 +29,21 @@ _RAS_AER: Final = re.compile(
 )
 _RAS_MCE: Final = re.compile(r"^(\d{1,12}) " + _RAS_DATE + r" error: ?(.*)$")
 _RAS_KV: Final = re.compile(
-    r"\b(mcgcap|mcgstatus|status|addr|misc|ip|tsc|walltime|cpu|cpuid|apicid|socketid|cs|bank|ppin|microcode)"
-    r"=(0x[0-9a-fA-F]{1,16}|\d{1,20})"
+    r"\b(mcgcap|mcgstatus|status|addr|misc|ip|tsc|walltime|cpu|cpuid|apicid|socketid|cs|bank|ppin|microcode"
+    r"|memory_channel|csrow)=(0x[0-9a-fA-F]{1,16}|\d{1,20})"
 )
+# rasdaemon's own decoding of an AMD SMCA record names the CPU and the bank
+# in words: ", CPU 2, bank Unified Memory Controller (bank=17)".
+_RAS_CPU: Final = re.compile(r", CPU (\d{1,5})(?:,|$)")
+_RAS_BANK_NAME: Final = re.compile(r", bank ([^,=(]{1,100}?)(?: \(bank=\d{1,5}\))?(?:,|$)")
+# rasdaemon's syslog line of a machine check (ras-mce-handler.c,
+# report_mce_event: the trace event as text): hex without 0x, cpu and
+# socketid in decimal.
+_TRACE_MCE: Final = re.compile(r"\bmce_record:\s+" + _RAS_DATE + r"\s+(bank=.*)$")
+_TRACE_KV: Final = re.compile(
+    r"\b(bank|status|cpu|socketid|ip|misc|addr|mcgcap|apicid|cs)=\s*([0-9a-fA-F]{1,16})\b"
+)
+_TRACE_DECIMAL: Final = frozenset({"cpu", "socketid"})
 _RAS_SECTIONS: Final = {"Memory controller events:": "mc", "PCIe AER events:": "aer", "MCE events:": "mce"}
 
 
@@ -66,7 +81,9 @@ class RasMcCtlParser:
             self._section = _RAS_SECTIONS[body]
             return []
         if self._section is None:
-            return []
+            # an MCE record pasted without its section header still says what it is
+            match = _RAS_MCE.match(body) if "status=0x" in body else None
+            return [self._mce(line, match)] if match is not None else []
         if not body or (body[0].isalpha() and body.endswith(":")):
             self._section = None  # a blank line or another section ends this one
             return []
@@ -137,11 +154,60 @@ class RasMcCtlParser:
             f[name] = values.get(key, 0 if full else None)
         if values.get("cpuid") is not None:
             f["cpuid"] = hex_text(values["cpuid"])
-        for label, key in (("CPU", "cpu_vendor"), ("bank", "bank_name")):
-            found = re.search(rf", {label} ([^,=]{{1,100}})(?:,|$)", rest)
-            if found is not None:
-                f[key] = found.group(1).strip()
+        cpu = _RAS_CPU.search(rest)
+        if cpu is not None:
+            f["cpu"] = int(cpu.group(1))
+        bank_name = _RAS_BANK_NAME.search(rest)
+        if bank_name is not None:
+            f["bank_name"] = bank_name.group(1).strip()
+        vendor = _vendor(values.get("cpuid"))
+        if vendor is not None:
+            f["cpu_vendor"] = vendor
+        extra: dict[str, Any] = {"record_id": int(rid)}
+        for key in ("memory_channel", "csrow"):
+            if values.get(key) is not None:
+                extra[key] = values[key]
         found = re.search(r", mci ([^,=]{1,200})(?:,|$)", rest)
         f["flags"] = [found.group(1).strip()] if found else []
         f["decoded"] = [rest.split(", ", 1)[0][:300]]
-        return mce_event(self.ctx, record, "rasdaemon", ts=_ras_time(when), extra={"record_id": int(rid)})
+        return mce_event(self.ctx, record, "rasdaemon", ts=_ras_time(when), extra=extra)
+
+
+def _vendor(cpuid: int | None) -> str | None:
+    """``AMD`` for a CPUID signature (leaf 1 EAX) with an extended family:
+    only AMD and Hygon (family 0xF + extension: 0x10 … 0x1A) have one among
+    the CPUs rasdaemon supports; Intel's are family 6 (None: not known)."""
+    if cpuid is None or (cpuid >> 8 & 0xF) != 0xF or not cpuid >> 20 & 0xFF:
+        return None
+    return "AMD"
+
+
+class RasdaemonTraceParser:
+    """rasdaemon's syslog line of each machine check (``rasdaemon[PID]:
+    <...>-TID [CPU] SECS: mce_record: DATE bank=2, status= 9400…, …``)."""
+
+    busy = False
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def feed(self, line: LogLine) -> list[TelemetryEvent]:
+        if "mce_record:" not in line.message:
+            return []
+        match = _TRACE_MCE.search(line.message)
+        if match is None:
+            return []
+        when, rest = match.groups()
+        record = Record("rasdaemon")
+        record.add(line)
+        for key, value in _TRACE_KV.findall(rest):
+            name = {"socketid": "socket", "apicid": "apic"}.get(key, key)
+            record.fields.setdefault(name, int(value, 10 if key in _TRACE_DECIMAL else 16))
+        texts = [part.strip() for part in rest.split(",")]
+        mci = next((t[4:] for t in texts if t.startswith("mci=")), None)
+        record.fields["flags"] = [" ".join(mci.split())] if mci else []
+        record.fields["decoded"] = [t for t in texts[2:3] if t and "=" not in t]
+        return [mce_event(self.ctx, record, "rasdaemon-syslog", ts=_ras_time(when))]
+
+    def flush(self) -> list[TelemetryEvent]:
+        return []

@@ -1,0 +1,55 @@
+"""What every ``coreepi`` command shares and that needs no Typer: the
+one-line error (exit status 2), the last-resort handler and ISO-8601 time
+options. Kept apart from
+:mod:`coreepi.cli.common` so that ``coreepi inspect`` can run without
+importing Typer (:mod:`coreepi.cli.inspect_args`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import NoReturn
+
+__all__ = ["EXIT_INPUT_ERROR", "fail", "parse_when", "run_guarded"]
+
+EXIT_INPUT_ERROR = 2
+
+
+def fail(message: str) -> NoReturn:
+    """One line ``coreepi: error: MESSAGE`` on stderr, exit status 2
+    (SystemExit: Click lets it through, and so does a fast path without Click)."""
+    sys.stderr.write(f"coreepi: error: {message}\n")
+    raise SystemExit(EXIT_INPUT_ERROR)
+
+
+def parse_when(value: str | None, option: str) -> datetime | None:
+    """An ISO-8601 date or date-time (``Z`` or an offset; naive means UTC), in UTC."""
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    except (ValueError, OverflowError):
+        fail(f"{option} {value!r}: not an ISO-8601 date or date-time in range (e.g. "
+             "2024-05-01 or 2024-05-01T12:00:00Z)")
+
+
+def run_guarded(call: Callable[[], None]) -> None:
+    """Run a command: Ctrl-C is one line and exit status 130; an exception
+    that escapes is a bug of ours: one line and exit status 1 (the traceback
+    with ``COREEPI_DEBUG=1``)."""
+    try:
+        call()
+    except KeyboardInterrupt:
+        sys.stderr.write("coreepi: interrupted\n")
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("COREEPI_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"coreepi: internal error: {type(exc).__name__}: {exc} "
+            "(set COREEPI_DEBUG=1 for the traceback, and please report it)\n"
+        )
+        sys.exit(1)

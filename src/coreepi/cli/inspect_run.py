@@ -1,0 +1,80 @@
+"""``coreepi inspect FILE``: one artifact -> its crash reports, printed.
+Needs no Typer: the Typer command (:mod:`coreepi.cli.artifact`) and the
+fast path of :func:`coreepi.cli.main.main` both call :func:`run_inspect`."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from coreepi.cli.basics import fail, parse_when
+from coreepi.errors import InputError
+
+if TYPE_CHECKING:
+    from coreepi.model.report import CrashReport
+
+__all__ = ["identify", "run_inspect"]
+
+
+def run_inspect(core: Path, *, exe: Path | None = None, sysroot: Path | None = None,
+                debug_dir: list[Path] | None = None, all_threads: bool = False,
+                registers: bool = False, json_output: bool = False, no_analysis: bool = False,
+                case_defs: Path | None = None, host_id: str | None = None,
+                captured_at: str | None = None) -> None:
+    """Read one crash artifact and print its crash report(s) (text, or JSON
+    with ``json_output``); analysis warnings go to stderr. Bad input: one
+    line on stderr and exit status 2 (SystemExit)."""
+    from coreepi.ingest.artifacts import inspect_file
+
+    when = parse_when(captured_at, "--captured-at")
+    try:
+        reports = inspect_file(core, exe=exe, sysroot=sysroot, debug_dirs=debug_dir or (),
+                               run_analysis=not no_analysis, case_defs=case_defs)
+    except InputError as exc:
+        fail(str(exc))
+    for report in reports:
+        identify(report, host_id, when)
+    if json_output:
+        if len(reports) == 1:
+            sys.stdout.write(reports[0].model_dump_json(indent=2) + "\n")
+        else:
+            items = ",\n".join(r.model_dump_json(indent=2) for r in reports)
+            sys.stdout.write(f"[{items}]\n" if items else "[]\n")
+    else:
+        _print_reports(reports, case_defs, all_threads=all_threads, registers=registers)
+    if not reports:
+        sys.stderr.write(f"coreepi: {core}: no crash found\n")
+    from coreepi.reporting.crash_text import warning_lines
+
+    for report in reports:
+        for line in warning_lines(report):
+            sys.stderr.write(f"coreepi: warning: {line}\n")
+
+
+def identify(report: CrashReport, host_id: str | None, when: datetime | None) -> None:
+    """Set the host and time the user gave (what a node's collector records)."""
+    if host_id is not None:
+        report.host_id = host_id
+    if when is not None:
+        report.captured_at = when
+
+
+def _print_reports(reports: list[CrashReport], case_defs: Path | None, *, all_threads: bool,
+                   registers: bool) -> None:
+    from rich.console import Console  # rich only when drawing (not for --json)
+    from rich.text import Text
+
+    from coreepi.reporting.crash_text import render_report
+    from coreepi.reporting.fast_text import print_rule
+
+    console = Console(highlight=False)
+    for i, report in enumerate(reports):
+        if i:
+            print_rule(console)
+        render_report(report, console, all_threads=all_threads, registers=registers)
+        if case_defs is not None:
+            fired = [p.name for p in report.phenotypes if p.evidence.get("case_definition")]
+            console.print(Text(f"case definitions ({case_defs}): "
+                               f"{', '.join(fired) if fired else 'none fired'}"))

@@ -1,0 +1,133 @@
+"""Hardware telemetry lines from the wild (tests/data/telemetry-wild/, sources
+in tests/data/NOTICE): Xen's console machine checks, pre-2.6.32 kernels'
+unprefixed ones, skx_edac's MCE print, ghes_edac locations, old k8_edac lines,
+rasdaemon's `ras-mc-ctl --errors` of AMD SMCA banks and its syslog lines.
+Expected values are read off the lines by hand (see each file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coreepi.model.events import TelemetryEvent
+from coreepi.parse.telemetry.logs import parse_telemetry
+
+WILD = Path(__file__).resolve().parent / "data" / "telemetry-wild"
+
+
+def events(name: str) -> list[TelemetryEvent]:
+    return list(parse_telemetry(WILD / name, host_id="h1"))
+
+
+def summary(event: TelemetryEvent, *keys: str) -> tuple[object, ...]:
+    return (event.kind.value, event.severity, event.component,
+            *(event.detail.get(k) for k in keys))  # fmt: skip
+
+
+def test_xen_console_polled_machine_checks() -> None:
+    got = [summary(e, "source", "cpu", "bank", "status") for e in events("xen-3.0.3-opteron-polled.log")]
+    banks = [(2, "0xd400400000000813"), (4, "0x9410400100000813"), (4, "0x9410400000000a13"),
+             (2, "0xd000400000000863"), (0, "0x8410400000000833"), (0, "0x8408400000000833")]
+    assert got == [("mce", "corrected", f"cpu 1 bank {bank}", "xen", 1, bank, status)
+                   for bank, status in banks]  # fmt: skip
+    first = events("xen-3.0.3-opteron-polled.log")[0]
+    assert first.host_id == "h1" and first.source.endswith(":11-12")
+    assert first.detail["reported_as"] == "polled" and first.detail["exception"] is False
+
+
+def test_linux_2_5_polled_status_without_val_takes_the_heads_word() -> None:
+    got = [summary(e, "source", "status", "valid") for e in events("linux-2.5-nonfatal-polled.log")]
+    assert got == [
+        ("mce", "corrected", "cpu 0 bank 0", "kernel", "0x1000000000000000", False),
+        # UC and PCC set but VAL clear: the bits mean nothing, the head says "correctable"
+        ("mce", "corrected", "cpu 0 bank 4", "kernel", "0x2200000000000011", False),
+    ]
+
+
+def test_linux_2_4_exception_with_a_level_marked_bank_line() -> None:
+    (event,) = events("linux-2.4-p4-exception.log")
+    assert summary(event, "exception", "mcg_status", "status", "pcc") == (
+        "mce", "fatal", "cpu 3 bank 0", True, "0x4", "0xb20000001040080f", True)
+
+
+def test_linux_2_6_x86_64_one_line_record_with_rip_and_address() -> None:
+    (event,) = events("linux-2.6-x86_64-exception.log")
+    assert summary(event, "mcg_status", "status", "addr", "tsc", "rip", "rip_symbol") == (
+        "mce", "uncorrected", "cpu 0 bank 3", "0x7", "0xb40000000000083b", "0xfdfc000cfe",
+        "0x189fe311d3f", "10:0xffffffff802c04ee", "pci_conf1_read+0xbe/0x110")
+    assert event.uptime_seconds == pytest.approx(847.745921)
+
+
+def test_skx_edac_machine_check_print_and_its_dimm() -> None:
+    got = events("linux-5.14-skx-edac-ghes-uc.log")
+    skx = [summary(e, "bank", "status", "addr", "misc", "socket", "cpuid")
+           for e in got if e.detail.get("source") == "skx_edac"]  # fmt: skip
+    assert skx == [
+        ("mce", "uncorrected", "cpu 0 bank 25", 25, "0xac00000200a00090", "0x7e025e400",
+         "0x9000201d809c086", 0, "0x606a6"),
+        ("mce", "uncorrected", "cpu 0 bank 255", 255, "0xb40000000000009f", "0x7e025e400", "0x0",
+         0, "0x606a6"),
+    ]
+    edac = [summary(e, "socket", "imc", "channel", "dimm", "physical_address")
+            for e in got if e.kind.value == "edac_ue" and e.detail.get("source") != "ghes"]
+    assert edac == [("edac_ue", "uncorrected", "CPU_SrcID#0_MC#3_Chan#0_DIMM#0", 0, 3, 0, 0,
+                     "0x7e025e400")] * 2
+    ghes = [e for e in got if e.detail.get("source") == "ghes"]
+    assert [(e.kind.value, e.component) for e in ghes] == [("edac_ue", "NODE 3 CPU0_DIMM_G1")]
+
+
+def test_ghes_edac_spaced_location_and_no_dimm_label() -> None:
+    edac, ghes = events("linux-5.16-ghes-edac-chipkill.log")
+    assert summary(edac, "socket", "node", "card", "module", "rank", "bank", "row",
+                   "physical_address", "dimm_label") == (
+        "edac_ce", "corrected", "MC0 node 0 card 0 module 0", 0, 0, 0, 0, 0, 513, 4887,
+        "0x898b86020", None)
+    # "DIMM location: not present." names no DIMM: node/card/module do
+    assert (ghes.kind.value, ghes.severity, ghes.component) == (
+        "edac_ce", "corrected", "node 0 card 0 module 0")
+
+
+def test_old_k8_edac_line_and_driver_chatter() -> None:
+    (event,) = events("linux-2.6-k8-edac-old-format.log")  # the "EDAC k8 MC1:" lines are not events
+    assert summary(event, "page", "offset", "grain", "syndrome", "row", "dimm_label") == (
+        "edac_ce", "corrected", "MC1 channel 1", 0xcc9db, 0xd38, 8, 0x80, 0, None)
+
+
+@pytest.mark.parametrize("name, count", [("rasdaemon-0.8-amd-zen-umc-errors.txt", 3),
+                                         ("rasdaemon-telegraf-amd-umc-mca-text.txt", 2)])
+def test_ras_mc_ctl_amd_smca_records(name: str, count: int) -> None:
+    got = events(name)
+    assert len(got) == count
+    for event in got:
+        assert summary(event, "cpu", "bank", "bank_name", "cpu_vendor", "memory_channel",
+                       "flags") == (
+            "mce", "corrected", "cpu 2 bank 17", 2, 17, "Unified Memory Controller", "AMD", 0,
+            ["CECC"])
+        assert "error_class" not in event.detail  # Intel's MCA code classes do not apply to AMD
+    assert [e.detail["csrow"] for e in got] == ([1] * 3 if count == 3 else [2, 2])
+    assert got[0].ts is not None and got[0].ts.isoformat() == (
+        "2024-12-19T03:52:38+00:00" if count == 3 else "2026-08-24T01:41:13+00:00")
+
+
+def test_rasdaemon_syslog_mce_records() -> None:
+    got = events("rasdaemon-syslog-mce-record.log")
+    assert [summary(e, "source", "cpu", "bank", "status", "addr", "socket", "apic") for e in got] == [
+        ("mce", "corrected", "cpu 1 bank 2", "rasdaemon-syslog", 1, 2, "0x9400000000000000",
+         "0x1234", 1, 0x20),
+        ("mce", "corrected", "cpu 0 bank 1", "rasdaemon-syslog", 0, 1, "0x9400000000000000",
+         "0xabcd", 0, 0),
+    ]
+    assert [e.ts.isoformat() for e in got if e.ts] == ["2024-05-16T17:21:24+00:00",
+                                                       "2024-05-16T22:23:24+00:00"]
+
+
+def test_capability_banners_are_not_events() -> None:
+    lines = [
+        "(XEN) mce_intel.c:780: MCA Capability: firstbank 0, extended MCE MSR 0, BCAST, SER, CMCI",
+        "(XEN) CMCI: threshold 0x2 too large for CPU0 bank 17, using 0x1",
+        "(XEN) CPU0: Intel machine check reporting enabled",
+        "(XEN) Machine check exception polling timer started.",
+        "EDAC skx MC3: HANDLING MCE MEMORY ERROR",
+    ]
+    assert list(parse_telemetry(lines)) == []
