@@ -163,6 +163,15 @@ def test_search(app: App, ui: UiStore) -> None:
     assert BAD_HOST in [h["host_id"] for h in data["hosts"]]
     data = app.get("/search.json", params={"q": ui.core_crash_id}).json()
     assert data["crash"] == f"/crashes/{ui.core_crash_id}"
+    # the 12 digits `coreepi list` shows find the crash too, in search and in the URL
+    short = ui.core_crash_id[:12].upper()
+    assert app.get("/search.json", params={"q": short}).json()["crash"] == \
+        f"/crashes/{ui.core_crash_id}"
+    r = app.get(f"/crashes/{short}", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/crashes/{ui.core_crash_id}"
+    r = app.get(f"/crashes/{short}.json")
+    assert r.status_code == 200 and r.json()["crash"]["crash_id"] == ui.core_crash_id
+    assert app.get("/search.json", params={"q": "ffffffffffff"}).json()["crash"] is None
     assert app.get("/search.json").json()["asked"] is False
 
 

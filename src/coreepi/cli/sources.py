@@ -26,7 +26,7 @@ core stored, server refusal) or :class:`coreepi.errors.StoreError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -67,17 +67,20 @@ class CrashSource(Protocol):
     def symbol_dirs(self, report: CrashReport) -> list[Path]: ...
 
 
-def _pick(prefix: str, ids: Iterator[str] | set[str], where: str) -> str:
-    """The one id of ``ids`` starting with ``prefix`` (lower-cased)."""
+def _pick(prefix: str, ids: Iterator[str] | set[str] | Callable[[str], list[str]],
+          where: str) -> str:
+    """The one id of ``ids`` (or of what ``ids(prefix)`` finds) starting with
+    ``prefix`` (lower-cased)."""
     prefix = prefix.strip().lower()
     if len(prefix) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in prefix):
         raise InputError(prefix, f"not a crash id (give at least {MIN_PREFIX} of its hex "
                          "digits, as `coreepi list` shows them)")
-    found = sorted({i for i in ids if i.startswith(prefix)})
+    found = (ids(prefix) if callable(ids)
+             else sorted({i for i in ids if i.startswith(prefix)}))
     if not found:
         raise InputError(prefix, f"no crash with this id in {where}")
     if len(found) > 1:
-        raise InputError(prefix, f"ambiguous: {len(found)} crashes start with it "
+        raise InputError(prefix, "ambiguous: several crashes start with it "
                          f"({', '.join(short_id(i) + '…' for i in found[:3])}); give more digits")
     return found[0]
 
@@ -100,7 +103,7 @@ class StoreSource:
             after = (rows[-1]["ingested_at"], rows[-1]["crash_id"])
 
     def resolve(self, prefix: str) -> str:
-        return _pick(prefix, self.store.crash_ids(), self.name)
+        return _pick(prefix, self.store.crash_ids_starting, self.name)
 
     def report(self, crash_id: str) -> CrashReport:
         report = self.store.get_report(crash_id)
@@ -111,8 +114,7 @@ class StoreSource:
     def stored_core(self, report: CrashReport, out: IO[bytes]) -> None:
         key = _blob_key(report)
         try:
-            # get_blob gives bytes: the Store interface has no streaming read yet
-            out.write(self.store.get_blob(key))
+            self.store.blobs.write_to(key, out)  # streamed: a core may be bigger than memory
         except (OSError, ValueError, KeyError) as exc:
             raise InputError(report.crash_id, f"its core (blob {key}) cannot be read from "
                              f"{self.name}: {exc}") from None

@@ -20,6 +20,7 @@ comes from :mod:`coreepi.serve.views` / :mod:`coreepi.serve.itemviews`.
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from coreepi.serve.views import (
 
 router = APIRouter(include_in_schema=False)
 _SPARKS: dict[tuple[Any, ...], str] = {}
+_HEX = re.compile(r"[0-9a-fA-F]{4,31}")  # a short crash id (a full one is 32 digits)
 
 
 def group_spark(row: dict[str, Any], axis: dict[str, str]) -> str:
@@ -214,6 +216,12 @@ async def crash(name: str, request: Request) -> Response:
     await _authorize(request, as_json)
     state = request.app.state
     report = await state.gateway.read(state.store.get_report, crash_id)
+    if report is None and _HEX.fullmatch(crash_id):
+        # a short id as `coreepi list` shows it: the one crash it names
+        found = await state.gateway.read(state.store.crash_ids_starting, crash_id.lower(), 2)
+        if len(found) == 1:
+            return RedirectResponse(crash_href(found[0]) + (".json" if as_json else ""),
+                                    status_code=303)
     data = None
     if report is not None:
         core = await state.gateway.read(stored_core, state.store, report)
@@ -245,7 +253,12 @@ async def search(request: Request) -> Response:
         if maybe_id and len(maybe_id) <= 128 and " " not in maybe_id:
             report = await request.app.state.gateway.read(request.app.state.store.get_report,
                                                           maybe_id)
-            data["crash"] = crash_href(maybe_id) if report else None
+            if report is not None:
+                data["crash"] = crash_href(maybe_id)
+            elif _HEX.fullmatch(maybe_id):  # a short id: linked when it names one crash
+                found = await request.app.state.gateway.read(
+                    request.app.state.store.crash_ids_starting, maybe_id.lower(), 2)
+                data["crash"] = crash_href(found[0]) if len(found) == 1 else None
     return await _page(request, "search.html", data, as_json, "Search", st, flt=flt,
                        verdicts=VERDICTS)
 

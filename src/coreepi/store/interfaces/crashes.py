@@ -67,6 +67,14 @@ class CrashStore(Transactional):
     def crash_ids(self) -> set[str]:
         """Every stored ``crash_id``."""
 
+    def crash_ids_starting(self, prefix: str, limit: int = 4) -> list[str]:
+        """Up to ``limit`` stored crash ids starting with ``prefix``
+        (lower-case hex), sorted: how a short id (``coreepi list`` shows 12
+        digits) is resolved, as git resolves a short hash. A scan of
+        :meth:`crash_ids`; a backend may answer it from an index instead."""
+        prefix = prefix.lower()
+        return sorted(i for i in self.crash_ids() if i.startswith(prefix))[:limit]
+
     @abc.abstractmethod
     def get_reports(self, crash_ids: Iterable[str]) -> dict[str, CrashReport]:
         """{crash_id: stored report} of those of ``crash_ids`` that are stored
