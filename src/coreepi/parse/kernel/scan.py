@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -86,6 +88,7 @@ _LEADING_RE: Final = re.compile(
 # substring test per kind.
 _ANY_HEADER_RE: Final = re.compile("|".join(re.escape(k.header) for k in OOPS_KINDS))
 _GCE_HANGUP: Final = "serialport: VM disconnected."
+_INFO_WITH_STACK_RE: Final = re.compile("|".join(re.escape(m) for m in INFO_MESSAGES_WITH_STACK))
 
 
 def normalize_line(line: str) -> str:
@@ -126,11 +129,24 @@ def _strip(line: str, context: str) -> tuple[str, bool]:
         return line, False
     line = line[line.find("] ") + 2:]
     if "<EOI>" not in line:
-        if _QUESTIONABLE_RE.search(line):
+        # the regexp needs " ? ": test that substring first (most lines lack it)
+        if " ? " in line and _QUESTIONABLE_RE.search(line):
             return line[line.find(" ? ") + 2:], True
         if line.rstrip().endswith(" (unreliable)"):
             return line.rstrip()[:-13], True
     return line, False
+
+
+@lru_cache(maxsize=1024)
+def _view(raw: str) -> tuple[str, str, str, bool]:
+    """(normalised line, context, line without console prefix, unreliable
+    frame?) of a raw line. Cached: the lines before a report are looked at
+    again for its prefix (up to 200 of them per report) after the scanner
+    has seen them."""
+    line = normalize_line(raw)
+    context = _context(line)
+    stripped, questionable = _strip(line, context)
+    return line, context, stripped, questionable
 
 
 def _match_kind(line: str) -> OopsKind | None:
@@ -208,7 +224,7 @@ class ScannedReport:
             return
         if not self.next_report_seen and (
             (kind is not None and not any(r.search(line) for r in REPORT_START_IGNORES))
-            or any(m in line for m in INFO_MESSAGES_WITH_STACK)
+            or _INFO_WITH_STACK_RE.search(line) is not None
         ):
             self.next_report_seen = True
         if questionable or (context != self.context and not (
@@ -294,10 +310,9 @@ def _prefix(recent: deque[str], context: str, limit: int) -> list[str]:
     not for every line of the log)."""
     found: list[str] = []
     for raw in reversed(recent):
-        line = normalize_line(raw)
-        if _context(line) != context:
+        _line, line_context, stripped, questionable = _view(raw)
+        if line_context != context:
             continue
-        stripped, questionable = _strip(line, context)
         if stripped and not questionable:
             found.append(stripped)
             if len(found) >= limit:
@@ -316,40 +331,65 @@ def scan_lines(lines: Iterable[str], limits: ScanLimits = ScanLimits()) -> Itera
     recent: deque[str] = deque(maxlen=limits.prefix_lines)
     open_reports: deque[ScannedReport] = deque()
     seen_text = False
-    held: tuple[int, str] | None = None
+    held: tuple[int, str, bool] | None = None
     number = 0
-    for raw in lines:
+    for raw, hit in _header_hits(lines):
         number += 1
         # printk replays a line the console cut short: drop the partial one
         if _REPLAY_MARK in raw:
             held = None
             continue
         if held is None:
-            held = (number, raw)
+            held = (number, raw, hit)
             continue
-        (line_no, raw), held = held, (number, raw)
+        (line_no, raw, hit), held = held, (number, raw, hit)
         if len(raw) > limits.max_line_chars:
             raw = raw[: limits.max_line_chars]
-        if not open_reports and _ANY_HEADER_RE.search(raw) is None:
+        if not open_reports and not hit:
             recent.append(raw)
             seen_text = seen_text or bool(raw.strip())
             continue
-        yield from _scan_line(line_no, raw.rstrip("\r"), recent, open_reports, seen_text, limits)
+        yield from _scan_line(line_no, raw.rstrip("\r"), hit, recent, open_reports, seen_text, limits)
         seen_text = seen_text or bool(raw.strip())
     if held is not None:
-        line_no, raw = held
-        yield from _scan_line(line_no, raw[: limits.max_line_chars].rstrip("\r"), recent, open_reports,
-                              seen_text, limits)
+        line_no, raw, hit = held
+        yield from _scan_line(line_no, raw[: limits.max_line_chars].rstrip("\r"), hit, recent,
+                              open_reports, seen_text, limits)
     yield from open_reports
 
 
-def _scan_line(number: int, raw: str, recent: deque[str], open_reports: deque[ScannedReport],
+_BATCH_LINES: Final = 4096
+
+
+def _header_hits(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """Each line and whether it may hold a report header. The header
+    alternation runs once over a batch of lines joined (one regexp scan per
+    ``_BATCH_LINES`` lines: a per-line search costs several times more, in
+    call overhead, than the scan itself). ``True`` is a superset: the line
+    is looked at again once cut and normalised."""
+    source = iter(lines)
+    while batch := list(islice(source, _BATCH_LINES)):
+        blob = "\n".join(batch)
+        hits: set[int] = set()
+        index = pos = 0
+        for match in _ANY_HEADER_RE.finditer(blob):
+            index += blob.count("\n", pos, match.start())
+            pos = match.start()
+            hits.add(index)
+        if not hits:
+            for raw in batch:
+                yield raw, False
+            continue
+        for i, raw in enumerate(batch):
+            yield raw, i in hits
+
+
+def _scan_line(number: int, raw: str, hit: bool, recent: deque[str], open_reports: deque[ScannedReport],
                seen_text: bool, limits: ScanLimits) -> Iterator[ScannedReport]:
-    """One line that may start a report or belongs to open ones."""
-    line = normalize_line(raw)
-    context = _context(line)
-    stripped, questionable = _strip(line, context)
-    kind = _match_kind(line)
+    """One line that may start a report (``hit``: it may hold a header) or
+    belongs to open ones."""
+    line, context, stripped, questionable = _view(raw)
+    kind = _match_kind(line) if hit else None
     if _GCE_HANGUP in line:
         for rep in open_reports:
             rep.console_hangup = True
