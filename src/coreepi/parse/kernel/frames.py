@@ -26,6 +26,7 @@ Shapes
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -43,6 +44,7 @@ __all__ = [
     "extract_stack_frames",
     "fallback_frame",
     "hung_task_frame",
+    "matching_lines",
     "stall_frame",
 ]
 
@@ -142,8 +144,40 @@ _UNRELIABLE_LINE: Final = re.compile(r"\(unreliable\)\s*$")
 # Fault-injection stacks get interleaved with real reports; seeing one while
 # walking a trace makes the extracted frame untrustworthy.
 _CORRUPTED_LINE: Final = expand(r"^( \[\<?(?:0x)?[0-9a-f]+\>?\])? should_fail(slab)?(\.[a-z0-9.]+)?\+0x")
-# STACK_START_RES as one search per line (the per-line test of a walk)
+# STACK_START_RES as one search (per line), and a literal each of its
+# patterns holds, for matching_lines.
 _ANY_STACK_START: Final = re.compile("|".join(f"(?:{r.pattern})" for r in STACK_START_RES))
+_STACK_START_LITERALS: Final = ("Call ", "Allocated", "Freed", "backtrace", "Backtrace", "Uninit was",
+                                "badaddr: ")
+
+
+def matching_lines(text: str, literals: tuple[str, ...], confirm: re.Pattern[str] | None = None) -> set[int]:
+    """0-based indices of the lines of ``text`` (split on ``"\\n"``) that
+    hold one of ``literals`` and, if given, a match of ``confirm`` (searched
+    in that line alone). Each literal is found by ``str.find`` over the
+    whole text: Python's regexp engine scans an alternation ~100 times
+    slower than one literal, and a search per line costs more in call
+    overhead than the scan."""
+    positions: list[int] = []
+    for literal in literals:
+        pos = text.find(literal)
+        while pos >= 0:
+            positions.append(pos)
+            pos = text.find(literal, pos + 1)
+    found: set[int] = set()
+    index = last = 0
+    for pos in sorted(positions):
+        index += text.count("\n", last, pos)
+        last = pos
+        if index in found:
+            continue
+        if confirm is not None:
+            end = text.find("\n", pos)
+            line = text[text.rfind("\n", 0, pos) + 1: end if end >= 0 else len(text)]
+            if confirm.search(line) is None:
+                continue
+        found.add(index)
+    return found
 
 # Generic helpers never named in a title (substring regexps, searched).
 # Grouped by why they are skipped.
@@ -346,6 +380,7 @@ class _Walk:
     """Mutable state of one walk over a report's lines."""
 
     lines: list[str]
+    starts: set[int]  # indices of the lines that start a stack trace
     pos: int = 0
     raw_frames: list[str] = field(default_factory=list)
     results: list[GuiltyFrame] = field(default_factory=list)
@@ -368,8 +403,16 @@ def _append_frames(
         if frame is None:
             continue
         frame = demangle_function(frame)
-        if skip_re is None or not skip_re.search(frame):
+        if skip_re is None or not _skipped(skip_re, frame):
             walk.raw_frames.append(frame)
+
+
+@lru_cache(maxsize=1 << 16)
+def _skipped(skip_re: re.Pattern[str], frame: str) -> bool:
+    """Whether ``frame`` is a generic helper by ``skip_re``. Cached: the
+    skip alternation (~150 patterns) costs tens of µs a search, and kernel
+    function names form a bounded vocabulary that every report repeats."""
+    return skip_re.search(frame) is not None
 
 
 _SKIP_CACHE: dict[tuple[str, ...], re.Pattern[str]] = {}
@@ -387,7 +430,8 @@ def _walk_parts(
     text: str, parts: tuple[StackPart, ...], skip_re: re.Pattern[str],
     pick: Callable[[list[str]], GuiltyFrame | None],
 ) -> tuple[list[GuiltyFrame], bool]:
-    walk = _Walk(lines=text.split("\n"))
+    walk = _Walk(lines=text.split("\n"),
+                 starts=matching_lines(text, _STACK_START_LITERALS, _ANY_STACK_START))
     traces = 0
     idx = 0
     while True:
@@ -426,9 +470,9 @@ def _collect_trace(
         if "should_fail" in line and _CORRUPTED_LINE.search(line):
             walk.ok = False
             return idx
-        if _ANY_STACK_START.search(line):
+        if walk.pos - 1 in walk.starts:
             return idx
-        if _UNRELIABLE_LINE.search(line):
+        if "(unreliable)" in line and _UNRELIABLE_LINE.search(line):
             continue
         if isinstance(following, re.Pattern):
             match = following.search(line)
@@ -464,7 +508,7 @@ def fallback_frame(stack: StackFormat, functions: Sequence[str]) -> GuiltyFrame 
     # titles name functions without GCC's clone suffixes (".cold.0"), and a
     # fault-injection frame marks the trace as someone else's (_CORRUPTED_LINE)
     names = [f.split(".")[0] for f in functions]
-    return _pick(stack, [f for f in names if f and not skip_re.search(f) and not f.startswith("should_fail")])
+    return _pick(stack, [f for f in names if f and not _skipped(skip_re, f) and not f.startswith("should_fail")])
 
 
 def extract_stack_frames(stack: StackFormat, text: str) -> tuple[list[GuiltyFrame], bool]:

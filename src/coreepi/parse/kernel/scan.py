@@ -50,6 +50,7 @@ from coreepi.parse.kernel.frames import (
     StackFormat,
     extract_stack_frames,
     fallback_frame,
+    matching_lines,
 )
 from coreepi.parse.kernel.trace import read_frames
 
@@ -84,9 +85,10 @@ _LEADING_RE: Final = re.compile(
     r"^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.,]+ |\s+|[0-9]+\t)(?=(?:<[0-9]+>)?\[ *[0-9]+\.[0-9]+\])"
 )
 
-# One alternation of every header: one regex search per line instead of one
-# substring test per kind.
+# Every header: as literals for the batch prefilter (matching_lines), as one
+# alternation for the lines that pass it.
 _ANY_HEADER_RE: Final = re.compile("|".join(re.escape(k.header) for k in OOPS_KINDS))
+_HEADERS: Final = tuple(k.header for k in OOPS_KINDS)
 _GCE_HANGUP: Final = "serialport: VM disconnected."
 _INFO_WITH_STACK_RE: Final = re.compile("|".join(re.escape(m) for m in INFO_MESSAGES_WITH_STACK))
 
@@ -369,13 +371,7 @@ def _header_hits(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
     is looked at again once cut and normalised."""
     source = iter(lines)
     while batch := list(islice(source, _BATCH_LINES)):
-        blob = "\n".join(batch)
-        hits: set[int] = set()
-        index = pos = 0
-        for match in _ANY_HEADER_RE.finditer(blob):
-            index += blob.count("\n", pos, match.start())
-            pos = match.start()
-            hits.add(index)
+        hits = matching_lines("\n".join(batch), _HEADERS)
         if not hits:
             for raw in batch:
                 yield raw, False
