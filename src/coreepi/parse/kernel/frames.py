@@ -26,7 +26,6 @@ Shapes
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -39,6 +38,7 @@ __all__ = [
     "GuiltyFrame",
     "STACK_START_RES",
     "RISCV_STACK_START",
+    "STACK_START_LITERALS",
     "StackFormat",
     "expand",
     "extract_stack_frames",
@@ -144,11 +144,11 @@ _UNRELIABLE_LINE: Final = re.compile(r"\(unreliable\)\s*$")
 # Fault-injection stacks get interleaved with real reports; seeing one while
 # walking a trace makes the extracted frame untrustworthy.
 _CORRUPTED_LINE: Final = expand(r"^( \[\<?(?:0x)?[0-9a-f]+\>?\])? should_fail(slab)?(\.[a-z0-9.]+)?\+0x")
-# STACK_START_RES as one search (per line), and a literal each of its
-# patterns holds, for matching_lines.
+# STACK_START_RES as one search (per line), confirming matching_lines' finds.
 _ANY_STACK_START: Final = re.compile("|".join(f"(?:{r.pattern})" for r in STACK_START_RES))
-_STACK_START_LITERALS: Final = ("Call ", "Allocated", "Freed", "backtrace", "Backtrace", "Uninit was",
-                                "badaddr: ")
+# A literal each STACK_START_RES pattern holds, in the same order.
+STACK_START_LITERALS: Final = ("Call ", "Allocated:", "Allocated by task ", "Freed:", "Freed by task ",
+                               " backtrace", "Backtrace:", "Uninit was stored", " badaddr: ")
 
 
 def matching_lines(text: str, literals: tuple[str, ...], confirm: re.Pattern[str] | None = None) -> set[int]:
@@ -394,44 +394,56 @@ class _Walk:
         return line
 
 
-def _append_frames(
-    walk: _Walk, match: re.Match[str] | None, skip_re: re.Pattern[str] | None
-) -> None:
+def _append_frames(walk: _Walk, match: re.Match[str] | None, skip: _SkipList) -> None:
     if match is None:
         return
     for frame in match.groups():
         if frame is None:
             continue
         frame = demangle_function(frame)
-        if skip_re is None or not _skipped(skip_re, frame):
+        if not skip.skips(frame):
             walk.raw_frames.append(frame)
 
 
-@lru_cache(maxsize=1 << 16)
-def _skipped(skip_re: re.Pattern[str], frame: str) -> bool:
-    """Whether ``frame`` is a generic helper by ``skip_re``. Cached: the
-    skip alternation (~150 patterns) costs tens of µs a search, and kernel
-    function names form a bounded vocabulary that every report repeats."""
-    return skip_re.search(frame) is not None
+_MAX_VERDICTS: Final = 1 << 16
 
 
-_SKIP_CACHE: dict[tuple[str, ...], re.Pattern[str]] = {}
+@dataclass
+class _SkipList:
+    """A stack format's skip list (generic helpers never named in a title)
+    as one regexp, with its verdicts kept per function name: the
+    alternation (~150 patterns) costs tens of µs a search, and kernel
+    function names form a bounded vocabulary that every report repeats
+    (at most ``_MAX_VERDICTS`` kept)."""
+
+    regex: re.Pattern[str]
+    verdicts: dict[str, bool] = field(default_factory=dict)
+
+    def skips(self, frame: str) -> bool:
+        verdict = self.verdicts.get(frame)
+        if verdict is None:
+            if len(self.verdicts) >= _MAX_VERDICTS:
+                self.verdicts.clear()
+            verdict = self.verdicts[frame] = self.regex.search(frame) is not None
+        return verdict
 
 
-def _skip_regexp(extra: tuple[str, ...]) -> re.Pattern[str]:
-    cached = _SKIP_CACHE.get(extra)
+_SKIP_LISTS: dict[tuple[str, ...], _SkipList] = {}
+
+
+def _skip_list(extra: tuple[str, ...]) -> _SkipList:
+    cached = _SKIP_LISTS.get(extra)
     if cached is None:
-        cached = re.compile("|".join(SKIP_FUNCTIONS + extra))
-        _SKIP_CACHE[extra] = cached
+        cached = _SKIP_LISTS[extra] = _SkipList(re.compile("|".join(SKIP_FUNCTIONS + extra)))
     return cached
 
 
 def _walk_parts(
-    text: str, parts: tuple[StackPart, ...], skip_re: re.Pattern[str],
+    text: str, parts: tuple[StackPart, ...], skip: _SkipList,
     pick: Callable[[list[str]], GuiltyFrame | None],
 ) -> tuple[list[GuiltyFrame], bool]:
     walk = _Walk(lines=text.split("\n"),
-                 starts=matching_lines(text, _STACK_START_LITERALS, _ANY_STACK_START))
+                 starts=matching_lines(text, STACK_START_LITERALS, _ANY_STACK_START))
     traces = 0
     idx = 0
     while True:
@@ -446,7 +458,7 @@ def _walk_parts(
         part = parts[idx]
         if isinstance(part, _ParseStackTrace):
             traces += 1
-            idx = _collect_trace(walk, parts, idx, skip_re)
+            idx = _collect_trace(walk, parts, idx, skip)
         else:
             while (line := walk.next_line()) is not None:
                 if "should_fail" in line and _CORRUPTED_LINE.search(line):
@@ -454,14 +466,14 @@ def _walk_parts(
                     break
                 match = part.search(line)
                 if match is not None:
-                    _append_frames(walk, match, skip_re)
+                    _append_frames(walk, match, skip)
                     break
         idx += 1
     return walk.results, walk.ok
 
 
 def _collect_trace(
-    walk: _Walk, parts: tuple[StackPart, ...], idx: int, skip_re: re.Pattern[str]
+    walk: _Walk, parts: tuple[StackPart, ...], idx: int, skip: _SkipList
 ) -> int:
     """Collect frames of one call trace; returns the part index reached
     (the caller then advances by one)."""
@@ -477,12 +489,12 @@ def _collect_trace(
         if isinstance(following, re.Pattern):
             match = following.search(line)
             if match is not None:
-                _append_frames(walk, match, skip_re)
+                _append_frames(walk, match, skip)
                 return idx + 1
         for frame_re in FRAME_LINE_RES:
             match = frame_re.search(line)
             if match is not None:
-                _append_frames(walk, match, skip_re)
+                _append_frames(walk, match, skip)
                 break
     return idx
 
@@ -504,11 +516,11 @@ def fallback_frame(stack: StackFormat, functions: Sequence[str]) -> GuiltyFrame 
     :mod:`coreepi.parse.kernel.trace` reads any architecture) — for reports
     whose layout the format's own stack rules do not follow. None when every
     frame is a generic helper."""
-    skip_re = _skip_regexp(stack.skip)
+    skip = _skip_list(stack.skip)
     # titles name functions without GCC's clone suffixes (".cold.0"), and a
     # fault-injection frame marks the trace as someone else's (_CORRUPTED_LINE)
     names = [f.split(".")[0] for f in functions]
-    return _pick(stack, [f for f in names if f and not _skipped(skip_re, f) and not f.startswith("should_fail")])
+    return _pick(stack, [f for f in names if f and not skip.skips(f) and not f.startswith("should_fail")])
 
 
 def extract_stack_frames(stack: StackFormat, text: str) -> tuple[list[GuiltyFrame], bool]:
@@ -518,12 +530,12 @@ def extract_stack_frames(stack: StackFormat, text: str) -> tuple[list[GuiltyFram
     "")`` for a trace without a usable frame, which syzkaller titles
     ``corrupted``) and whether every trace yielded a frame.
     """
-    skip_re = _skip_regexp(stack.skip)
+    skip = _skip_list(stack.skip)
 
     def pick(raw: list[str]) -> GuiltyFrame | None:
         return _pick(stack, raw)
 
-    frames, ok = _walk_parts(text, stack.parts, skip_re, pick)
+    frames, ok = _walk_parts(text, stack.parts, skip, pick)
     if ok or not stack.parts2:
         return frames, ok
-    return _walk_parts(text, stack.parts2, skip_re, pick)
+    return _walk_parts(text, stack.parts2, skip, pick)

@@ -45,6 +45,7 @@ from coreepi.parse.kernel.formats import (
 from coreepi.parse.kernel.frames import (
     FRAME_LINE_RES,
     RISCV_STACK_START,
+    STACK_START_LITERALS,
     STACK_START_RES,
     GuiltyFrame,
     StackFormat,
@@ -90,6 +91,7 @@ _LEADING_RE: Final = re.compile(
 _ANY_HEADER_RE: Final = re.compile("|".join(re.escape(k.header) for k in OOPS_KINDS))
 _HEADERS: Final = tuple(k.header for k in OOPS_KINDS)
 _GCE_HANGUP: Final = "serialport: VM disconnected."
+# (each message holds "FAULT_" or "vmalloc: ", tested first as substrings)
 _INFO_WITH_STACK_RE: Final = re.compile("|".join(re.escape(m) for m in INFO_MESSAGES_WITH_STACK))
 
 
@@ -226,7 +228,7 @@ class ScannedReport:
             return
         if not self.next_report_seen and (
             (kind is not None and not any(r.search(line) for r in REPORT_START_IGNORES))
-            or _INFO_WITH_STACK_RE.search(line) is not None
+            or (("FAULT_" in line or "vmalloc: " in line) and _INFO_WITH_STACK_RE.search(line) is not None)
         ):
             self.next_report_seen = True
         if questionable or (context != self.context and not (
@@ -500,8 +502,8 @@ def _lacks_stack(text: str, fmt: TitleFormat | None, title: str) -> str:
     if fmt is None or fmt.no_stack_trace:
         return ""
     has_stack = False
-    for key in STACK_START_RES:
-        match = key.search(text)
+    for key, literal in zip(STACK_START_RES, STACK_START_LITERALS, strict=True):
+        match = key.search(text) if literal in text else None
         if match is None:
             continue
         following = text[match.start():].split("\n", 17)
