@@ -66,6 +66,9 @@ _CONSOLE_RE: Final = re.compile(
     r"^(?:\*\* [0-9]+ printk messages dropped \*\* )?(?:.* login: )?(?:<[0-9]+>)?"
     r"\[ *[0-9]+\.[0-9]+\](\[ *(?:C|T)[0-9]+\])? "
 )
+# The same without the login debris, for lines without " login: " (the
+# greedy ".*" of that group scans every line to its end and back).
+_CONSOLE_PLAIN_RE: Final = re.compile(_CONSOLE_RE.pattern.replace("(?:.* login: )?", "", 1))
 _CPU_CONTEXT_RE: Final = re.compile(r"\[ *C[0-9]+\]")
 _TASK_CONTEXT_RE: Final = re.compile(r"\[ *T[0-9]+\]")
 # x86 prints unreliable (scanned) frames as " ? func+0x1/0x2"; powerpc
@@ -105,7 +108,7 @@ def normalize_line(line: str) -> str:
         match = _MONOTONIC_RE.match(line)
         if match is not None:
             return match.group(1) + " " + line[match.end():]
-    if line.startswith("["):
+    if line.startswith("[") and line[1:2].isupper():  # "[Mon …": dmesg -T
         match = _DMESG_T_RE.match(line)
         if match is not None:
             return "[    0.000000] " + line[match.end():]
@@ -121,7 +124,7 @@ def normalize_line(line: str) -> str:
 
 
 def _context(line: str) -> str:
-    match = _CONSOLE_RE.match(line)
+    match = (_CONSOLE_RE if " login: " in line else _CONSOLE_PLAIN_RE).match(line)
     if match is None:
         return ""
     return match.group(1) or CONSOLE
@@ -136,7 +139,7 @@ def _strip(line: str, context: str) -> tuple[str, bool]:
         # the regexp needs " ? ": test that substring first (most lines lack it)
         if " ? " in line and _QUESTIONABLE_RE.search(line):
             return line[line.find(" ? ") + 2:], True
-        if line.rstrip().endswith(" (unreliable)"):
+        if "(unreliable)" in line and line.rstrip().endswith(" (unreliable)"):
             return line.rstrip()[:-13], True
     return line, False
 
