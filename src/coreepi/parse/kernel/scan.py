@@ -541,6 +541,10 @@ _TITLE_REPLACEMENTS: Final = tuple(
 )
 
 
+_UNPRINTABLE: Final = re.compile(r"[^\x20-\x7e]+")
+_SPACES: Final = re.compile(r" {2,}")
+
+
 def normalize_title(title: str) -> str:
     """Make a title stable across boots and builds (addresses, numbers,
     line numbers become ADDR/NUM/LINE), then keep at most 120 printable
@@ -551,17 +555,9 @@ def normalize_title(title: str) -> str:
             if new == title:
                 break
             title = new
-    out: list[str] = []
-    prev = " "
-    for byte in title.encode("utf-8", "surrogateescape")[:120]:
-        ch = " " if byte == 9 else chr(byte)
-        if byte != 9 and (byte < 0x20 or byte >= 0x7F):
-            continue
-        if ch == " " and prev == " ":
-            continue
-        out.append(ch)
-        prev = ch
-    return "".join(out).strip()
+    # the first 120 bytes, one character per byte; a tab is a space
+    text = title.encode("utf-8", "surrogateescape")[:120].decode("latin-1").replace("\t", " ")
+    return _SPACES.sub(" ", _UNPRINTABLE.sub("", text)).strip()
 
 
 def title_report(rep: ScannedReport) -> TitleResult:
