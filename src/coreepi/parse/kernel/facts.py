@@ -271,7 +271,9 @@ def _registers(lines: Sequence[str], facts: KernelFacts) -> None:
     # Only the first register dump: later ones belong to other CPUs/tasks.
     started = False
     for line in lines:
-        found = _X86_REG.findall(line) or (_ARM_REG.findall(line) if ":" in line else [])
+        # both need a colon (x86 ": "): most lines are spared the scan
+        found = ((": " in line and _X86_REG.findall(line))
+                 or (_ARM_REG.findall(line) if ":" in line else []))
         if found:
             started = True
             for name, value in found:
