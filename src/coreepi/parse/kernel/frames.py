@@ -43,6 +43,7 @@ __all__ = [
     "expand",
     "extract_stack_frames",
     "fallback_frame",
+    "find_all",
     "hung_task_frame",
     "matching_lines",
     "stall_frame",
@@ -151,6 +152,16 @@ STACK_START_LITERALS: Final = ("Call ", "Allocated:", "Allocated by task ", "Fre
                                " backtrace", "Backtrace:", "Uninit was stored", " badaddr: ")
 
 
+def find_all(text: str, literal: str) -> list[int]:
+    """Every position of ``literal`` in ``text``, in order."""
+    found: list[int] = []
+    pos = text.find(literal)
+    while pos >= 0:
+        found.append(pos)
+        pos = text.find(literal, pos + 1)
+    return found
+
+
 def matching_lines(text: str, literals: tuple[str, ...], confirm: re.Pattern[str] | None = None) -> set[int]:
     """0-based indices of the lines of ``text`` (split on ``"\\n"``) that
     hold one of ``literals`` and, if given, a match of ``confirm`` (searched
@@ -158,12 +169,7 @@ def matching_lines(text: str, literals: tuple[str, ...], confirm: re.Pattern[str
     whole text: Python's regexp engine scans an alternation ~100 times
     slower than one literal, and a search per line costs more in call
     overhead than the scan."""
-    positions: list[int] = []
-    for literal in literals:
-        pos = text.find(literal)
-        while pos >= 0:
-            positions.append(pos)
-            pos = text.find(literal, pos + 1)
+    positions = [pos for literal in literals for pos in find_all(text, literal)]
     found: set[int] = set()
     index = last = 0
     for pos in sorted(positions):

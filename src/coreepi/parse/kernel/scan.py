@@ -41,6 +41,7 @@ from coreepi.parse.kernel.formats import (
     OopsKind,
     TitleFormat,
     render,
+    title_search,
 )
 from coreepi.parse.kernel.frames import (
     FRAME_LINE_RES,
@@ -51,6 +52,7 @@ from coreepi.parse.kernel.frames import (
     StackFormat,
     extract_stack_frames,
     fallback_frame,
+    find_all,
     matching_lines,
 )
 from coreepi.parse.kernel.trace import read_frames
@@ -460,48 +462,15 @@ def _render(fmt: TitleFormat, args: list[str], guilty: list[GuiltyFrame],
     return title, syzbot, tuple(raw)
 
 
-def _find_all(text: str, literal: str) -> list[int]:
-    """Every position of ``literal`` in ``text``, in order."""
-    found: list[int] = []
-    pos = text.find(literal)
-    while pos >= 0:
-        found.append(pos)
-        pos = text.find(literal, pos + 1)
-    return found
-
-
-@lru_cache(maxsize=None)  # one entry per title format: a fixed, small set
-def _starts_with(pattern: re.Pattern[str], literal: str) -> bool:
-    """Whether every match of ``pattern`` starts with ``literal``: the
-    pattern text begins with it, unquantified, and no flag changes how
-    it matches."""
-    source = pattern.pattern
-    return (source.startswith(literal) and re.escape(literal) == literal.replace(" ", "\\ ")
-            and source[len(literal): len(literal) + 1] not in ("?", "*", "+", "{")
-            and not pattern.flags & (re.IGNORECASE | re.VERBOSE))
-
-
-def _first_match(pattern: re.Pattern[str], text: str, positions: list[int]) -> re.Match[str] | None:
-    """``pattern.search(text)`` for a pattern whose matches all start with a
-    literal found at ``positions``: tried only there (a regexp scan of the
-    whole report text per title format cost most of the titling)."""
-    for pos in positions:
-        match = pattern.match(text, pos)
-        if match is not None:
-            return match
-    return None
-
-
 def _describe(text: str, kind: OopsKind,
               fallback: Callable[[StackFormat], GuiltyFrame | None]) -> _Described:
     """Pick the earliest-matching title format."""
     start = len(text)
     out = _Described()
     matched_title = False
-    headers = _find_all(text, kind.header)
+    headers = find_all(text, kind.header)
     for fmt in kind.formats:
-        match = _first_match(fmt.title, text, headers) if _starts_with(fmt.title, kind.header) \
-            else fmt.title.search(text)
+        match = title_search(fmt, kind.header, text, headers)
         if match is None or match.start() > start or (match.start() == start and out.title):
             continue
         if match.start() < start:
