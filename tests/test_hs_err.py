@@ -490,7 +490,8 @@ siginfo: EXCEPTION_ACCESS_VIOLATION (0xc0000005), writing address 0x000000000000
 def test_windows_exception() -> None:
     report = hs_err_report(WINDOWS)
     assert report is not None and report.signal is not None
-    assert (report.signal.number, report.signal.name) == (0xC0000005, "EXCEPTION_ACCESS_VIOLATION")
+    # NTSTATUS 0xC0000005 as the signed 32-bit value Windows reports it as (-1073741819)
+    assert (report.signal.number, report.signal.name) == (-0x3FFFFFFB, "EXCEPTION_ACCESS_VIOLATION")
     assert (report.signal.si_code_name, report.signal.fault_address) == (
         "EXCEPTION_WRITE_FAULT",
         0x18,
@@ -499,6 +500,37 @@ def test_windows_exception() -> None:
     assert {p.name for p in report.phenotypes} >= {"null-deref", "jvm-crash-in-native-library"}
     assert report.signature is not None and report.signature.signature == "nvoglv64.dll+0x2a10"
 
+
+
+def test_real_windows_log_is_stored(tmp_path: Path) -> None:
+    """A real Windows log (krashpad's dataset82, tests/data/NOTICE): its
+    exception code 0xC0000005 overflowed the store's INT32 signal_number and
+    the crash was never stored. It is kept named, its number in range."""
+    from typer.testing import CliRunner
+
+    from coreepi.cli.main import app
+    from coreepi.store import DuckDBStore
+
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    log = crashes / "hs_err_pid2804.log"
+    log.write_bytes((vendored("jvm-hs_err-krashpad-windows") / "dataset82.txt").read_bytes())
+    (crashes / "hs_err_pid2804.log.json").write_text(
+        '{"host_id": "win1", "captured_at": "2022-09-28T03:06:07Z"}')
+    data = tmp_path / "store"
+    result = CliRunner().invoke(app, ["ingest", "--data-dir", str(data), str(crashes)])
+    assert result.exit_code == 0, result.output
+    with DuckDBStore(data) as store:
+        rows = store._query(
+            "SELECT host_id, source, signal, signal_number FROM crashes").fetchall()
+    assert rows == [("win1", "hs_err", "EXCEPTION_ACCESS_VIOLATION", -1073741819)]
+    report = hs_err_report(log)
+    assert report is not None and report.signal is not None
+    assert (report.signal.si_code_name, report.signal.fault_address) == (
+        "EXCEPTION_READ_FAULT", 0xFFFFFFFFFFFFFFFF)
+    assert report.process.pid == 2804
+    assert report.runtime.version == "11.0.8+10-LTS" and report.arch == "x86_64"
+    assert report.signature is not None and report.signature.signature.startswith("jvm.dll")
 
 INTERNAL_JDK21 = """\
 #

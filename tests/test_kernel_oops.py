@@ -166,6 +166,33 @@ MCE_PANIC = """\
 """
 
 
+def test_block_prefilters_agree_with_per_line_search() -> None:
+    """The speed-ups find with str.find what a regexp per line would: report
+    headers and stack starts by line (matching_lines), title formats only
+    where their kind's header is (title_search). On every syzkaller log and
+    kernel-wild log, each must give exactly what the plain search gives."""
+    from coreepi.parse.kernel.formats import OOPS_KINDS, title_search
+    from coreepi.parse.kernel.frames import _ANY_STACK_START, STACK_START_LITERALS, find_all, matching_lines
+    from coreepi.parse.kernel.scan import _ANY_HEADER_RE, _HEADERS
+
+    files = sorted(TESTDATA.iterdir()) + sorted((ROOT / "tests" / "data" / "kernel-wild").glob("*.log"))
+    checked = 0
+    for path in files:
+        text = path.read_bytes().decode("utf-8", "replace")
+        lines = text.split("\n")
+        assert matching_lines(text, _HEADERS) == {i for i, ln in enumerate(lines) if _ANY_HEADER_RE.search(ln)}
+        assert matching_lines(text, STACK_START_LITERALS, _ANY_STACK_START) == {
+            i for i, ln in enumerate(lines) if _ANY_STACK_START.search(ln)}
+        for kind in OOPS_KINDS:
+            headers = find_all(text, kind.header)
+            for fmt in kind.formats:
+                fast, plain = title_search(fmt, kind.header, text, headers), fmt.title.search(text)
+                assert (fast and (fast.span(), fast.groups())) == (plain and (plain.span(), plain.groups())), (
+                    path.name, fmt.title.pattern)
+                checked += plain is not None
+    assert len(files) > 780 and checked > 900
+
+
 def test_several_crashes_give_several_reports() -> None:
     reports = kernel_reports(KASAN_THEN_GPF, name="two-crashes")
     assert [r.signature.signature for r in reports if r.signature] == [

@@ -149,8 +149,6 @@ def test_zstd_kernel_and_hs_err_logs_through_ingest(tmp_path: Path) -> None:
     _zst(crashes / "console.log", KASAN_THEN_GPF)
     (crashes / "console.log.json").write_text(
         json.dumps({"host_id": "h1", "captured_at": "2024-05-01T00:00:00Z"}))
-    # (a Windows hs_err log cannot be stored: its signal number 0xC0000005 is
-    # out of the store's INT32 range — a store bug outside this test)
     _zst(crashes / "hs_err_pid77.log", INTERNAL_JDK21)
     (crashes / "hs_err_pid77.log.json").write_text(
         json.dumps({"host_id": "h2", "captured_at": "2024-05-02T00:00:00Z"}))

@@ -53,6 +53,6 @@ def top_frame(ctx: AnalysisContext) -> RuntimeFrame | None:
 def fault_is_real(signal: SignalInfo) -> bool:
     """si_addr means something only for a kernel-raised fault; SI_KERNEL
     (a general protection fault) and kill()ed signals carry 0 there."""
-    if signal.si_code is None or signal.number > 64:
+    if signal.si_code is None or not 0 < signal.number <= 64:
         return True  # Windows, or a log without siginfo: the address stands as printed
     return has_fault_address(signal.number, signal.si_code)

@@ -96,6 +96,15 @@ def _modules(facts: HsErrFacts) -> tuple[list[Module], list[Mapping]]:
     return modules, memory_map
 
 
+def _signed32(number: int) -> int:
+    """A Windows exception code (an NTSTATUS, ``0xC0000005``) as the signed
+    32-bit value Windows itself reports (``-1073741819``, a crashed
+    process's exit code): in range of the store's INT32 ``signal_number``;
+    the name (``EXCEPTION_ACCESS_VIOLATION``) says what it is. POSIX signal
+    numbers are unchanged."""
+    return number - (1 << 32) if (1 << 31) <= number < (1 << 32) else number
+
+
 def _signal(facts: HsErrFacts) -> SignalInfo | None:
     error, info = facts.error, facts.siginfo
     number = name = None
@@ -106,7 +115,7 @@ def _signal(facts: HsErrFacts) -> SignalInfo | None:
         name = info.name or (signal_name(number) if number is not None and number < 65 else None)
     if number is None:
         return None
-    signal = SignalInfo(number=number, name=name)
+    signal = SignalInfo(number=_signed32(number), name=name)
     if info is not None:
         if info.access is not None:
             signal.si_code, signal.si_code_name = info.access, _WINDOWS_ACCESS.get(info.access)

@@ -59,6 +59,7 @@ __all__ = ["HsErrLimits", "looks_like_hs_err", "parse_hs_err"]
 
 Source_ = str | bytes | os.PathLike[str] | IO[str] | IO[bytes] | Iterable[str] | Iterable[bytes]
 _HEAD_DIGEST_BYTES: Final = 1 << 16
+_BLOCK_BYTES: Final = 1 << 20
 DEFAULT_LIMITS: Final = HsErrLimits()
 
 
@@ -81,20 +82,34 @@ class _Reader:
             self.head_left -= len(data)
 
     def binary_lines(self, handle: IO[bytes]) -> Iterator[str]:
+        """Read in blocks of ``_BLOCK_BYTES``: one hash update and one decode
+        per block, not per line. An over-long line is given cut (the scanner
+        cuts it to ``max_chars``): to its first ``max_bytes`` bytes once its
+        unfinished part outgrows them, the rest read and dropped, so memory
+        stays bounded by the block size."""
         self.binary = True
-        discarding = False
-        while True:
-            chunk = handle.readline(self.max_bytes)
-            if not chunk:
-                return
-            self.size += len(chunk)
-            self.sha.update(chunk)
-            self._note_head(chunk)
-            complete = chunk.endswith(b"\n")
-            if not discarding:
-                yield (chunk[:-1] if complete else chunk).decode("utf-8", "replace")
-            # The rest of an over-long line is read and dropped in max_bytes pieces.
-            discarding = not complete and len(chunk) >= self.max_bytes
+        carry = b""
+        discarding = False  # the start of the current line was given already
+        while block := handle.read(_BLOCK_BYTES):
+            self.size += len(block)
+            self.sha.update(block)
+            self._note_head(block)
+            data = carry + block if carry else block
+            end = data.rfind(b"\n")
+            if end < 0:
+                carry = data
+            else:
+                lines = data[:end].decode("utf-8", "replace").split("\n")
+                carry = data[end + 1 :]
+                if discarding:
+                    lines, discarding = lines[1:], False
+                yield from lines
+            if len(carry) > self.max_bytes:
+                if not discarding:
+                    yield carry[: self.max_bytes].decode("utf-8", "replace")
+                carry, discarding = b"", True
+        if carry and not discarding:
+            yield carry.decode("utf-8", "replace")
 
     def text_lines(self, handle: IO[str]) -> Iterator[str]:
         discarding = False

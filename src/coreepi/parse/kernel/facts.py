@@ -238,14 +238,19 @@ def _header(facts: KernelFacts, m: re.Match[str], cpu: bool) -> None:
 def _first_facts(lines: Sequence[str], facts: KernelFacts) -> None:
     header = False
     for i, line in enumerate(lines):
-        if not header and (m := _CPU_LINE.search(line) or _PID_LINE.search(line)):
+        # substring tests first: a regexp call costs more than most of these lines
+        if not header and (m := ("PID: " in line and _CPU_LINE.search(line))
+                           or ("Pid: " in line and _PID_LINE.search(line))):
             _header(facts, m, m.re is _CPU_LINE)
             header = True
-        elif facts.hardware_name is None and (m := _HARDWARE.search(line)):
+        elif facts.hardware_name is None and "Hardware name: " in line and (m := _HARDWARE.search(line)):
             facts.hardware_name = m.group(1)
-        elif not facts.modules and (m := _MODULES.search(line)):
+        elif not facts.modules and "Modules linked in:" in line and (m := _MODULES.search(line)):
             _modules(lines, i, m.group(1), facts)
-        if facts.fault_address is None and (m := _FAULT_ADDR.search(line)):
+        # every _FAULT_ADDR keyword holds "addr" or " at ": a substring test
+        # spares the alternation's scan on most lines
+        if facts.fault_address is None and ("addr" in line or " at " in line) and (
+                m := _FAULT_ADDR.search(line)):
             facts.fault_address = int(m.group(1), 16)
     if header:
         return
@@ -266,7 +271,9 @@ def _registers(lines: Sequence[str], facts: KernelFacts) -> None:
     # Only the first register dump: later ones belong to other CPUs/tasks.
     started = False
     for line in lines:
-        found = _X86_REG.findall(line) or (_ARM_REG.findall(line) if ":" in line else [])
+        # both need a colon (x86 ": "): most lines are spared the scan
+        found = ((": " in line and _X86_REG.findall(line))
+                 or (_ARM_REG.findall(line) if ":" in line else []))
         if found:
             started = True
             for name, value in found:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from coreepi.parse.kernel.frames import (
@@ -35,7 +36,7 @@ from coreepi.parse.kernel.frames import (
     stall_frame,
 )
 
-__all__ = ["OOPS_KINDS", "OopsKind", "TitleFormat", "crash_type", "render"]
+__all__ = ["OOPS_KINDS", "OopsKind", "TitleFormat", "crash_type", "render", "title_search"]
 
 
 @dataclass(frozen=True)
@@ -533,3 +534,28 @@ def crash_type(title: str, header: str = "") -> str:
         if title.startswith(prefix):
             return kind
     return "other"
+
+
+@lru_cache(maxsize=None)  # one entry per title format: a fixed, small set
+def _starts_with(pattern: re.Pattern[str], literal: str) -> bool:
+    """Whether every match of ``pattern`` starts with ``literal``: the
+    pattern text begins with it, unquantified, and no flag changes how
+    it matches."""
+    source = pattern.pattern
+    return (source.startswith(literal) and re.escape(literal) == literal.replace(" ", "\\ ")
+            and source[len(literal): len(literal) + 1] not in ("?", "*", "+", "{")
+            and not pattern.flags & (re.IGNORECASE | re.VERBOSE))
+
+
+def title_search(fmt: TitleFormat, header: str, text: str, headers: list[int]) -> re.Match[str] | None:
+    """``fmt.title.search(text)``; ``headers`` are the positions of the
+    kind's ``header`` in ``text``. A pattern whose every match starts with
+    the header (all formats but one) is tried only there: a regexp scan of
+    the whole report per title format cost most of the titling."""
+    if not _starts_with(fmt.title, header):
+        return fmt.title.search(text)
+    for pos in headers:
+        match = fmt.title.match(text, pos)
+        if match is not None:
+            return match
+    return None

@@ -38,11 +38,14 @@ __all__ = [
     "GuiltyFrame",
     "STACK_START_RES",
     "RISCV_STACK_START",
+    "STACK_START_LITERALS",
     "StackFormat",
     "expand",
     "extract_stack_frames",
     "fallback_frame",
+    "find_all",
     "hung_task_frame",
+    "matching_lines",
     "stall_frame",
 ]
 
@@ -142,8 +145,45 @@ _UNRELIABLE_LINE: Final = re.compile(r"\(unreliable\)\s*$")
 # Fault-injection stacks get interleaved with real reports; seeing one while
 # walking a trace makes the extracted frame untrustworthy.
 _CORRUPTED_LINE: Final = expand(r"^( \[\<?(?:0x)?[0-9a-f]+\>?\])? should_fail(slab)?(\.[a-z0-9.]+)?\+0x")
-# STACK_START_RES as one search per line (the per-line test of a walk)
+# STACK_START_RES as one search (per line), confirming matching_lines' finds.
 _ANY_STACK_START: Final = re.compile("|".join(f"(?:{r.pattern})" for r in STACK_START_RES))
+# A literal each STACK_START_RES pattern holds, in the same order.
+STACK_START_LITERALS: Final = ("Call ", "Allocated:", "Allocated by task ", "Freed:", "Freed by task ",
+                               " backtrace", "Backtrace:", "Uninit was stored", " badaddr: ")
+
+
+def find_all(text: str, literal: str) -> list[int]:
+    """Every position of ``literal`` in ``text``, in order."""
+    found: list[int] = []
+    pos = text.find(literal)
+    while pos >= 0:
+        found.append(pos)
+        pos = text.find(literal, pos + 1)
+    return found
+
+
+def matching_lines(text: str, literals: tuple[str, ...], confirm: re.Pattern[str] | None = None) -> set[int]:
+    """0-based indices of the lines of ``text`` (split on ``"\\n"``) that
+    hold one of ``literals`` and, if given, a match of ``confirm`` (searched
+    in that line alone). Each literal is found by ``str.find`` over the
+    whole text: Python's regexp engine scans an alternation ~100 times
+    slower than one literal, and a search per line costs more in call
+    overhead than the scan."""
+    positions = [pos for literal in literals for pos in find_all(text, literal)]
+    found: set[int] = set()
+    index = last = 0
+    for pos in sorted(positions):
+        index += text.count("\n", last, pos)
+        last = pos
+        if index in found:
+            continue
+        if confirm is not None:
+            end = text.find("\n", pos)
+            line = text[text.rfind("\n", 0, pos) + 1: end if end >= 0 else len(text)]
+            if confirm.search(line) is None:
+                continue
+        found.add(index)
+    return found
 
 # Generic helpers never named in a title (substring regexps, searched).
 # Grouped by why they are skipped.
@@ -277,6 +317,10 @@ _STALL_ANCHORS: Final[tuple[re.Pattern[str], ...]] = tuple(
 )
 
 
+# the anchors as one search per frame (a generator of searches cost more)
+_ANY_STALL_ANCHOR: Final = re.compile("|".join(f"(?:{a.pattern})" for a in _STALL_ANCHORS))
+
+
 def stall_frame(frames: Sequence[str]) -> tuple[str, int]:
     """Guilty frame of an RCU stall / soft lockup: the frame above the first
     dispatch anchor (``process_one_work``, ``do_syscall_64`` …). Returns
@@ -285,7 +329,7 @@ def stall_frame(frames: Sequence[str]) -> tuple[str, int]:
         return "", -1
     prev, prev_idx = frames[0], 0
     for i, frame in enumerate(frames):
-        if any(a.search(frame) for a in _STALL_ANCHORS):
+        if _ANY_STALL_ANCHOR.search(frame):
             if "smp_call_function" in frame:
                 # The IPI sender is the identity; its callee varies.
                 prev, prev_idx = "smp_call_function", i
@@ -346,6 +390,7 @@ class _Walk:
     """Mutable state of one walk over a report's lines."""
 
     lines: list[str]
+    starts: set[int]  # indices of the lines that start a stack trace
     pos: int = 0
     raw_frames: list[str] = field(default_factory=list)
     results: list[GuiltyFrame] = field(default_factory=list)
@@ -359,35 +404,56 @@ class _Walk:
         return line
 
 
-def _append_frames(
-    walk: _Walk, match: re.Match[str] | None, skip_re: re.Pattern[str] | None
-) -> None:
+def _append_frames(walk: _Walk, match: re.Match[str] | None, skip: _SkipList) -> None:
     if match is None:
         return
     for frame in match.groups():
         if frame is None:
             continue
         frame = demangle_function(frame)
-        if skip_re is None or not skip_re.search(frame):
+        if not skip.skips(frame):
             walk.raw_frames.append(frame)
 
 
-_SKIP_CACHE: dict[tuple[str, ...], re.Pattern[str]] = {}
+_MAX_VERDICTS: Final = 1 << 16
 
 
-def _skip_regexp(extra: tuple[str, ...]) -> re.Pattern[str]:
-    cached = _SKIP_CACHE.get(extra)
+@dataclass
+class _SkipList:
+    """A stack format's skip list (generic helpers never named in a title)
+    as one regexp, with its verdicts kept per function name: the
+    alternation (~150 patterns) costs tens of µs a search, and kernel
+    function names form a bounded vocabulary that every report repeats
+    (at most ``_MAX_VERDICTS`` kept)."""
+
+    regex: re.Pattern[str]
+    verdicts: dict[str, bool] = field(default_factory=dict)
+
+    def skips(self, frame: str) -> bool:
+        verdict = self.verdicts.get(frame)
+        if verdict is None:
+            if len(self.verdicts) >= _MAX_VERDICTS:
+                self.verdicts.clear()
+            verdict = self.verdicts[frame] = self.regex.search(frame) is not None
+        return verdict
+
+
+_SKIP_LISTS: dict[tuple[str, ...], _SkipList] = {}
+
+
+def _skip_list(extra: tuple[str, ...]) -> _SkipList:
+    cached = _SKIP_LISTS.get(extra)
     if cached is None:
-        cached = re.compile("|".join(SKIP_FUNCTIONS + extra))
-        _SKIP_CACHE[extra] = cached
+        cached = _SKIP_LISTS[extra] = _SkipList(re.compile("|".join(SKIP_FUNCTIONS + extra)))
     return cached
 
 
 def _walk_parts(
-    text: str, parts: tuple[StackPart, ...], skip_re: re.Pattern[str],
+    text: str, parts: tuple[StackPart, ...], skip: _SkipList,
     pick: Callable[[list[str]], GuiltyFrame | None],
 ) -> tuple[list[GuiltyFrame], bool]:
-    walk = _Walk(lines=text.split("\n"))
+    walk = _Walk(lines=text.split("\n"),
+                 starts=matching_lines(text, STACK_START_LITERALS, _ANY_STACK_START))
     traces = 0
     idx = 0
     while True:
@@ -402,7 +468,7 @@ def _walk_parts(
         part = parts[idx]
         if isinstance(part, _ParseStackTrace):
             traces += 1
-            idx = _collect_trace(walk, parts, idx, skip_re)
+            idx = _collect_trace(walk, parts, idx, skip)
         else:
             while (line := walk.next_line()) is not None:
                 if "should_fail" in line and _CORRUPTED_LINE.search(line):
@@ -410,14 +476,14 @@ def _walk_parts(
                     break
                 match = part.search(line)
                 if match is not None:
-                    _append_frames(walk, match, skip_re)
+                    _append_frames(walk, match, skip)
                     break
         idx += 1
     return walk.results, walk.ok
 
 
 def _collect_trace(
-    walk: _Walk, parts: tuple[StackPart, ...], idx: int, skip_re: re.Pattern[str]
+    walk: _Walk, parts: tuple[StackPart, ...], idx: int, skip: _SkipList
 ) -> int:
     """Collect frames of one call trace; returns the part index reached
     (the caller then advances by one)."""
@@ -426,19 +492,19 @@ def _collect_trace(
         if "should_fail" in line and _CORRUPTED_LINE.search(line):
             walk.ok = False
             return idx
-        if _ANY_STACK_START.search(line):
+        if walk.pos - 1 in walk.starts:
             return idx
-        if _UNRELIABLE_LINE.search(line):
+        if "(unreliable)" in line and _UNRELIABLE_LINE.search(line):
             continue
         if isinstance(following, re.Pattern):
             match = following.search(line)
             if match is not None:
-                _append_frames(walk, match, skip_re)
+                _append_frames(walk, match, skip)
                 return idx + 1
         for frame_re in FRAME_LINE_RES:
             match = frame_re.search(line)
             if match is not None:
-                _append_frames(walk, match, skip_re)
+                _append_frames(walk, match, skip)
                 break
     return idx
 
@@ -460,11 +526,11 @@ def fallback_frame(stack: StackFormat, functions: Sequence[str]) -> GuiltyFrame 
     :mod:`coreepi.parse.kernel.trace` reads any architecture) — for reports
     whose layout the format's own stack rules do not follow. None when every
     frame is a generic helper."""
-    skip_re = _skip_regexp(stack.skip)
+    skip = _skip_list(stack.skip)
     # titles name functions without GCC's clone suffixes (".cold.0"), and a
     # fault-injection frame marks the trace as someone else's (_CORRUPTED_LINE)
     names = [f.split(".")[0] for f in functions]
-    return _pick(stack, [f for f in names if f and not skip_re.search(f) and not f.startswith("should_fail")])
+    return _pick(stack, [f for f in names if f and not skip.skips(f) and not f.startswith("should_fail")])
 
 
 def extract_stack_frames(stack: StackFormat, text: str) -> tuple[list[GuiltyFrame], bool]:
@@ -474,12 +540,12 @@ def extract_stack_frames(stack: StackFormat, text: str) -> tuple[list[GuiltyFram
     "")`` for a trace without a usable frame, which syzkaller titles
     ``corrupted``) and whether every trace yielded a frame.
     """
-    skip_re = _skip_regexp(stack.skip)
+    skip = _skip_list(stack.skip)
 
     def pick(raw: list[str]) -> GuiltyFrame | None:
         return _pick(stack, raw)
 
-    frames, ok = _walk_parts(text, stack.parts, skip_re, pick)
+    frames, ok = _walk_parts(text, stack.parts, skip, pick)
     if ok or not stack.parts2:
         return frames, ok
-    return _walk_parts(text, stack.parts2, skip_re, pick)
+    return _walk_parts(text, stack.parts2, skip, pick)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -39,15 +41,19 @@ from coreepi.parse.kernel.formats import (
     OopsKind,
     TitleFormat,
     render,
+    title_search,
 )
 from coreepi.parse.kernel.frames import (
     FRAME_LINE_RES,
     RISCV_STACK_START,
+    STACK_START_LITERALS,
     STACK_START_RES,
     GuiltyFrame,
     StackFormat,
     extract_stack_frames,
     fallback_frame,
+    find_all,
+    matching_lines,
 )
 from coreepi.parse.kernel.trace import read_frames
 
@@ -62,6 +68,9 @@ _CONSOLE_RE: Final = re.compile(
     r"^(?:\*\* [0-9]+ printk messages dropped \*\* )?(?:.* login: )?(?:<[0-9]+>)?"
     r"\[ *[0-9]+\.[0-9]+\](\[ *(?:C|T)[0-9]+\])? "
 )
+# The same without the login debris, for lines without " login: " (the
+# greedy ".*" of that group scans every line to its end and back).
+_CONSOLE_PLAIN_RE: Final = re.compile(_CONSOLE_RE.pattern.replace("(?:.* login: )?", "", 1))
 _CPU_CONTEXT_RE: Final = re.compile(r"\[ *C[0-9]+\]")
 _TASK_CONTEXT_RE: Final = re.compile(r"\[ *T[0-9]+\]")
 # x86 prints unreliable (scanned) frames as " ? func+0x1/0x2"; powerpc
@@ -82,10 +91,13 @@ _LEADING_RE: Final = re.compile(
     r"^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.,]+ |\s+|[0-9]+\t)(?=(?:<[0-9]+>)?\[ *[0-9]+\.[0-9]+\])"
 )
 
-# One alternation of every header: one regex search per line instead of one
-# substring test per kind.
+# Every header: as literals for the batch prefilter (matching_lines), as one
+# alternation for the lines that pass it.
 _ANY_HEADER_RE: Final = re.compile("|".join(re.escape(k.header) for k in OOPS_KINDS))
+_HEADERS: Final = tuple(k.header for k in OOPS_KINDS)
 _GCE_HANGUP: Final = "serialport: VM disconnected."
+# (each message holds "FAULT_" or "vmalloc: ", tested first as substrings)
+_INFO_WITH_STACK_RE: Final = re.compile("|".join(re.escape(m) for m in INFO_MESSAGES_WITH_STACK))
 
 
 def normalize_line(line: str) -> str:
@@ -98,7 +110,7 @@ def normalize_line(line: str) -> str:
         match = _MONOTONIC_RE.match(line)
         if match is not None:
             return match.group(1) + " " + line[match.end():]
-    if line.startswith("["):
+    if line.startswith("[") and line[1:2].isupper():  # "[Mon …": dmesg -T
         match = _DMESG_T_RE.match(line)
         if match is not None:
             return "[    0.000000] " + line[match.end():]
@@ -114,7 +126,7 @@ def normalize_line(line: str) -> str:
 
 
 def _context(line: str) -> str:
-    match = _CONSOLE_RE.match(line)
+    match = (_CONSOLE_RE if " login: " in line else _CONSOLE_PLAIN_RE).match(line)
     if match is None:
         return ""
     return match.group(1) or CONSOLE
@@ -126,11 +138,24 @@ def _strip(line: str, context: str) -> tuple[str, bool]:
         return line, False
     line = line[line.find("] ") + 2:]
     if "<EOI>" not in line:
-        if _QUESTIONABLE_RE.search(line):
+        # the regexp needs " ? ": test that substring first (most lines lack it)
+        if " ? " in line and _QUESTIONABLE_RE.search(line):
             return line[line.find(" ? ") + 2:], True
-        if line.rstrip().endswith(" (unreliable)"):
+        if "(unreliable)" in line and line.rstrip().endswith(" (unreliable)"):
             return line.rstrip()[:-13], True
     return line, False
+
+
+@lru_cache(maxsize=1024)
+def _view(raw: str) -> tuple[str, str, str, bool]:
+    """(normalised line, context, line without console prefix, unreliable
+    frame?) of a raw line. Cached: the lines before a report are looked at
+    again for its prefix (up to 200 of them per report) after the scanner
+    has seen them."""
+    line = normalize_line(raw)
+    context = _context(line)
+    stripped, questionable = _strip(line, context)
+    return line, context, stripped, questionable
 
 
 def _match_kind(line: str) -> OopsKind | None:
@@ -208,7 +233,7 @@ class ScannedReport:
             return
         if not self.next_report_seen and (
             (kind is not None and not any(r.search(line) for r in REPORT_START_IGNORES))
-            or any(m in line for m in INFO_MESSAGES_WITH_STACK)
+            or (("FAULT_" in line or "vmalloc: " in line) and _INFO_WITH_STACK_RE.search(line) is not None)
         ):
             self.next_report_seen = True
         if questionable or (context != self.context and not (
@@ -294,10 +319,9 @@ def _prefix(recent: deque[str], context: str, limit: int) -> list[str]:
     not for every line of the log)."""
     found: list[str] = []
     for raw in reversed(recent):
-        line = normalize_line(raw)
-        if _context(line) != context:
+        _line, line_context, stripped, questionable = _view(raw)
+        if line_context != context:
             continue
-        stripped, questionable = _strip(line, context)
         if stripped and not questionable:
             found.append(stripped)
             if len(found) >= limit:
@@ -316,40 +340,59 @@ def scan_lines(lines: Iterable[str], limits: ScanLimits = ScanLimits()) -> Itera
     recent: deque[str] = deque(maxlen=limits.prefix_lines)
     open_reports: deque[ScannedReport] = deque()
     seen_text = False
-    held: tuple[int, str] | None = None
+    held: tuple[int, str, bool] | None = None
     number = 0
-    for raw in lines:
+    for raw, hit in _header_hits(lines):
         number += 1
         # printk replays a line the console cut short: drop the partial one
         if _REPLAY_MARK in raw:
             held = None
             continue
         if held is None:
-            held = (number, raw)
+            held = (number, raw, hit)
             continue
-        (line_no, raw), held = held, (number, raw)
+        (line_no, raw, hit), held = held, (number, raw, hit)
         if len(raw) > limits.max_line_chars:
             raw = raw[: limits.max_line_chars]
-        if not open_reports and _ANY_HEADER_RE.search(raw) is None:
+        if not open_reports and not hit:
             recent.append(raw)
             seen_text = seen_text or bool(raw.strip())
             continue
-        yield from _scan_line(line_no, raw.rstrip("\r"), recent, open_reports, seen_text, limits)
+        yield from _scan_line(line_no, raw.rstrip("\r"), hit, recent, open_reports, seen_text, limits)
         seen_text = seen_text or bool(raw.strip())
     if held is not None:
-        line_no, raw = held
-        yield from _scan_line(line_no, raw[: limits.max_line_chars].rstrip("\r"), recent, open_reports,
-                              seen_text, limits)
+        line_no, raw, hit = held
+        yield from _scan_line(line_no, raw[: limits.max_line_chars].rstrip("\r"), hit, recent,
+                              open_reports, seen_text, limits)
     yield from open_reports
 
 
-def _scan_line(number: int, raw: str, recent: deque[str], open_reports: deque[ScannedReport],
+_BATCH_LINES: Final = 4096
+
+
+def _header_hits(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """Each line and whether it may hold a report header. The header
+    alternation runs once over a batch of lines joined (one regexp scan per
+    ``_BATCH_LINES`` lines: a per-line search costs several times more, in
+    call overhead, than the scan itself). ``True`` is a superset: the line
+    is looked at again once cut and normalised."""
+    source = iter(lines)
+    while batch := list(islice(source, _BATCH_LINES)):
+        hits = matching_lines("\n".join(batch), _HEADERS)
+        if not hits:
+            for raw in batch:
+                yield raw, False
+            continue
+        for i, raw in enumerate(batch):
+            yield raw, i in hits
+
+
+def _scan_line(number: int, raw: str, hit: bool, recent: deque[str], open_reports: deque[ScannedReport],
                seen_text: bool, limits: ScanLimits) -> Iterator[ScannedReport]:
-    """One line that may start a report or belongs to open ones."""
-    line = normalize_line(raw)
-    context = _context(line)
-    stripped, questionable = _strip(line, context)
-    kind = _match_kind(line)
+    """One line that may start a report (``hit``: it may hold a header) or
+    belongs to open ones."""
+    line, context, stripped, questionable = _view(raw)
+    kind = _match_kind(line) if hit else None
     if _GCE_HANGUP in line:
         for rep in open_reports:
             rep.console_hangup = True
@@ -425,8 +468,9 @@ def _describe(text: str, kind: OopsKind,
     start = len(text)
     out = _Described()
     matched_title = False
+    headers = find_all(text, kind.header)
     for fmt in kind.formats:
-        match = fmt.title.search(text)
+        match = title_search(fmt, kind.header, text, headers)
         if match is None or match.start() > start or (match.start() == start and out.title):
             continue
         if match.start() < start:
@@ -464,8 +508,8 @@ def _lacks_stack(text: str, fmt: TitleFormat | None, title: str) -> str:
     if fmt is None or fmt.no_stack_trace:
         return ""
     has_stack = False
-    for key in STACK_START_RES:
-        match = key.search(text)
+    for key, literal in zip(STACK_START_RES, STACK_START_LITERALS, strict=True):
+        match = key.search(text) if literal in text else None
         if match is None:
             continue
         following = text[match.start():].split("\n", 17)
@@ -500,6 +544,10 @@ _TITLE_REPLACEMENTS: Final = tuple(
 )
 
 
+_UNPRINTABLE: Final = re.compile(r"[^\x20-\x7e]+")
+_SPACES: Final = re.compile(r" {2,}")
+
+
 def normalize_title(title: str) -> str:
     """Make a title stable across boots and builds (addresses, numbers,
     line numbers become ADDR/NUM/LINE), then keep at most 120 printable
@@ -510,17 +558,9 @@ def normalize_title(title: str) -> str:
             if new == title:
                 break
             title = new
-    out: list[str] = []
-    prev = " "
-    for byte in title.encode("utf-8", "surrogateescape")[:120]:
-        ch = " " if byte == 9 else chr(byte)
-        if byte != 9 and (byte < 0x20 or byte >= 0x7F):
-            continue
-        if ch == " " and prev == " ":
-            continue
-        out.append(ch)
-        prev = ch
-    return "".join(out).strip()
+    # the first 120 bytes, one character per byte; a tab is a space
+    text = title.encode("utf-8", "surrogateescape")[:120].decode("latin-1").replace("\t", " ")
+    return _SPACES.sub(" ", _UNPRINTABLE.sub("", text)).strip()
 
 
 def title_report(rep: ScannedReport) -> TitleResult:

@@ -72,7 +72,10 @@ _ARM_OLD: Final = re.compile(
 _ARM_NEW: Final = re.compile(rf"^\s*({_NAME}){_MODULE} from {_NAME}\+0x")
 _INLINE: Final = re.compile(rf"^\s*({_NAME}) ([A-Za-z0-9_\-./]+\.[A-Za-z]+):(\d+) \[inline\]")
 _BARE: Final = re.compile(rf"^\s*\.?({_NAME})\s*$")
-_UNRELIABLE: Final = re.compile(r"^\s*(?:\[<?[0-9a-f]*>?\]\s*)*\? |\(unreliable\)\s*$|^\s*(?:\[<?[0-9a-f]*>?\]\s*)+0x")
+# (two regexps: the anchored forms are tried at the line's start only, the
+# "(unreliable)" suffix only where that substring is)
+_UNRELIABLE_HEAD: Final = re.compile(r"\s*(?:\[<?[0-9a-f]*>?\]\s*)*\? |\s*(?:\[<?[0-9a-f]*>?\]\s*)+0x")
+_UNRELIABLE_TAIL: Final = re.compile(r"\(unreliable\)\s*$")
 
 
 def _hex(text: str | None) -> int | None:
@@ -114,7 +117,7 @@ def read_frames(lines: Sequence[str]) -> list[Frame]:
     for i, line in enumerate(lines):
         if i == 0:
             continue
-        if _TRACE_START.search(line):
+        if "race" in line and _TRACE_START.search(line):  # every keyword holds "race"
             start, keyword = i + 1, True
             break
         if not frames and (m := PC_LINE.match(line)) is not None:
@@ -123,8 +126,10 @@ def read_frames(lines: Sequence[str]) -> list[Frame]:
     for line in lines[start:]:
         if len(frames) >= MAX_FRAMES:
             break
-        line = _CONTEXT_PREFIX.sub("", line, count=1)
-        if _UNRELIABLE.search(line) or _MARKER.match(line):
+        if "<" in line:
+            line = _CONTEXT_PREFIX.sub("", line, count=1)
+        if (_UNRELIABLE_HEAD.match(line) or ("(unreliable)" in line and _UNRELIABLE_TAIL.search(line))
+                or _MARKER.match(line)):
             continue
         frame = _frame(line, len(frames), keyword)
         if frame is not None:
