@@ -27,8 +27,8 @@ def test_fault_run_loses_nothing_and_analyses_each_core_once(tmp_path: Path) -> 
     pytest.importorskip("pgcluster").find_pg_bin()
     out = tmp_path / "faults.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_backend.py"), "--agents", "12",
-         "--seconds", "10", "--pause", "0.05", "--crash-share", "0.4", "--core-every", "2",
+        [sys.executable, str(REPO / "benchmarks" / "bench_backend.py"), "--agents", "8",
+         "--seconds", "10", "--pause", "0.2", "--crash-share", "0.3", "--core-every", "12",
          "--faults", "--fault-gap", "2", "--s3-outage", "8", "--stale-after", "5",
          "--json-out", str(out)],
         capture_output=True, text=True, timeout=840, check=False)
