@@ -93,3 +93,36 @@ def test_write_backlog_limit_is_named_and_overridable(monkeypatch: pytest.Monkey
     monkeypatch.setenv("COREEPI_MAX_WRITE_BACKLOG", "lots")
     with pytest.raises(ValueError, match="'lots' is not a positive number of writes"):
         max_write_backlog()
+
+
+def test_a_store_that_cannot_write_answers_503_with_retry_after(tmp_path: Path) -> None:
+    """A StoreError (PostgreSQL unreachable past the pool's wait; here a store
+    opened read-only) is a 503 + Retry-After the agent honours, not a 500."""
+    writable = DuckDBStore(tmp_path / "data")
+    token = create_token(writable, ["ingest"], "agents")[1]
+    writable.close()
+    store = DuckDBStore(tmp_path / "data", read_only=True)
+    app = create_app(store, ServeConfig(analysis_jobs=0, token_cache_seconds=0))
+    with TestClient(app) as client:
+        r = client.post("/api/v1/heartbeats", json=_heartbeat(1),
+                        headers={"authorization": f"Bearer {token}"})
+    store.close()
+    assert r.status_code == 503, r.text
+    assert r.json()["reason"] == "store-unavailable" and r.headers["retry-after"] == "5"
+    assert "nothing stored" in r.json()["detail"] and "read-only" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["worker", "--once"]])
+def test_a_bad_backlog_setting_is_one_line_and_exit_2(command: list[str], tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "coreepi", *command, "--data-dir", str(tmp_path / "d")],
+        env=dict(os.environ, COREEPI_MAX_WRITE_BACKLOG="lots"), capture_output=True, text=True,
+        timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr == ("coreepi: error: COREEPI_MAX_WRITE_BACKLOG: 'lots' is not a positive "
+                           "number of writes\n")
+    assert not (tmp_path / "d").exists()
