@@ -33,7 +33,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_backend.py [--replicas 2] [--workers 2]
         [--agents 200] [--seconds 30] [--pause 0] [--crash-share 0.2]
-        [--core-every 20] [--faults] [--json-out FILE]
+        [--core-every 20] [--max-write-backlog N] [--faults] [--json-out FILE]
 
 Needs PostgreSQL's server binaries (Debian: postgresql), gcc and gdb (the
 cores), moto. Wall-clock rates on a shared machine are floors.
@@ -290,6 +290,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         got = drive(backend, fleet, args.seconds, args.faults)
         out: dict[str, object] = {"replicas": args.replicas, "workers": args.workers,
                                   "agents": args.agents, "pause_s": args.pause,
+                                  "max_write_backlog": args.max_write_backlog,
                                   **summary(fleet, got)}
         if args.faults:
             out["faults"] = got["log"]
@@ -318,8 +319,12 @@ def main() -> None:
     p.add_argument("--fault-gap", type=float, default=3.0, help="seconds between faults")
     p.add_argument("--s3-outage", type=float, default=30.0)
     p.add_argument("--stale-after", type=float, default=10.0)
+    p.add_argument("--max-write-backlog", type=int,
+                   help="the replicas' COREEPI_MAX_WRITE_BACKLOG (default: theirs, 512)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
+    if args.max_write_backlog is not None:  # the replicas inherit the environment
+        os.environ["COREEPI_MAX_WRITE_BACKLOG"] = str(args.max_write_backlog)
     result = run(args)
     text = json.dumps(result, indent=2)
     print(text)
