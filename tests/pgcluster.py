@@ -50,9 +50,11 @@ def find_pg_bin() -> Path:
 
 class PgCluster:
     """A running cluster: :attr:`url` is ``postgresql://postgres@127.0.0.1:PORT/postgres``
-    (trust authentication on loopback: it is a throwaway)."""
+    (trust authentication on loopback: it is a throwaway). ``durable``: keep
+    PostgreSQL's crash safety (fsync, synchronous commit: a commit is on disk
+    when it returns), as benchmarks and fault runs need; else both are off."""
 
-    def __init__(self, bin_dir: Path | None = None) -> None:
+    def __init__(self, bin_dir: Path | None = None, durable: bool = False) -> None:
         self.bin = bin_dir or find_pg_bin()
         self.root = Path(tempfile.mkdtemp(prefix="coreepi-pg-"))
         self.data = self.root / "data"
@@ -73,8 +75,9 @@ class PgCluster:
             self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
                       "-E", "UTF8", "--no-sync", "--locale=C")
             conf = (f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
-                    f"unix_socket_directories = '{self.root}'\nfsync = off\n"
-                    "synchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n")
+                    f"unix_socket_directories = '{self.root}'\nmax_connections = 200\n")
+            if not durable:  # tests: speed over crash safety (the data is thrown away)
+                conf += "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
             self._run("sh", "-c", f"cat >> {self.data}/postgresql.conf", stdin=conf)
             self.start()
         except BaseException:

@@ -75,6 +75,11 @@ def test_two_replicas_one_worker_one_database(replicas: list[ServeProcess], pg_u
         assert done.stdout.startswith("ran 1 jobs")
         counts = wait_for_jobs(lambda: two.get("/api/v1/jobs", headers=read).json()["counts"])
         assert counts["done"] == 1 and counts["dead"] == 0
+        # the worker process's analysis shows in both replicas' metrics (from the jobs table)
+        for c in (one, two):
+            lines = c.get("/metrics").text.splitlines()
+            assert 'coreepi_analysis_jobs{state="done"} 1.0' in lines
+            assert 'coreepi_analysis_jobs{state="queued"} 0.0' in lines
         got = CrashReport.model_validate_json(
             one.get(f"/api/v1/crashes/{sent.crash_id}", headers=read).text)
         assert got.signature is not None and got.signature.signature == full.signature.signature

@@ -250,14 +250,95 @@ def test_crashes_outside_exposure_and_node_time(store: Store) -> None:
     outside = list(store.crashes_outside_exposure())
     assert outside == [("end", "h1", T0 + DAY, None)]
     frames = store.node_time_frames(T0, T0 + 2 * DAY)
-    if frames is None:  # the backend has no summed path: nothing more to hold it to
-        return
+    assert frames is not None  # both stores sum node-time in the database
     assert frames.by_host.to_dict() == {"h1": 1.0, "h2": 2.0}
     sets = dict(zip(frames.sets["cpu"], frames.sets["node_days"], strict=True))
     assert sets == {"EPYC": 1.0, "Xeon": 2.0}
     by_id = dict(zip(frames.crashes["crash_id"], frames.crashes["exposure_set"], strict=True))
     assert by_id["end"] == -1 and by_id["in"] >= 0
     assert frames.sets["cpu"][by_id["h2"]] == "Xeon"
+    assert frames.host_sets is not None
+    host_sets = {(h, frames.sets["cpu"][k]): d for h, k, d in frames.host_sets.itertuples(
+        index=False)}
+    assert host_sets == {("h1", "EPYC"): 1.0, ("h2", "Xeon"): 2.0}
+
+
+def _node_time_fleet(store: Store) -> None:
+    """Two hosts (one without a hosts.csv row), interval attributes that
+    override the host's, crashes inside, between and outside intervals."""
+    store.add_hosts([HostRow("h1", {"cpu": "EPYC", "kernel": "6.1"}, 2)])
+    store.add_exposure([
+        ExposureInterval("h1", T0, T0 + DAY, {"kernel": "6.2"}, 2),
+        ExposureInterval("h1", T0 + DAY, T0 + 3 * DAY, {}, 3),
+        ExposureInterval("h2", T0 + 6 * HOUR, T0 + 2 * DAY, {"load": 3}, 4),
+        ExposureInterval("h3", T0 - 2 * DAY, T0 - DAY, {}, 5),  # before the window
+    ])
+    store.add_crashes([
+        CrashRecord(report("a1", at=T0 + HOUR, hw=True)),
+        CrashRecord(report("a2", at=T0 + DAY, signature="other")),  # the second interval
+        CrashRecord(report("b1", host="h2", at=T0 + HOUR)),  # before h2's interval: none
+        CrashRecord(report("b2", host="h2", at=T0 + 47 * HOUR)),
+        CrashRecord(report("z9", at=T0 + 5 * DAY)),  # past the window
+    ])
+
+
+def test_node_time_frames_summed_in_the_database(store: Store) -> None:
+    _node_time_fleet(store)
+    frames = store.node_time_frames(T0, T0 + 2 * DAY)
+    assert frames is not None
+    assert frames.by_host.sort_index().to_dict() == {"h1": 2.0, "h2": 1.75}
+    sets = {(r.cpu if isinstance(r.cpu, str) else None, r.kernel if isinstance(r.kernel, str)
+             else None): r.node_days for r in frames.sets.itertuples()}
+    assert sets == {("EPYC", "6.2"): 1.0, ("EPYC", "6.1"): 1.0, (None, None): 1.75}
+    crashes = frames.crashes.set_index("crash_id")
+    assert list(frames.crashes["crash_id"]) == ["a1", "b1", "a2", "b2"]  # by time, z9 left out
+    kernel = {c: frames.sets["kernel"][k] if k >= 0 else "none"
+              for c, k in crashes["exposure_set"].items()}
+    assert kernel == {"a1": "6.2", "a2": "6.1", "b1": "none", "b2": frames.sets["kernel"][
+        crashes["exposure_set"]["b2"]]}
+    assert crashes["exposure_set"]["b2"] >= 0 and crashes["exposure_set"]["b1"] == -1
+    assert crashes["phenotypes"]["a1"] == ["null-deref", "stack-misaligned"]
+    assert crashes["hardware_phenotypes"]["a1"] == ["stack-misaligned"]
+    assert crashes["hardware_phenotypes"]["a2"] == []
+    assert crashes["signature"].to_dict() == {"a1": "main", "b1": "main", "a2": "other",
+                                             "b2": "main"}
+    assert str(crashes["captured_at"].dtype).endswith(", UTC]")
+    assert frames.host_sets is not None and len(frames.host_sets) == 3
+    assert frames.host_sets["node_days"].sum() == 3.75
+    whole = store.node_time_frames()  # default window: exposure's span widened to every crash
+    assert whole is not None
+    assert (whole.since, whole.until) == (T0 - 2 * DAY, T0 + 5 * DAY + timedelta(seconds=1))
+    assert list(whole.crashes["crash_id"])[-1] == "z9"
+    empty = store.node_time_frames(T0 + 10 * DAY, T0 + 11 * DAY)
+    assert empty is not None and empty.crashes.empty and empty.sets.empty
+    assert empty.host_sets is not None and empty.host_sets.empty
+
+
+def test_node_time_frames_same_on_both_stores(tmp_path: Path, pg_url: str) -> None:
+    """The PostgreSQL path gives DuckDB's frames, value for value (rows of the
+    sets may come in another order: compared through the set each row means)."""
+    stores = [DuckDBStore(tmp_path / "data"),
+              PostgresStore(pg_url, DirectoryBlobStore(tmp_path / "blobs"))]
+    try:
+        got = []
+        for s in stores:
+            _node_time_fleet(s)
+            frames = s.node_time_frames()
+            assert frames is not None and frames.host_sets is not None
+            key = [tuple(row) for row in frames.sets.drop(columns="node_days").map(str)
+                   .itertuples(index=False)]
+            crashes = frames.crashes.assign(
+                exposure_set=[key[k] if k >= 0 else None for k in frames.crashes["exposure_set"]])
+            host_sets = sorted((h, key[k], d) for h, k, d in frames.host_sets.itertuples(
+                index=False))
+            got.append((frames.since, frames.until, sorted(zip(key, frames.sets["node_days"],
+                                                               strict=True)),
+                        frames.by_host.sort_index().to_dict(), host_sets,
+                        crashes.map(str).to_dict("records"), list(frames.sets.columns)))
+        assert got[0] == got[1]
+    finally:
+        for s in stores:
+            s.close()
 
 
 # --------------------------------------------------------------------------

@@ -39,7 +39,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from coreepi.capture.config import CaptureConfig, load_config
-from coreepi.capture.edge import analyse_core
 from coreepi.capture.hostfacts import host_facts, host_ids
 from coreepi.capture.policy import (
     CrashContext,
@@ -140,6 +139,9 @@ def capture(config: CaptureConfig, spool: Spool, ctx: CrashContext, feed: Feed) 
 def _edge_analysis(
     report: CrashReport, directory: Path, config: CaptureConfig, spool: Spool
 ) -> CrashReport:
+    # loaded here, after the core is in the spool: it is a third of collect's imports
+    from coreepi.capture.edge import analyse_core
+
     c = config.collect
     started = time.monotonic()
     # the decompressed copy counts against the quota before it is written

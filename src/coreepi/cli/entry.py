@@ -1,18 +1,54 @@
-"""The ``coreepi`` console script. An ordinary ``coreepi inspect CORE
-[options]`` runs here without importing Typer (:mod:`coreepi.cli.inspect_args`
-says why); every other command line goes to :func:`coreepi.cli.main.main`."""
+"""The ``coreepi`` console script (``python -m coreepi`` too). Two command
+lines run here without importing Typer:
+
+- ``coreepi collect [--config F] -- %P …``, the kernel's core_pattern pipe
+  handler: it runs once per crash, and the crashed process stays in the
+  kernel until its core is read, so it goes straight to
+  :func:`coreepi.capture.collect.run_collect` (Typer and Click were about a
+  third of its start-up);
+- an ordinary ``coreepi inspect CORE [options]``
+  (:mod:`coreepi.cli.inspect_args` says why).
+
+Every other command line (``collect --help``, ``collect
+--from-systemd-coredump``, …) goes to :func:`coreepi.cli.main.main`, which
+gives the same result.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
-__all__ = ["main"]
+__all__ = ["collect_args", "main"]
+
+
+def collect_args(argv: list[str]) -> tuple[list[str], str | None] | None:
+    """(specifiers, config path or None) of ``collect [--config F | --config=F] [--] SPEC…``;
+    None for anything else (left to the Typer app)."""
+    config: str | None = None
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        arg = argv[i]
+        if arg == "--config" and i + 1 < len(argv):
+            config, i = argv[i + 1], i + 2
+        elif arg.startswith("--config="):
+            config, i = arg.split("=", 1)[1], i + 1
+        else:
+            return None
+    return argv[i + 1:], config
 
 
 def main() -> None:
     """Console-script entry point."""
     args = sys.argv[1:]
+    if args[:1] == ["collect"] and (collect := collect_args(args[1:])) is not None:
+        # as in coreepi.cli.main.main: no scan for pydantic plugins
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+        from coreepi.capture.collect import run_collect
+        from coreepi.ingest.scratch import exit_on_sigterm
+
+        exit_on_sigterm()  # as the Typer app's callback does
+        sys.exit(run_collect(*collect))
     if args[:1] == ["inspect"]:
         from coreepi.cli.inspect_args import parse_inspect_argv
 

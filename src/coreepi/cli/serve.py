@@ -92,10 +92,13 @@ def serve(
         rules = load_rules(alert_rules) if alert_rules else None
     except InputError as exc:
         _fail(str(exc))
-    config = ServeConfig(alert_rules=rules, max_body_bytes=int(max_body_mb * MiB),
-                         max_core_bytes=int(max_core_mb * MiB),
-                         analysis_timeout_seconds=analysis_timeout,
-                         symbol_dirs=tuple(symbol_dir or ()))
+    try:
+        config = ServeConfig(alert_rules=rules, max_body_bytes=int(max_body_mb * MiB),
+                             max_core_bytes=int(max_core_mb * MiB),
+                             analysis_timeout_seconds=analysis_timeout,
+                             symbol_dirs=tuple(symbol_dir or ()))
+    except ValueError as exc:  # COREEPI_MAX_WRITE_BACKLOG not a positive integer
+        _fail(f"COREEPI_MAX_WRITE_BACKLOG: {exc}")
     if jobs is not None:
         config = replace(config, analysis_jobs=jobs)
     try:

@@ -46,9 +46,13 @@ def worker(
     from coreepi.serve.analysis import AnalysisWorker
     from coreepi.store import open_store
 
-    config = ServeConfig(analysis_timeout_seconds=analysis_timeout,
-                         analysis_memory_limit_mb=memory_limit,
-                         symbol_dirs=tuple(symbol_dir or ()), analysis_jobs=threads)
+    try:
+        config = ServeConfig(analysis_timeout_seconds=analysis_timeout,
+                             analysis_memory_limit_mb=memory_limit,
+                             symbol_dirs=tuple(symbol_dir or ()), analysis_jobs=threads)
+    except ValueError as exc:  # COREEPI_MAX_WRITE_BACKLOG not a positive integer
+        sys.stderr.write(f"coreepi: error: COREEPI_MAX_WRITE_BACKLOG: {exc}\n")
+        raise typer.Exit(2) from None
     from coreepi.ingest.scratch import scratch_dir
 
     scratch = scratch_dir(tmp_dir)  # removed at exit, swept by the next worker if killed

@@ -15,6 +15,9 @@ What happens beyond a limit:
   fleet directory) the crash is kept, the extra keys dropped and counted
   (one "kept with a problem" line naming the limit) — the crash must still
   count in the numerator;
+- writes (crash reports, heartbeats) waiting for the store beyond
+  :data:`MAX_WRITE_BACKLOG` on one server: refused with HTTP 503 and
+  ``Retry-After`` (nothing stored; the agent keeps it and comes back);
 - distinct attribute keys of a fleet beyond :data:`MAX_ATTRIBUTE_COLUMNS`:
   the crash frame keeps the most frequent keys as columns and counts the
   rest in ``frame.attrs["dropped_attribute_keys"]``.
@@ -43,12 +46,14 @@ __all__ = [
     "MAX_ATTRIBUTE_VALUE_CHARS",
     "MAX_CLOCK_SKEW_SECONDS",
     "MAX_CORE_BYTES_CEILING",
+    "MAX_WRITE_BACKLOG",
     "AttributeLimitError",
     "Limit",
     "TimeRangeError",
     "check_attributes",
     "check_time",
     "max_core_bytes",
+    "max_write_backlog",
     "trim_attributes",
 ]
 
@@ -83,6 +88,11 @@ MAX_ATTRIBUTE_COLUMNS = 256
 MAX_CORE_BYTES_CEILING = 32 * GiB
 CORE_SCRATCH_RESERVE_BYTES = 2 * GiB
 """Free space left on the scratch file system when a core is decompressed."""
+MAX_WRITE_BACKLOG = 512
+"""Crash reports (and, counted apart, heartbeats) waiting for their group
+commit on one server process. Beyond it a request is refused with 503 +
+Retry-After: at the ~1,000 writes/s of a replica on PostgreSQL, 512 waiting
+is already half a second of queueing on top of the request's own time."""
 
 LIMITS: tuple[Limit, ...] = (
     Limit("earliest_time", "2000-01-01T00:00:00Z", None,
@@ -96,6 +106,8 @@ LIMITS: tuple[Limit, ...] = (
           "distinct attribute keys of a fleet promoted to crash-frame columns"),
     Limit("max_core_bytes", "min(32 GiB, free space of the scratch dir - 2 GiB)",
           "COREEPI_MAX_CORE_BYTES", "decompressed size of one core, bytes"),
+    Limit("max_write_backlog", "512", "COREEPI_MAX_WRITE_BACKLOG",
+          "crash reports (and, apart, heartbeats) waiting for their commit on one server"),
 )
 
 
@@ -171,16 +183,33 @@ def max_core_bytes(scratch: Path | None = None) -> int:
     32 GiB and, when the core is written to the directory ``scratch``, that
     file system's free space minus a 2 GiB reserve (at least 0). None: the
     content is only streamed (a log read as it is decompressed): 32 GiB."""
-    raw = os.environ.get("COREEPI_MAX_CORE_BYTES", "").strip()
-    if raw:
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 0
-        if value <= 0:
-            raise ValueError(f"{raw!r} is not a positive number of bytes")
+    value = _positive_env("COREEPI_MAX_CORE_BYTES", "bytes")
+    if value is not None:
         return value
     if scratch is None:
         return MAX_CORE_BYTES_CEILING
     free = shutil.disk_usage(scratch).free
     return max(0, min(MAX_CORE_BYTES_CEILING, free - CORE_SCRATCH_RESERVE_BYTES))
+
+
+def max_write_backlog() -> int:
+    """:data:`MAX_WRITE_BACKLOG`, or ``$COREEPI_MAX_WRITE_BACKLOG`` when set
+    (ValueError "'x' is not a positive number of writes" when it is not a
+    positive integer)."""
+    value = _positive_env("COREEPI_MAX_WRITE_BACKLOG", "writes")
+    return MAX_WRITE_BACKLOG if value is None else value
+
+
+def _positive_env(name: str, unit: str) -> int | None:
+    """The positive integer in ``$name``; None when unset or blank; ValueError
+    "'x' is not a positive number of <unit>" otherwise."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{raw!r} is not a positive number of {unit}")
+    return value

@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coreepi import __version__
+from coreepi.errors import StoreError
 from coreepi.ingest.intake import CoreIntake, CoreLimits, accept_heartbeats, accept_reports
 from coreepi.ingest.scratch import scratch_dir
 from coreepi.serve.analysis import AnalysisWorker
@@ -49,6 +50,7 @@ __all__ = ["create_app"]
 
 _CORE_PATH = re.compile(r"^/api/v1/crashes/.*/core$")
 _STATIC = Path(__file__).resolve().parent / "static"
+STORE_RETRY_AFTER_SECONDS = 5  # a PostgreSQL restart or failover takes seconds
 _NOT_PAGES = ("/api/", "/openapi.json", "/metrics", "/healthz", "/static/")
 _STATUS_REASON = {401: "unauthorized", 403: "forbidden", 404: "not-found",
                   405: "method-not-allowed", 413: "too-large", 415: "unsupported-media-type"}
@@ -148,8 +150,10 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     app.state.gateway = StoreGateway(store, config.store_threads,
                                      core_threads=max(2, config.analysis_jobs * 2))
     app.state.workers = workers
-    app.state.reports = GroupCommit(app.state.gateway, accept_reports)
-    app.state.heartbeats = GroupCommit(app.state.gateway, accept_heartbeats)
+    app.state.reports = GroupCommit(app.state.gateway, accept_reports,
+                                    max_backlog=config.max_write_backlog)
+    app.state.heartbeats = GroupCommit(app.state.gateway, accept_heartbeats,
+                                       max_backlog=config.max_write_backlog)
     app.state.auth = Authenticator(store, config.token_cache_seconds)
     app.state.metrics = metrics
     app.state.intake = intake
@@ -171,6 +175,17 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
             return pages.html_error(request, exc.status_code, str(exc.detail))
         return JSONResponse({"detail": exc.detail, "reason": reason}, exc.status_code,
                             headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(StoreError)
+    async def store_unavailable(request: Request, exc: StoreError) -> Response:
+        # the database is restarting or unreachable: nothing was committed, so
+        # the client is told to come back (the agent keeps the item), not a 500
+        rejected("store-unavailable")
+        message = f"the store is unavailable, nothing stored: {exc}"
+        if _is_page(request):
+            return pages.html_error(request, 503, message)
+        return JSONResponse({"detail": message, "reason": "store-unavailable"}, 503,
+                            headers={"Retry-After": str(STORE_RETRY_AFTER_SECONDS)})
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from coreepi.model.limits import max_write_backlog
+
 if TYPE_CHECKING:
     from coreepi.surveil.rules import Rules
 
@@ -49,6 +51,10 @@ class ServeConfig:
     ``findings_debounce_seconds`` / ``findings_max_delay_seconds``: the report
     (findings) is recomputed once writes have been quiet this long, and at
     the latest this long after the first write it has not seen.
+    ``max_write_backlog``: crash reports (and, apart, heartbeats) waiting for
+    their group commit beyond which a new one is refused with 503 and
+    ``Retry-After`` (:data:`~coreepi.model.limits.MAX_WRITE_BACKLOG`,
+    ``$COREEPI_MAX_WRITE_BACKLOG``).
     ``alert_rules``: when given, the surveillance rules evaluated on their
     schedule in a background thread (:mod:`coreepi.surveil`).
     """
@@ -69,4 +75,5 @@ class ServeConfig:
     store_threads: int = 16
     findings_debounce_seconds: float = 2.0
     findings_max_delay_seconds: float = 30.0
+    max_write_backlog: int = field(default_factory=max_write_backlog)
     alert_rules: Rules | None = None

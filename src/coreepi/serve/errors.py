@@ -10,7 +10,8 @@ Handlers raise ``ApiError(status, message, reason)``; the app turns it into
 ``coreepi_requests_rejected_total{reason}``. Reasons are short stable keys:
 ``unauthorized``, ``forbidden``, ``too-large``, ``invalid-body``,
 ``invalid-crash-id``, ``conflict``, ``unknown-crash``, ``unsupported-media-type``,
-``invalid-core``, ``not-found``.
+``invalid-core``, ``not-found``, ``overloaded`` (503: too many writes wait,
+see :class:`~coreepi.serve.gateway.Backlogged`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["ApiError"]
 
 
 class ApiError(HTTPException):
-    """A 4xx answer: ``status`` (HTTP), ``message`` (for the client), ``reason``
+    """A 4xx (or 503) answer: ``status`` (HTTP), ``message`` (for the client), ``reason``
     (a short stable key, the metrics label)."""
 
     def __init__(self, status: int, message: str, reason: str,

@@ -12,8 +12,9 @@ into small dictionaries, so pandas never decodes a million copies of the same
 text. The result (:class:`~coreepi.store.frames.NodeTimeFrames`) is exactly
 the input of ``coreepi.epi.NodeTime`` (see ``coreepi/epi/tables.py``).
 
-The SQL is DuckDB's (``ASOF JOIN``, ``GROUPING SETS``); the PostgreSQL store
-will express the crash-to-interval lookup as a ``LATERAL`` subquery.
+The SQL is DuckDB's (``ASOF JOIN``, ``GROUPING SETS``); the PostgreSQL store's
+(:mod:`coreepi.store.postgres_store.node_time`) finds the interval with a
+``LATERAL`` subquery and shares the window, the sets' columns and the decoding.
 """
 
 from __future__ import annotations
@@ -40,10 +41,9 @@ __all__ = ["duckdb_node_time_frames"]
 SEP = "\x1f"  # joins a phenotype list into one string (unit separator: never in a name)
 
 
-def _window(
-    con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
-) -> tuple[datetime, datetime]:
-    """The analytics' default window: the exposure's span, widened to every crash."""
+def _window(con: Any, since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
+    """The analytics' default window: the exposure's span, widened to every crash.
+    ``con``: a DuckDB cursor or a psycopg connection (the query is portable SQL)."""
     if since is not None and until is not None:
         return since, until
     row = con.execute(

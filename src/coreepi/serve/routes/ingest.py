@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, Request, Response
@@ -22,6 +22,7 @@ from coreepi.model.limits import AttributeLimitError, TimeRangeError, check_attr
 from coreepi.model.report import CrashReport
 from coreepi.serve.auth import require
 from coreepi.serve.errors import ApiError
+from coreepi.serve.gateway import Backlogged, GroupCommit
 from coreepi.serve.limits import check_declared_length
 from coreepi.serve.models import (
     CoreAccepted,
@@ -34,6 +35,8 @@ from coreepi.store import ApiToken
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
 Ingest = Annotated[ApiToken, Depends(require("ingest"))]
 
+I = TypeVar("I")
+R = TypeVar("R")
 CORE_TYPES = ("application/zstd", "application/octet-stream")
 _WRITE_CHUNK = 1 << 20
 
@@ -68,6 +71,15 @@ def check_attribute_limits(attributes: Mapping[str, object], what: str) -> None:
         raise ApiError(422, str(exc), "invalid-body") from None
 
 
+async def committed(commits: GroupCommit[I, R], item: I) -> R:
+    """``commits.submit(item)``; a full backlog becomes ApiError 503
+    (``overloaded``) with ``Retry-After``, nothing stored."""
+    try:
+        return await commits.submit(item)
+    except Backlogged as exc:
+        raise ApiError(503, str(exc), "overloaded", {"Retry-After": str(exc.retry_after)}) from None
+
+
 REPORT_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"$ref": "#/components/schemas/CrashReport"}}}}}
 
@@ -95,7 +107,9 @@ async def read_report(request: Request) -> CrashReport:
 @router.post("/crashes", status_code=201, response_model=CrashAccepted, openapi_extra=REPORT_BODY,
              responses={200: {"description": "duplicate: this crash was already received "
                               "with the same content"},
-                        409: {"description": "the crash_id exists with other content"}})
+                        409: {"description": "the crash_id exists with other content"},
+                        503: {"description": "overloaded: too many writes wait; nothing "
+                              "stored, retry after Retry-After seconds"}})
 async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAccepted:
     """Store one crash report (idempotent by crash_id). A 2xx means it is committed."""
     report = await read_report(request)
@@ -105,7 +119,7 @@ async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAc
     state = request.app.state
     check_accepted_time(report.captured_at, state.config.max_clock_skew_seconds, "captured_at")
     check_attribute_limits(report.attributes, "attributes")
-    outcome = await state.reports.submit(report)
+    outcome = await committed(state.reports, report)
     if outcome is Outcome.CONFLICT:
         raise ApiError(409, f"crash {report.crash_id} was received before with other content",
                        "conflict")
@@ -186,7 +200,9 @@ async def put_core(crash_id: str, request: Request, response: Response,
 
 @router.post("/heartbeats", status_code=201, response_model=HeartbeatAccepted,
              responses={200: {"description": "duplicate: this interval was already stored"},
-                        409: {"description": "the interval overlaps another one of the host"}})
+                        409: {"description": "the interval overlaps another one of the host"},
+                        503: {"description": "overloaded: too many writes wait; nothing "
+                              "stored, retry after Retry-After seconds"}})
 async def post_heartbeat(hb: Heartbeat, request: Request, response: Response,
                          _: Ingest) -> HeartbeatAccepted:
     """Record that a host was up over [start, end) (exposure), with its load
@@ -198,7 +214,7 @@ async def post_heartbeat(hb: Heartbeat, request: Request, response: Response,
     if hb.facts is not None:
         check_attribute_limits(hb.facts.extra, "facts.extra")
         check_attribute_limits(hb.facts.k8s_labels, "facts.k8s_labels")
-    outcome = await state.heartbeats.submit(hb)
+    outcome = await committed(state.heartbeats, hb)
     if outcome is Outcome.CONFLICT:
         raise ApiError(409, f"[{hb.start.isoformat()}, {hb.end.isoformat()}) overlaps another "
                        f"interval of host {hb.host_id!r}", "conflict")

@@ -28,4 +28,6 @@ async def metrics(request: Request) -> Response:
     state = request.app.state
     if not state.config.metrics_public:
         await _read(request)
-    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    # the jobs table holds what every worker did, `coreepi worker`s included
+    jobs = await state.gateway.read(state.store.job_counts)
+    return Response(state.metrics.render(jobs), media_type=CONTENT_TYPE_LATEST)

@@ -1,8 +1,8 @@
 """The PostgreSQL :class:`~coreepi.store.interfaces.HostStore`: ``hosts`` and ``exposure``.
 
-Node-time is summed by the analytics from the two frames
-(:meth:`~coreepi.store.interfaces.HostStore.node_time_frames` keeps its
-default, None): the summed DuckDB query is DuckDB's SQL.
+Node-time is summed in the database
+(:meth:`~coreepi.store.interfaces.HostStore.node_time_frames`, see
+:mod:`coreepi.store.postgres_store.node_time`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from coreepi.model.fleet import ExposureInterval, HostRow
-    from coreepi.store.frames import exposure_frame_from
+    from coreepi.store.frames import NodeTimeFrames, exposure_frame_from
 
 __all__ = ["PostgresHostStore"]
 
@@ -114,7 +114,7 @@ class PostgresHostStore(PostgresGateway, HostStore):
         self, since: datetime | None = None, until: datetime | None = None
     ) -> pd.DataFrame:
         # overlapping [since, until): clipped to it by exposure_frame_from
-        from coreepi.store.frames import exposure_frame_from
+        from coreepi.store.frames import NodeTimeFrames, exposure_frame_from
 
         where = Where().add_if(since, "e.end_ts > ?").add_if(until, "e.start_ts < ?")
         rows = self._frame(
@@ -131,3 +131,10 @@ class PostgresHostStore(PostgresGateway, HostStore):
             "AND c.captured_at < e.end_ts) ORDER BY c.captured_at, c.crash_id")
         for crash_id, host_id, captured_at, artifact in rows:
             yield crash_id, host_id, captured_at.astimezone(UTC), artifact
+
+    def node_time_frames(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> NodeTimeFrames:
+        from coreepi.store.postgres_store.node_time import postgres_node_time_frames
+
+        return postgres_node_time_frames(self, since, until)
