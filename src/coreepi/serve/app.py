@@ -42,7 +42,7 @@ from coreepi.surveil.scheduler import AlertScheduler
 from coreepi.serve.gateway import GroupCommit, StoreGateway
 from coreepi.serve.limits import BodyLimit
 from coreepi.serve.metrics import Metrics
-from coreepi.serve.routes import admin, alerts, ingest, jobs, ops, pages, query
+from coreepi.serve.routes import admin, alerts, drainform, ingest, jobs, ops, pages, query
 from coreepi.store import Store
 
 __all__ = ["create_app"]
@@ -194,7 +194,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
     app.add_middleware(Timing, metrics=metrics)
 
-    for module in (ingest, query, admin, jobs, ops, pages, alerts):
+    for module in (ingest, query, admin, jobs, ops, pages, alerts, drainform):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=_STATIC), name="static")
 
