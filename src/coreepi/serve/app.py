@@ -40,6 +40,7 @@ from coreepi.serve.errors import ApiError
 from coreepi.serve.findings import FindingsCache
 from coreepi.surveil.scheduler import AlertScheduler
 from coreepi.serve.gateway import GroupCommit, StoreGateway
+from coreepi.serve.groupmetrics import GroupsCollector
 from coreepi.serve.limits import BodyLimit
 from coreepi.serve.metrics import Metrics
 from coreepi.serve.routes import admin, alerts, drainform, ingest, jobs, ops, pages, query
@@ -108,6 +109,9 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
                         tmp_dir, wake)
     findings = FindingsCache(store, config.findings_debounce_seconds,
                              config.findings_max_delay_seconds)
+
+    metrics.registry.register(GroupsCollector(findings, config.metrics_top_groups,
+                                              lambda: store.alerts("firing")))
 
     def analysed(outcome: str) -> None:
         metrics.analyses.labels(outcome).inc()

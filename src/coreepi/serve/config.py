@@ -49,6 +49,8 @@ class ServeConfig:
     ``findings_debounce_seconds`` / ``findings_max_delay_seconds``: the report
     (findings) is recomputed once writes have been quiet this long, and at
     the latest this long after the first write it has not seen.
+    ``metrics_top_groups``: ``/metrics`` has per-group gauges for this many
+    groups (highest rate first) plus one ``other`` series: bounded cardinality.
     ``alert_rules``: when given, the surveillance rules evaluated on their
     schedule in a background thread (:mod:`coreepi.surveil`).
     """
@@ -69,4 +71,5 @@ class ServeConfig:
     store_threads: int = 16
     findings_debounce_seconds: float = 2.0
     findings_max_delay_seconds: float = 30.0
+    metrics_top_groups: int = 20
     alert_rules: Rules | None = None

@@ -10,6 +10,8 @@ core uploads (outcome: stored, duplicate) and their compressed bytes.
 ``coreepi_core_analyses_total{outcome}``: central analyses (ok, unreadable).
 ``coreepi_heartbeats_total{outcome}``: heartbeats (created, duplicate).
 ``coreepi_request_duration_seconds{route}``: latency histogram per route.
+Per-group gauges and alerts firing: :mod:`coreepi.serve.groupmetrics`
+(registered on this registry by the app).
 """
 
 from __future__ import annotations

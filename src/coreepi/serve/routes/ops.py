@@ -24,8 +24,9 @@ async def healthz(request: Request) -> dict[str, Any]:
 
 @router.get("/metrics", response_class=Response)
 async def metrics(request: Request) -> Response:
-    """Prometheus text format (public unless the server is configured otherwise)."""
+    """Prometheus text format (public unless the server is configured otherwise).
+    Rendered off the event loop: the group gauges read the alerts table."""
     state = request.app.state
     if not state.config.metrics_public:
         await _read(request)
-    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    return Response(await state.gateway.read(state.metrics.render), media_type=CONTENT_TYPE_LATEST)
