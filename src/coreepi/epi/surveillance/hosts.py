@@ -51,7 +51,7 @@ def clip_drained(exposure: pd.DataFrame, drained: dict[str, pd.Timestamp]) -> pd
 
 def _hardware(crashes: pd.DataFrame) -> np.ndarray:
     col = crashes.get("hardware_phenotypes")
-    if col is None:
+    if col is None or not len(crashes):  # an empty frame's column has no .str (float dtype)
         return np.zeros(len(crashes), bool)
     return (col.str.len().fillna(0) > 0).to_numpy()
 
