@@ -11,7 +11,7 @@ import pytest
 from coreepi.epi.surveillance import (
     DetectorParams, FleetClock, HostClocks, clip_drained, days, detect, drain_recheck, new_groups,
     poisson_cusum, quasi_dispersion, rising_groups, rollout_regressions, rollouts,
-    suspect_hosts, marked_poisson_sprt, wald_bounds,
+    suspect_hosts, marked_poisson_sprt, wald_bounds, delay_bound_days,
 )  # fmt: skip
 from coreepi.simulate.timeline import BadHost, KernelRollout, Rise, TimelineFleet, make_timeline
 
@@ -211,3 +211,11 @@ def test_host_stratum_sets_the_rate_it_is_judged_against() -> None:
     flagged = suspect_hosts(c, exp.drop(columns="cpu_model"), now, p)
     assert sorted(d.subject["host_id"] for d in flagged) == ["s0", "s1"]
     assert {d.evidence["stratum"] for d in flagged} == {""}
+
+
+def test_delay_bound_for_a_tripling_group() -> None:
+    # ln(7000) / (2 (3 ln 3 - 2)): 3.41 days at 2/day, so the 1-day goal needs >= 6.8/day
+    assert delay_bound_days(2.0, 3.0, 7000) == pytest.approx(3.416, abs=1e-3)
+    assert delay_bound_days(6.83, 3.0, 7000) == pytest.approx(1.0, abs=1e-2)
+    with pytest.raises(ValueError, match="delay bound"):
+        delay_bound_days(2.0, 1.0, 7000)
