@@ -130,13 +130,13 @@ def test_bad_host_flagged_online_and_null_fleet_quiet() -> None:
     now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
     found = suspect_hosts(tl.crashes, tl.exposure, now, DetectorParams())
     assert [d.subject["host_id"] for d in found] == ["h00007"]
-    # Wald's SPRT (A = ln(0.9 / 3e-6) = 12.6 nats): flagged at its third hardware-indicative
+    # Wald's SPRT (A = ln(0.9 / 1e-6) = 13.7 nats): flagged at its third hardware-indicative
     # crash (days 20.9, 25.4, 38.0), the LLR there the first over A
     mine = tl.crashes[(tl.crashes["host_id"] == "h00007")
                       & (tl.crashes["hardware_phenotypes"].str.len() > 0)]
     assert found[0].at == mine["captured_at"].iloc[2]
     assert found[0].evidence["hardware_crashes"] == 3
-    assert found[0].evidence["threshold"] == pytest.approx(np.log(0.9 / 3e-6))
+    assert found[0].evidence["threshold"] == pytest.approx(np.log(0.9 / 1e-6))
     assert found[0].evidence["statistic"] >= found[0].evidence["threshold"]
     null = make_timeline(TimelineFleet(hosts=300, days=42, groups=10), seed=11)
     assert detect(null.crashes, null.exposure, now) == []

@@ -116,7 +116,8 @@ def suspect_hosts(
     strata = _strata(exposure, params.host_stratum)
     own = pd.DataFrame({"stratum": strata})
     ids = own.index.to_numpy()
-    own["e"] = clocks.at(ids, np.full(len(ids), t_now)) - clocks.at(ids, np.full(len(ids), bs))
+    own["e0"] = clocks.at(ids, np.full(len(ids), bs))
+    own["e"] = clocks.at(ids, np.full(len(ids), t_now)) - own["e0"]
     counts = frame.groupby("host_id")["hw"].agg(["size", "sum"])
     own["n"] = counts["size"].reindex(own.index).fillna(0)
     own["hw"] = counts["sum"].reindex(own.index).fillna(0)
@@ -134,15 +135,16 @@ def suspect_hosts(
     candidates = own.index[(own["n"] > 0) & (reach >= upper)]
     frame = frame[frame["host_id"].isin(candidates)].sort_values(["host_id", "t"])
     frame["e"] = clocks.at(frame["host_id"].to_numpy(), frame["t"].to_numpy())
-    sig_llr = _signature_llr(crashes.loc[span], frame, strata) if params.host_signatures else None
+    frame["sig_llr"] = (_signature_llr(crashes.loc[span], frame, strata)
+                        if params.host_signatures else 0.0)
     out: list[Detection] = []
     for host, g in frame.groupby("host_id", sort=True):
         h = own.loc[host]
-        e0 = float(clocks.at([host], [bs])[0])
+        e0 = float(h["e0"])
         run = marked_poisson_sprt(g["e"].to_numpy(), g["hw"].to_numpy(), float(h["rate0"]), r,
                                   float(h["share0"]), p1, params.host_alpha, params.host_beta,
                                   exposure_start=e0,
-                                  extra=None if sig_llr is None else sig_llr.loc[g.index])
+                                  extra=g["sig_llr"].to_numpy())
         if run.alarm < 0:
             continue
         i = run.alarm

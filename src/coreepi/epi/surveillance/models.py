@@ -68,7 +68,7 @@ class DetectorParams:
     # hardware-suspect host: Wald's SPRT per host (rate ratio and hardware share under H1)
     host_ratio: float = 3.0
     host_hw_share: float = 0.3
-    host_alpha: float = 3e-6
+    host_alpha: float = 1e-6
     host_beta: float = 0.1
     host_stratum: str = "cpu_model"
     host_signatures: bool = True
