@@ -30,7 +30,8 @@ __all__ = ["Evaluation", "evaluate", "sample_alert", "send_test"]
 @dataclass
 class Evaluation:
     """What one evaluation did: detections, transitions (fired / resolved),
-    deliveries that succeeded and failed (receiver, alert key), and the
+    deliveries that succeeded and failed (receiver, alert key; with the
+    re-sends of still-firing alerts to Alertmanager receivers), and the
     re-check of every drained host (:func:`coreepi.epi.surveillance.drain_recheck`
     evidence, by host)."""
 
