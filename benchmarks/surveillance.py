@@ -11,22 +11,28 @@ null      stationary fleets (40 groups, 0.5–20 crashes/day, 12 weeks):
           alerts per 1,000 group-weeks (rising: weekly windows; every kind);
           healthy hosts flagged
 rising    one group ×3 at a random time (baseline ``--rise-rates``/day):
-          delay from the change to the alarm (median, 95th percentile)
+          delay from the change to the alarm (median, 95th percentile), beside
+          the least median any detector can reach at the null goal's false-alarm
+          rate (ln(ARL0)/KL, ARL0 = 7,000 days: 1 per 1,000 group-weeks)
 rollout   kernel 6.8.0-45 rolled out over 4 days, one group ×5 on it:
           right kernel named, date within a day
 badhost   one host (0.5 crashes/day, half hardware-indicative) among 1,000:
-          its crash number at the alarm
-scale     every detector over a 1M-crash fleet (frames in memory), seconds
+          its crash number at the alarm (counting all its crashes since it
+          went bad); other hosts flagged in those fleets
+scale     every detector over a 1M-crash fleet (frames in memory): wall and
+          CPU seconds of this process (wall depends on the machine's load)
 
 Run by hand (not a test)::
 
     .venv/bin/python benchmarks/surveillance.py [--seeds 20] [--parts null,rising,...]
+        [--null-seed-base 1000]   # e.g. 9000: fresh null fleets, not the ones tuned on
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -34,8 +40,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from coreepi.epi.surveillance import DetectorParams, detect, rising_groups, rollout_regressions
-from coreepi.epi.surveillance import suspect_hosts
+from coreepi.epi.surveillance import DetectorParams, delay_bound_days, detect, rising_groups
+from coreepi.epi.surveillance import rollout_regressions, suspect_hosts, wald_bounds
 from coreepi.simulate.timeline import BadHost, KernelRollout, Rise, TimelineFleet, make_timeline
 
 
@@ -43,13 +49,17 @@ def _at(f: TimelineFleet, day: float) -> pd.Timestamp:
     return pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=day)
 
 
-def null_part(seeds: int, p: DetectorParams, shape: float) -> dict[str, float]:
+# the null goal: at most 1 false alert per 1,000 group-weeks = one per 7,000 group-days
+ARL0_DAYS = 7000.0
+
+
+def null_part(seeds: int, p: DetectorParams, shape: float, base: int) -> dict[str, float]:
     f = TimelineFleet(days=84, groups=40, host_shape=shape)
     alerts: dict[str, int] = {}
     group_weeks = 0
     hosts_flagged = 0
     for seed in range(seeds):
-        tl = make_timeline(f, seed=1000 + seed)
+        tl = make_timeline(f, seed=base + seed)
         keys: set[str] = set()
         for day in range(35, 85, 7):  # weekly windows after a 4-week baseline
             found = detect(tl.crashes, tl.exposure, _at(f, day), p)
@@ -62,7 +72,7 @@ def null_part(seeds: int, p: DetectorParams, shape: float) -> dict[str, float]:
     per_1000 = {k: 1000 * v / group_weeks for k, v in alerts.items()}
     return {"group_weeks": group_weeks, "alerts_per_1000_group_weeks": per_1000,
             "all_per_1000": 1000 * sum(alerts.values()) / group_weeks,
-            "healthy_hosts_flagged": hosts_flagged, "seeds": seeds}
+            "healthy_hosts_flagged": hosts_flagged, "seeds": f"{base}-{base + seeds - 1}"}
 
 
 def rising_part(seeds: int, p: DetectorParams, rate: float, shape: float) -> dict[str, float]:
@@ -87,6 +97,7 @@ def rising_part(seeds: int, p: DetectorParams, rate: float, shape: float) -> dic
         delays.append(max(delay, 0.0))
     d = np.array(delays)
     return {"baseline_per_day": rate, "median_days": float(np.median(d)),
+            "bound_days": delay_bound_days(rate, 3.0, ARL0_DAYS),
             "p95_days": float(np.quantile(d, 0.95)), "within_1d": float(np.mean(d <= 1)),
             "within_3d": float(np.mean(d <= 3)), "alarm_before_change": early,
             "missed_6_5d": missed, "seeds": seeds}
@@ -138,6 +149,7 @@ def badhost_part(seeds: int, p: DetectorParams, shape: float) -> dict[str, float
                           & (c["captured_at"] <= mine[0].at)).sum()))
     r = np.array(ranks)
     return {"median_crash_number": float(np.median(r)), "p90_crash_number": float(np.quantile(r, 0.9)),
+            "sprt_bounds_nats": wald_bounds(p.host_alpha, p.host_beta),
             "missed": int(np.isinf(r).sum()), "other_hosts_flagged": others, "seeds": seeds}
 
 
@@ -146,11 +158,14 @@ def scale_part(p: DetectorParams) -> dict[str, float]:
     t0 = time.perf_counter()
     tl = make_timeline(f, seed=5)
     made = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     found = detect(tl.crashes, tl.exposure, _at(f, 35), p)
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # wall time on a shared machine measures the load; the process's CPU time is the fair one
     return {"crashes": len(tl.crashes), "exposure_rows": len(tl.exposure), "groups": f.groups,
-            "detect_seconds": took, "generate_seconds": made, "detections": len(found)}
+            "detect_seconds_wall": took, "detect_seconds_cpu": cpu,
+            "load_average_1m": os.getloadavg()[0], "generate_seconds": made,
+            "detections": len(found)}
 
 
 def main() -> int:
@@ -159,6 +174,7 @@ def main() -> int:
     ap.add_argument("--parts", default="null,rising,rollout,badhost,scale")
     ap.add_argument("--rise-rates", default="2,5,10")
     ap.add_argument("--host-shape", type=float, default=0.5)
+    ap.add_argument("--null-seed-base", type=int, default=1000)
     ap.add_argument("--json-out")
     a = ap.parse_args()
     p = DetectorParams()
@@ -168,7 +184,7 @@ def main() -> int:
     for part in parts:
         t0 = time.perf_counter()
         if part == "null":
-            out[part] = null_part(a.seeds, p, a.host_shape)
+            out[part] = null_part(a.seeds, p, a.host_shape, a.null_seed_base)
         elif part == "rising":
             out[part] = [rising_part(a.seeds, p, float(r), a.host_shape)
                          for r in a.rise_rates.split(",")]

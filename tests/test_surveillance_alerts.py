@@ -118,6 +118,55 @@ def test_alertmanager_payload_is_valid_v2(hook: WebhookReceiver) -> None:
         jsonschema.validate(bad, schema)
 
 
+def _am_schema() -> dict[str, Any]:
+    return {"$ref": "#/definitions/postableAlerts", **yaml.safe_load(SCHEMA.read_text())}
+
+
+def test_alertmanager_ends_at_firing_and_resolved() -> None:
+    r = Receiver("am", "alertmanager", "http://127.0.0.1:9/api/v2/alerts")
+    check = jsonschema.FormatChecker()
+    firing = sample_alert(NOW)
+    body = payload(firing, r, firing_until=NOW + timedelta(minutes=20))
+    jsonschema.validate(body, _am_schema(), format_checker=check)
+    assert (body[0]["startsAt"], body[0]["endsAt"]) == ("2026-11-12T00:00:00Z",
+                                                        "2026-11-12T00:20:00Z")
+    (resolved,) = [t.alert for t in reconcile([firing], [], NOW + timedelta(hours=3))[0]]
+    body = payload(resolved, r, firing_until=NOW + timedelta(days=9))  # not for a resolved one
+    jsonschema.validate(body, _am_schema(), format_checker=check)
+    assert (body[0]["startsAt"], body[0]["endsAt"]) == ("2026-11-12T00:00:00Z",
+                                                        "2026-11-12T03:00:00Z")
+    broken = [{**body[0], "endsAt": "2026-11-12 03:00"}]  # not RFC 3339: the schema says no
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, _am_schema(), format_checker=check)
+
+
+def test_alertmanager_gets_firing_alerts_again_each_evaluation(
+        tmp_path: Path, hook: WebhookReceiver) -> None:
+    # Alertmanager resolves an alert whose endsAt passed: firing ones are re-sent to it
+    # (and only to it) at every evaluation, valid 4 intervals; the resolution ends it
+    f = TimelineFleet(hosts=60, days=40, groups=3, rate_range=(1, 1),
+                      bad_hosts=(BadHost(host=5, day=25, rate=0.8),))
+    rules = rules_from({"evaluation": {"kinds": ["hardware-suspect-host"], "interval_seconds": 600},
+                        "receiver": [{"name": "am", "format": "alertmanager",
+                                      "url": hook.url + "/api/v2/alerts"},
+                                     {"name": "j", "format": "json", "url": hook.url + "/j"}]})
+    now = datetime(2026, 11, 10, tzinfo=UTC)
+    with DuckDBStore(tmp_path / "d") as store:
+        write_timeline(store, make_timeline(f, seed=4))
+        evaluate(store, rules, now, sleep=lambda s: None)
+        evaluate(store, rules, now + timedelta(hours=1), sleep=lambda s: None)
+        assert hook.paths == ["/api/v2/alerts", "/j", "/api/v2/alerts"]
+        ends = [b[0]["endsAt"] for p, b in zip(hook.paths, hook.bodies, strict=True)
+                if p.endswith("alerts")]
+        assert ends == ["2026-11-10T00:40:00Z", "2026-11-10T01:40:00Z"]
+        # 40 days later the host's crashes have left the span read: resolved
+        evaluate(store, rules, now + timedelta(days=40), sleep=lambda s: None)
+        last = hook.bodies[-2]
+        assert hook.paths[-2:] == ["/api/v2/alerts", "/j"]
+        assert last[0]["endsAt"] == "2026-12-20T00:00:00Z"
+        jsonschema.validate(last, _am_schema(), format_checker=jsonschema.FormatChecker())
+
+
 def test_slack_payload(hook: WebhookReceiver) -> None:
     body = payload(sample_alert(NOW), Receiver("s", "slack", hook.url))
     assert body["text"].startswith(":red_circle: [new-group] test alert")

@@ -11,7 +11,7 @@ import pytest
 from coreepi.epi.surveillance import (
     DetectorParams, FleetClock, HostClocks, clip_drained, days, detect, drain_recheck, new_groups,
     poisson_cusum, quasi_dispersion, rising_groups, rollout_regressions, rollouts,
-    suspect_hosts,
+    suspect_hosts, marked_poisson_sprt, wald_bounds, delay_bound_days,
 )  # fmt: skip
 from coreepi.simulate.timeline import BadHost, KernelRollout, Rise, TimelineFleet, make_timeline
 
@@ -130,11 +130,14 @@ def test_bad_host_flagged_online_and_null_fleet_quiet() -> None:
     now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
     found = suspect_hosts(tl.crashes, tl.exposure, now, DetectorParams())
     assert [d.subject["host_id"] for d in found] == ["h00007"]
-    # ln 200 = 5.3 a hardware-indicative crash: flagged at its third (days 20.9, 25.4, 38.0)
+    # Wald's SPRT (A = ln(0.9 / 1e-6) = 13.7 nats): flagged at its third hardware-indicative
+    # crash (days 20.9, 25.4, 38.0), the LLR there the first over A
     mine = tl.crashes[(tl.crashes["host_id"] == "h00007")
                       & (tl.crashes["hardware_phenotypes"].str.len() > 0)]
     assert found[0].at == mine["captured_at"].iloc[2]
     assert found[0].evidence["hardware_crashes"] == 3
+    assert found[0].evidence["threshold"] == pytest.approx(np.log(0.9 / 1e-6))
+    assert found[0].evidence["statistic"] >= found[0].evidence["threshold"]
     null = make_timeline(TimelineFleet(hosts=300, days=42, groups=10), seed=11)
     assert detect(null.crashes, null.exposure, now) == []
 
@@ -168,3 +171,51 @@ def test_drain_recheck_tells_stopped_from_continuing() -> None:
     assert got["others_node_days_after"] == pytest.approx(10.0)
     busy = _crashes(before + [("b", 10.5 + d / 2, "x") for d in range(18)])
     assert drain_recheck(busy, exp, "a", drained, now, p)["verdict"] == "continues-elsewhere"
+
+
+def test_wald_sprt_worked_example_and_bounds() -> None:
+    # Wald (1945) eq. 3.2-3.3: A = ln((1-β)/α), B = ln(β/(1-α))
+    assert wald_bounds(1e-5, 0.1) == pytest.approx((11.4076, -2.3026), abs=1e-4)
+    run = marked_poisson_sprt([1, 2, 2.5], [False, True, True], 0.2, 3, 0.01, 0.5, 1e-3, 0.1)
+    assert run.statistic == pytest.approx([0.0155, 4.6262, 9.4368], abs=1e-4)
+    assert (run.alarm, run.restarts) == (2, 0)
+    # a 29-day quiet gap ends the test at B = -2.3016 and four more after it (each
+    # |B| / 0.4 = 5.75 days); the fifth restarted test has lost 0.0765 at the crash
+    quiet = marked_poisson_sprt([1, 30], [False, False], 0.2, 3, 0.01, 0.5, 1e-3, 0.1)
+    assert (quiet.alarm, quiet.restarts) == (-1, 5)
+    assert quiet.statistic[1] == pytest.approx(-0.0765 + np.log(3 * 0.5 / 0.99), abs=1e-3)
+    with pytest.raises(ValueError, match="alpha"):
+        wald_bounds(0.5, 0.6)
+    with pytest.raises(ValueError, match="ratio"):
+        marked_poisson_sprt([1], [True], 0.2, 1.0, 0.01, 0.5, 1e-3, 0.1)
+
+
+def test_host_stratum_sets_the_rate_it_is_judged_against() -> None:
+    # two CPU models: the 2 "slow" hosts crash 10x as often as the 18 others; they
+    # crash like their stratum (not flagged), though ~7x the rest of the fleet
+    rows, crashes = [], []
+    for i in range(20):
+        model = "slow" if i < 2 else "fast"
+        rows.append((f"{model[0]}{i}", 0, 35, model))
+        rate = 2.0 if model == "slow" else 0.2
+        crashes += [(f"{model[0]}{i}", d + 0.3 * (i % 3), f"sig{i % 4}") for d in
+                    np.arange(0, 35, 1 / rate)]
+    exp = pd.DataFrame({"host_id": [r[0] for r in rows],
+                        "start": [T0 + pd.Timedelta(days=r[1]) for r in rows],
+                        "end": [T0 + pd.Timedelta(days=r[2]) for r in rows],
+                        "cpu_model": [r[3] for r in rows]})
+    c = _crashes(crashes)
+    now = T0 + pd.Timedelta(days=35)
+    p = DetectorParams(host_alpha=1e-3, host_signatures=False)
+    assert suspect_hosts(c, exp, now, p) == []
+    flagged = suspect_hosts(c, exp.drop(columns="cpu_model"), now, p)
+    assert sorted(d.subject["host_id"] for d in flagged) == ["s0", "s1"]
+    assert {d.evidence["stratum"] for d in flagged} == {""}
+
+
+def test_delay_bound_for_a_tripling_group() -> None:
+    # ln(7000) / (2 (3 ln 3 - 2)): 3.41 days at 2/day, so the 1-day goal needs >= 6.8/day
+    assert delay_bound_days(2.0, 3.0, 7000) == pytest.approx(3.416, abs=1e-3)
+    assert delay_bound_days(6.83, 3.0, 7000) == pytest.approx(1.0, abs=1e-2)
+    with pytest.raises(ValueError, match="delay bound"):
+        delay_bound_days(2.0, 1.0, 7000)

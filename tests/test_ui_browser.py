@@ -48,6 +48,7 @@ from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -262,3 +263,37 @@ def test_docs_render_offline(browser: webdriver.Chrome, server: Serving, shots: 
     assert requested_hosts(d) == {f"127.0.0.1:{server.port}"}
     assert console_errors(d) == []
     d.save_screenshot(str(shots / "ui-docs-1400.png"))
+
+
+def test_drain_from_the_host_page(browser: webdriver.Chrome, server: Serving, ui: UiStore,
+                                  shots: Path) -> None:
+    # last: it changes the store. A read session sees the recommendation, not the button;
+    # an admin session (token pasted into the login form) clicks it: a plain form POST
+    # (Origin + form token checked), then the page shows the drained state and the re-check
+    d = browser
+    # under load a form's navigation can lag the click: wait for the host page to be there
+    on_host = WebDriverWait(d, 60).until
+    for token in (ui.read_token, ui.admin_token):
+        d.get(server.url + "/login?" + f"next=/hosts/{BAD_HOST}")
+        d.find_element(By.ID, "token").send_keys(token)
+        d.find_element(By.ID, "token").submit()
+        on_host(lambda d: urlsplit(d.current_url).path == f"/hosts/{BAD_HOST}"
+                and d.find_elements(By.ID, "drain"))
+        assert bool(d.find_elements(By.ID, "drain-button")) == (token == ui.admin_token)
+    d.get_log("performance")  # drop what came before
+    d.find_element(By.ID, "drain-button").click()
+    on_host(lambda d: d.find_elements(By.CSS_SELECTOR, "#drain .drained"))
+    assert urlsplit(d.current_url).path == f"/hosts/{BAD_HOST}"
+    drain = d.find_element(By.ID, "drain").text
+    assert "Drained" in drain and "by ui:ui-admin" in drain and "Re-check:" in drain
+    assert not d.find_elements(By.ID, "drain-button")
+    shoot(d, shots, "host-drained")
+    assert console_errors(d) == []
+    assert requested_hosts(d) == {f"127.0.0.1:{server.port}"}
+    r = httpx.get(f"{server.url}/hosts/{BAD_HOST}.json",
+                  headers={"authorization": f"Bearer {ui.read_token}"}, timeout=30)
+    assert r.json()["drain"]["drained"]["by"] == "ui:ui-admin"
+    # the fleet's exposure ended before the drain (now): no node-time since, no verdict yet
+    check = r.json()["drain"]["recheck"]
+    assert (check["verdict"], check["others_node_days_after"]) == ("undetermined", 0.0)
+    assert check["host_crashes_before"] == 0  # its crashes are older than the 28 days read

@@ -30,6 +30,7 @@ class UiStore:
     core_crash_id: str
     core_host: str
     core_path: Path
+    admin_token: str = ""
 
 
 def make_ui_store(data_dir: Path, core: Path, binary: Path) -> UiStore:
@@ -47,4 +48,5 @@ def make_ui_store(data_dir: Path, core: Path, binary: Path) -> UiStore:
         store.add_crashes([CrashRecord(report, {"app_version": "2.3.1"}, CoreStatus.STORED)])
         fill_store(store)
         token = create_token(store, ["read"], "ui-read")[1]
-    return UiStore(data_dir, token, report.crash_id, host, core)
+        admin = create_token(store, ["admin"], "ui-admin")[1]
+    return UiStore(data_dir, token, report.crash_id, host, core, admin)

@@ -75,6 +75,9 @@ def serve(
     alert_rules: Annotated[Path | None, typer.Option(
         "--alert-rules", envvar="COREEPI_ALERT_RULES",
         help="Evaluate these surveillance rules (TOML) on their schedule.")] = None,
+    metrics_top_groups: Annotated[int, typer.Option(
+        "--metrics-top-groups", min=0,
+        help="/metrics: per-group gauges for this many groups (by rate) plus 'other'.")] = 20,
 ) -> None:
     """Run the server over the store: HTTP API, web UI (prints a one-time login link), /docs,
     /metrics. Binds to 127.0.0.1 unless --host says otherwise."""
@@ -96,7 +99,8 @@ def serve(
         config = ServeConfig(alert_rules=rules, max_body_bytes=int(max_body_mb * MiB),
                              max_core_bytes=int(max_core_mb * MiB),
                              analysis_timeout_seconds=analysis_timeout,
-                             symbol_dirs=tuple(symbol_dir or ()))
+                             symbol_dirs=tuple(symbol_dir or ()),
+                             metrics_top_groups=metrics_top_groups)
     except ValueError as exc:  # COREEPI_MAX_WRITE_BACKLOG not a positive integer
         _fail(f"COREEPI_MAX_WRITE_BACKLOG: {exc}")
     if jobs is not None:

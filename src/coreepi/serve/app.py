@@ -41,9 +41,10 @@ from coreepi.serve.errors import ApiError
 from coreepi.serve.findings import FindingsCache
 from coreepi.surveil.scheduler import AlertScheduler
 from coreepi.serve.gateway import GroupCommit, StoreGateway
+from coreepi.serve.groupmetrics import GroupsCollector
 from coreepi.serve.limits import BodyLimit
 from coreepi.serve.metrics import Metrics
-from coreepi.serve.routes import admin, alerts, ingest, jobs, ops, pages, query
+from coreepi.serve.routes import admin, alerts, drainform, ingest, jobs, ops, pages, query
 from coreepi.store import Store
 
 __all__ = ["create_app"]
@@ -110,6 +111,9 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
                         tmp_dir, wake)
     findings = FindingsCache(store, config.findings_debounce_seconds,
                              config.findings_max_delay_seconds)
+
+    metrics.registry.register(GroupsCollector(findings, config.metrics_top_groups,
+                                              lambda: store.alerts("firing")))
 
     def analysed(outcome: str) -> None:
         metrics.analyses.labels(outcome).inc()
@@ -209,7 +213,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
     app.add_middleware(Timing, metrics=metrics)
 
-    for module in (ingest, query, admin, jobs, ops, pages, alerts):
+    for module in (ingest, query, admin, jobs, ops, pages, alerts, drainform):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=_STATIC), name="static")
 

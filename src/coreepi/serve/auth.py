@@ -16,8 +16,11 @@ SameSite=Strict) holding a read token: either one they typed into the login
 form (checked against the token table on every request, so revoking it logs
 them out), or a session made by redeeming the one-time login code that
 ``coreepi serve`` prints (kept in memory only: it ends with the process).
-The cookie is honoured for ``read`` only — never for writes — so a forged
-cross-site request can change nothing.
+The cookie is honoured for ``read`` only — never for API writes — so a
+forged cross-site request can change nothing through the API. The one
+write a page makes, the host page's drain form, takes a session holding an
+``admin`` token plus a same-origin ``Origin`` and an HMAC form token
+(:mod:`coreepi.serve.alertviews`).
 
 :func:`create_token`, :func:`list_tokens` and :func:`revoke_token` (in
 :mod:`coreepi.serve.tokens`, free of FastAPI) are what ``coreepi token …``

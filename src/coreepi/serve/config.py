@@ -55,6 +55,8 @@ class ServeConfig:
     their group commit beyond which a new one is refused with 503 and
     ``Retry-After`` (:data:`~coreepi.model.limits.MAX_WRITE_BACKLOG`,
     ``$COREEPI_MAX_WRITE_BACKLOG``).
+    ``metrics_top_groups``: ``/metrics`` has per-group gauges for this many
+    groups (highest rate first) plus one ``other`` series: bounded cardinality.
     ``alert_rules``: when given, the surveillance rules evaluated on their
     schedule in a background thread (:mod:`coreepi.surveil`).
     """
@@ -76,4 +78,5 @@ class ServeConfig:
     findings_debounce_seconds: float = 2.0
     findings_max_delay_seconds: float = 30.0
     max_write_backlog: int = field(default_factory=max_write_backlog)
+    metrics_top_groups: int = 20
     alert_rules: Rules | None = None

@@ -59,6 +59,9 @@ class Snapshot:
     host_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
     telemetry: dict[str, list[TelemetryPoint]] = field(default_factory=dict)
     fleet_curve: list[dict[str, Any]] = field(default_factory=list)
+    signature_hosts: pd.DataFrame | None = None
+    """Distinct (``signature``, ``host_id``) pairs of the window's crashes: what
+    the per-group metrics need to count the hosts of the groups outside the top N."""
 
     def gid(self, group: GroupFinding) -> str:
         return group_id(group.kind, group.key)
@@ -123,6 +126,8 @@ def compute(store: Store, covers: int) -> Snapshot:
         hosts={h.host_id: h for h in findings.hosts} if findings else {},
         phenotypes_by_signature=_phenotypes_by_signature(crashes),
         host_facts=facts, telemetry=telemetry, fleet_curve=_fleet_curve(crashes),
+        signature_hosts=crashes[["signature", "host_id"]].dropna().drop_duplicates()
+        .reset_index(drop=True),
     )
 
 

@@ -15,6 +15,8 @@ jobs table at each scrape, so it counts the analyses of every worker,
 replica reports the same numbers; do not sum them across replicas).
 ``coreepi_heartbeats_total{outcome}``: heartbeats (created, duplicate).
 ``coreepi_request_duration_seconds{route}``: latency histogram per route.
+Per-group gauges and alerts firing: :mod:`coreepi.serve.groupmetrics`
+(registered on this registry by the app).
 """
 
 from __future__ import annotations

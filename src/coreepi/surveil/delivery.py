@@ -11,6 +11,12 @@ Formats (``Receiver.format``):
   ``startsAt``/``endsAt`` RFC 3339, ``generatorURL``); the tests validate it against the schema's
   vendored part (``tests/data/alertmanager/postable-alerts.yaml``).
   The receiver URL is the full endpoint (``http://am:9093/api/v2/alerts``).
+  ``startsAt`` is when the evidence first sufficed. A resolved alert's
+  ``endsAt`` is when it resolved. A firing alert's ``endsAt`` is
+  ``firing_until``: Alertmanager resolves an alert by itself once its
+  ``endsAt`` passes (or ``resolve_timeout``, 5 min, after it was last sent
+  without one), so, as Prometheus does, the evaluation re-sends every firing
+  alert to Alertmanager receivers each time, valid for a few intervals.
 
 A delivery is retried on a connection error, a timeout, 429 and 5xx, up to
 ``Delivery.retries`` times, waiting ``backoff_seconds · 2^n`` before retry n+1;
@@ -42,16 +48,20 @@ def _strings(d: dict[str, Any]) -> dict[str, str]:
             for k, v in d.items()}
 
 
-def payload(alert: AlertRecord, receiver: Receiver, generator_url: str = "") -> Any:
-    """The JSON body for ``receiver``'s format."""
+def payload(alert: AlertRecord, receiver: Receiver, generator_url: str = "",
+            firing_until: datetime | None = None) -> Any:
+    """The JSON body for ``receiver``'s format. ``firing_until``: the
+    ``endsAt`` of a firing alert for Alertmanager (None: left out)."""
     if receiver.format == "alertmanager":
         body: dict[str, Any] = {
             "labels": {"alertname": alert.kind, "source": "coreepi", **alert.labels},
             "annotations": {"summary": alert.summary, **_strings(alert.evidence)},
             "startsAt": _rfc3339(alert.starts_at),
         }
-        if alert.ends_at is not None:
-            body["endsAt"] = _rfc3339(alert.ends_at)
+        if alert.state == "resolved":
+            body["endsAt"] = _rfc3339(alert.ends_at or alert.updated_at)
+        elif firing_until is not None:
+            body["endsAt"] = _rfc3339(firing_until)
         if generator_url:
             body["generatorURL"] = generator_url
         return [body]
@@ -79,10 +89,12 @@ def deliver(
     client: httpx.Client | None = None,
     sleep: Callable[[float], None] = time.sleep,
     generator_url: str = "",
+    firing_until: datetime | None = None,
 ) -> bool:
     """Post ``alert`` to ``receiver`` with retries; True once a 2xx came back.
-    Each attempt is passed to ``log``; never raises for a failed delivery."""
-    body = payload(alert, receiver, generator_url)
+    Each attempt is passed to ``log``; never raises for a failed delivery.
+    ``firing_until``: see :func:`payload`."""
+    body = payload(alert, receiver, generator_url, firing_until)
     own = client is None
     http = client or httpx.Client(timeout=settings.timeout_seconds)
     try:

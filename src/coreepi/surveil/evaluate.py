@@ -30,7 +30,8 @@ __all__ = ["Evaluation", "evaluate", "sample_alert", "send_test"]
 @dataclass
 class Evaluation:
     """What one evaluation did: detections, transitions (fired / resolved),
-    deliveries that succeeded and failed (receiver, alert key), and the
+    deliveries that succeeded and failed (receiver, alert key; with the
+    re-sends of still-firing alerts to Alertmanager receivers), and the
     re-check of every drained host (:func:`coreepi.epi.surveillance.drain_recheck`
     evidence, by host)."""
 
@@ -42,16 +43,25 @@ class Evaluation:
     rechecks: dict[str, dict[str, float | int | str]] = field(default_factory=dict)
 
 
-def _deliver_all(store: Store, rules: Rules, transitions: list[Transition], ev: Evaluation,
+# an Alertmanager alert stays firing this many evaluation intervals after it was
+# last sent (Prometheus uses 4 × its resend delay / evaluation interval)
+FIRING_INTERVALS = 4
+
+
+def _deliver_all(store: Store, rules: Rules, transitions: list[Transition],
+                 still_firing: list[Transition], ev: Evaluation,
                  client: httpx.Client | None, sleep: Callable[[float], None]) -> None:
-    for t in transitions:
+    """Transitions to every receiver; alerts still firing again to the
+    Alertmanager receivers only (their ``endsAt`` would lapse otherwise)."""
+    until = ev.now + timedelta(seconds=FIRING_INTERVALS * rules.interval_seconds)
+    for t, again in [(t, False) for t in transitions] + [(t, True) for t in still_firing]:
         if t.silenced:
             continue
         for r in rules.receivers:
-            if r.kinds and t.alert.kind not in r.kinds:
+            if r.kinds and t.alert.kind not in r.kinds or again and r.format != "alertmanager":
                 continue
             ok = deliver(t.alert, r, rules.delivery, store.add_delivery, client=client,
-                         sleep=sleep)
+                         sleep=sleep, firing_until=until)
             (ev.delivered if ok else ev.failed).append((r.name, t.alert.key))
 
 
@@ -76,11 +86,12 @@ def evaluate(
     ev.detections = detect(crashes, exposure, pd.Timestamp(now), p,
                            known_signatures=store.signatures_before(since),
                            drained=drained, kinds=rules.kinds)
-    ev.transitions, refreshed = reconcile(store.alerts("firing"), ev.detections, now,
-                                          store.silences(active_at=now))
+    silences = store.silences(active_at=now)
+    ev.transitions, refreshed = reconcile(store.alerts("firing"), ev.detections, now, silences)
     for a in [t.alert for t in ev.transitions] + refreshed:
         store.put_alert(a)
-    _deliver_all(store, rules, ev.transitions, ev, client, sleep)
+    still = [Transition(a, any(s.matches(a.labels, now) for s in silences)) for a in refreshed]
+    _deliver_all(store, rules, ev.transitions, still, ev, client, sleep)
     ts_now = pd.Timestamp(now)
     ev.rechecks = {host: drain_recheck(crashes, exposure, host, at, ts_now, p)
                    for host, at in drained.items() if at < ts_now}

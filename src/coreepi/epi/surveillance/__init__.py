@@ -11,17 +11,23 @@ from collections.abc import Iterable
 import pandas as pd
 
 from coreepi.epi.surveillance.clock import FleetClock, HostClocks, days, to_timestamp
-from coreepi.epi.surveillance.cusum import CusumRun, poisson_cusum, quasi_dispersion
+from coreepi.epi.surveillance.cusum import (
+    CusumRun,
+    delay_bound_days,
+    poisson_cusum,
+    quasi_dispersion,
+)
 from coreepi.epi.surveillance.groups import new_groups, rising_groups, windows
 from coreepi.epi.surveillance.hosts import clip_drained, drain_recheck, suspect_hosts
 from coreepi.epi.surveillance.models import KINDS, Detection, DetectorParams, Kind
 from coreepi.epi.surveillance.rollout import Rollout, rollout_regressions, rollouts
+from coreepi.epi.surveillance.sprt import SprtRun, marked_poisson_sprt, wald_bounds
 
 __all__ = [
     "KINDS", "CusumRun", "Detection", "DetectorParams", "FleetClock", "HostClocks", "Kind",
-    "Rollout", "clip_drained", "days", "detect", "drain_recheck", "new_groups", "poisson_cusum",
-    "quasi_dispersion", "rising_groups", "rollout_regressions", "rollouts", "suspect_hosts",
-    "to_timestamp", "windows",
+    "Rollout", "SprtRun", "clip_drained", "days", "delay_bound_days", "detect", "drain_recheck", "marked_poisson_sprt",
+    "new_groups", "poisson_cusum", "quasi_dispersion", "rising_groups", "rollout_regressions",
+    "rollouts", "suspect_hosts", "to_timestamp", "wald_bounds", "windows",
 ]  # fmt: skip
 
 

@@ -1,19 +1,20 @@
-"""Hardware-suspect hosts, online: a marked Poisson CUSUM on each host's own node-time.
+"""Hardware-suspect hosts, online: Wald's SPRT on each host's own node-time.
 
-Each host's crashes are two Poisson streams: hardware-indicative ones (a
-crash with a hardware phenotype: sigbus-mce, illegal-instruction,
-possible-bit-flip …) and the others. In control, a host crashes like the
-fleet: ``λ_hw`` and ``λ_other`` per node-day (the other hosts' counts over their
-node-time in the span read — leave-one-out, so a bad host does not raise
-its own bar — with ½ added to the hardware count so a fleet without one
-still has a finite rate). The alternative is a host with
-``host_hw_ratio``·λ_hw and ``host_ratio``·λ_other; the CUSUM
-(:func:`~.cusum.poisson_cusum`) runs on the host's own node-time clock
-(:class:`~.clock.HostClocks`), so a host that was off, or drained,
-accumulates nothing, and a host is flagged at the crash that tips it —
-not at the end of a window. Sources: Page (1954); Lucas (1985); the
-microsoft fleet study that motivates weighting hardware-indicative crashes
-(Nightingale, Douceur & Orgovan, EuroSys 2011: after one CPU-subsystem
+Each host's crashes are tested as they arrive, on its own clock
+(:class:`~.clock.HostClocks`: a host that was off, or drained, accumulates
+nothing), by :func:`~.sprt.marked_poisson_sprt`: H0 "the host crashes like
+its stratum" (rate ``λ0`` per node-day, hardware-indicative share ``p0``)
+against H1 "the host is faulty" (``host_ratio``·λ0, share
+``host_hw_share``). ``λ0`` and ``p0`` are the other hosts' of the same
+stratum (the value of ``host_stratum``, e.g. the CPU model, that the host
+ran longest; the whole fleet when the exposure has no such attribute) over
+the span read — leave-one-out, so a bad host does not raise its own bar —
+with ½ added to the hardware count so a stratum without one still has
+p0 > 0. The boundaries come from the error rates ``host_alpha`` and
+``host_beta`` (Wald 1945); a host is flagged at the crash that carries the
+statistic over A, not at the end of a window. Sources: Wald (1945)
+*Ann. Math. Stat.* 16:117–186; the hardware-indicative share as evidence:
+Nightingale, Douceur & Orgovan (EuroSys 2011: after one CPU-subsystem
 crash, the chance of another is 1 in 3.3).
 """
 
@@ -23,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from coreepi.epi.surveillance.clock import FleetClock, HostClocks, days
-from coreepi.epi.surveillance.cusum import poisson_cusum
 from coreepi.epi.surveillance.groups import windows
 from coreepi.epi.surveillance.models import Detection, DetectorParams
+from coreepi.epi.surveillance.sprt import marked_poisson_sprt, wald_bounds
 
 __all__ = ["clip_drained", "drain_recheck", "suspect_hosts"]
 
@@ -50,9 +51,42 @@ def clip_drained(exposure: pd.DataFrame, drained: dict[str, pd.Timestamp]) -> pd
 
 def _hardware(crashes: pd.DataFrame) -> np.ndarray:
     col = crashes.get("hardware_phenotypes")
-    if col is None:
+    if col is None or not len(crashes):  # an empty frame's column has no .str (float dtype)
         return np.zeros(len(crashes), bool)
     return (col.str.len().fillna(0) > 0).to_numpy()
+
+
+def _strata(exposure: pd.DataFrame, column: str) -> pd.Series:
+    """Each host's stratum: the value of ``column`` it ran longest (one
+    stratum, ``""``, when the exposure has no such column)."""
+    hosts = pd.unique(exposure["host_id"])
+    if not column or column not in exposure.columns:
+        return pd.Series("", index=hosts, dtype=object)
+    dur = (exposure["end"] - exposure["start"]).dt.total_seconds()
+    by = pd.DataFrame({"host_id": exposure["host_id"], "v": exposure[column].astype(str),
+                       "d": dur}).groupby(["host_id", "v"], sort=False)["d"].sum()
+    top = by.sort_values(ascending=False).reset_index().drop_duplicates("host_id")
+    return top.set_index("host_id")["v"].reindex(hosts).fillna("")
+
+
+def _signature_llr(span: pd.DataFrame, frame: pd.DataFrame, strata: pd.Series) -> pd.Series:
+    """Per crash of ``frame``: ``ln((1/(K+1)) / q)``, q the share of its
+    signature among the stratum's other hosts' crashes (+½ each of the K
+    signatures seen and one unseen): a faulty machine crashes wherever it
+    is, so under H1 the signature does not follow the fleet's frequencies."""
+    st = span["host_id"].map(strata).fillna("")
+    per = pd.DataFrame({"st": st, "sig": span["signature"].fillna(""), "h": span["host_id"]})
+    k = per["sig"].nunique()
+    in_st = per.groupby(["st", "sig"]).size()
+    n_st = per.groupby("st").size()
+    mine = per.groupby(["h", "sig"]).size()
+    n_h = per.groupby("h").size()
+    f = per.loc[frame.index]
+    c = in_st.reindex(pd.MultiIndex.from_arrays([f["st"], f["sig"]])).to_numpy() - \
+        mine.reindex(pd.MultiIndex.from_arrays([f["h"], f["sig"]])).to_numpy()
+    n = n_st.reindex(f["st"]).to_numpy() - n_h.reindex(f["h"]).to_numpy()
+    q = (c + 0.5) / (n + 0.5 * (k + 1))
+    return pd.Series(np.log(1.0 / (k + 1) / q), index=frame.index)
 
 
 def suspect_hosts(
@@ -61,53 +95,68 @@ def suspect_hosts(
     now: pd.Timestamp,
     params: DetectorParams,
 ) -> list[Detection]:
-    """Hosts whose CUSUM reached ``host_threshold`` over baseline + window up to ``now``.
+    """Hosts whose SPRT reached Wald's upper boundary over baseline + window up to ``now``.
 
-    One detection per host, at its first alarm. Evidence: ``crashes`` and
-    ``hardware_crashes`` (up to the alarm), ``node_days`` (the host's),
-    ``expected`` (crashes at the other hosts' rate), ``statistic``, ``signatures``
-    (distinct), ``rate_hw`` / ``rate_other`` (the other hosts', per node-day).
+    One detection per host, at the crash that tipped it. Evidence:
+    ``crashes`` and ``hardware_crashes`` (up to the alarm, in the span
+    read), ``node_days`` (the host's), ``expected`` (crashes at its
+    stratum's rate), ``statistic`` (the LLR, nats), ``threshold`` (A),
+    ``signatures`` (distinct), ``rate0`` (the stratum's crashes per
+    node-day, without the host), ``share0`` (its hardware-indicative share),
+    ``stratum`` (the ``host_stratum`` value; "" for the whole fleet).
     """
     bs, _, t_now = windows(now, params)
     t = days(crashes["captured_at"])
     span = (t >= bs) & (t <= t_now)
     frame = crashes.loc[span, ["host_id", "captured_at", "signature"]].assign(
         t=t[span], hw=_hardware(crashes)[span])
-    fleet_e = FleetClock.from_exposure(exposure).between(bs, t_now)
-    if fleet_e <= 0 or frame.empty:
+    if FleetClock.from_exposure(exposure).between(bs, t_now) <= 0 or frame.empty:
         return []
-    n_hw, n_other = int(frame["hw"].sum()), int((~frame["hw"]).sum())
     clocks = HostClocks.from_exposure(exposure)
-    frame = frame.sort_values(["host_id", "t"])
+    strata = _strata(exposure, params.host_stratum)
+    own = pd.DataFrame({"stratum": strata})
+    ids = own.index.to_numpy()
+    own["e0"] = clocks.at(ids, np.full(len(ids), bs))
+    own["e"] = clocks.at(ids, np.full(len(ids), t_now)) - own["e0"]
+    counts = frame.groupby("host_id")["hw"].agg(["size", "sum"])
+    own["n"] = counts["size"].reindex(own.index).fillna(0)
+    own["hw"] = counts["sum"].reindex(own.index).fillna(0)
+    tot = own.groupby("stratum")[["e", "n", "hw"]].transform("sum")
+    # leave-one-out: the stratum without this host, so a bad host does not raise its bar
+    rest = tot - own[["e", "n", "hw"]]
+    own["rate0"] = rest["n"].clip(lower=0.5) / rest["e"].clip(lower=1e-9)
+    own["share0"] = (rest["hw"] + 0.5) / (rest["n"] + 1.0)
+    upper, _ = wald_bounds(params.host_alpha, params.host_beta)
+    r, p1 = params.host_ratio, params.host_hw_share
+    g_hw = np.log(r) + np.log(p1 / own["share0"])
+    g_other = np.log(r) + np.log((1 - p1) / (1 - own["share0"]))
+    # a host whose crashes could not reach A even without the drift: skip its loop
+    reach = own["hw"] * g_hw + own["n"].sub(own["hw"]) * g_other.clip(lower=0)
+    candidates = own.index[(own["n"] > 0) & (reach >= upper)]
+    frame = frame[frame["host_id"].isin(candidates)].sort_values(["host_id", "t"])
     frame["e"] = clocks.at(frame["host_id"].to_numpy(), frame["t"].to_numpy())
-    max_gain = max(np.log(params.host_ratio), np.log(params.host_hw_ratio))
-    counts = frame.groupby("host_id").size() if params.host_ratio > 1 else \
-        frame[frame["hw"]].groupby("host_id").size()
-    # a host with too few crashes cannot reach the threshold: skip its loop
-    candidates = counts.index[counts * max_gain >= params.host_threshold]
+    frame["sig_llr"] = (_signature_llr(crashes.loc[span], frame, strata)
+                        if params.host_signatures else 0.0)
     out: list[Detection] = []
-    for host, g in frame[frame["host_id"].isin(candidates)].groupby("host_id", sort=True):
-        e0, e1 = clocks.at([host, host], [bs, t_now])
-        # leave-one-out: the fleet's rates without this host, so a bad host
-        # does not raise the bar it is measured against
-        rest_e = max(fleet_e - float(e1 - e0), 1e-9)
-        rate_hw = (n_hw - int(g["hw"].sum()) + 0.5) / rest_e
-        rate_other = max(n_other - int((~g["hw"]).sum()), 0.5) / rest_e
-        run = poisson_cusum(g["e"].to_numpy(), rate_other, params.host_ratio,
-                            params.host_threshold, marked=g["hw"].to_numpy(),
-                            marked_rate0=rate_hw, marked_ratio=params.host_hw_ratio,
-                            exposure_start=float(e0))
-        if not len(run.alarms):
+    for host, g in frame.groupby("host_id", sort=True):
+        h = own.loc[host]
+        e0 = float(h["e0"])
+        run = marked_poisson_sprt(g["e"].to_numpy(), g["hw"].to_numpy(), float(h["rate0"]), r,
+                                  float(h["share0"]), p1, params.host_alpha, params.host_beta,
+                                  exposure_start=e0,
+                                  extra=g["sig_llr"].to_numpy())
+        if run.alarm < 0:
             continue
-        i = int(run.alarms[0])
+        i = run.alarm
         e_h = float(g["e"].iloc[i] - e0)
         out.append(Detection(
             "hardware-suspect-host", {"host_id": str(host)}, g["captured_at"].iloc[i],
             {"crashes": i + 1, "hardware_crashes": int(g["hw"].iloc[: i + 1].sum()),
-             "node_days": e_h, "expected": (rate_hw + rate_other) * e_h,
-             "statistic": float(run.statistic[i]),
+             "node_days": e_h, "expected": float(h["rate0"]) * e_h,
+             "statistic": float(run.statistic[i]), "threshold": upper,
              "signatures": int(g["signature"].iloc[: i + 1].nunique()),
-             "rate_hw": float(rate_hw), "rate_other": float(rate_other)}))
+             "rate0": float(h["rate0"]), "share0": float(h["share0"]),
+             "stratum": str(h["stratum"])}))
     return out
 
 

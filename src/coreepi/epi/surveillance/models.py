@@ -65,7 +65,10 @@ class DetectorParams:
     rollout_min_crashes: int = 5
     rollout_min_ratio: float = 1.5
     rollout_alpha: float = 0.01
-    # hardware-suspect host: marked Poisson CUSUM per host
-    host_ratio: float = 1.0
-    host_hw_ratio: float = 200.0
-    host_threshold: float = 11.0
+    # hardware-suspect host: Wald's SPRT per host (rate ratio and hardware share under H1)
+    host_ratio: float = 3.0
+    host_hw_share: float = 0.3
+    host_alpha: float = 1e-6
+    host_beta: float = 0.1
+    host_stratum: str = "cpu_model"
+    host_signatures: bool = True

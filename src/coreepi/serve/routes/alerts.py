@@ -44,11 +44,18 @@ def _drain(store: Store, host_id: str, by: str, reason: str) -> bool | None:
     return store.drain_host(DrainRecord(host_id, datetime.now(UTC), by, reason))
 
 
+async def drain_host(request: Request, host_id: str, by: str, reason: str) -> bool | None:
+    """Drain ``host_id`` through the store's writer: True newly drained,
+    False already, None not in the store."""
+    app = request.app.state
+    result: bool | None = await app.gateway.write(_drain, app.store, host_id, by, reason)
+    return result
+
+
 @router.post("/hosts/{host_id}/drain")
 async def drain(host_id: str, body: DrainBody, request: Request, token: Admin) -> dict[str, Any]:
     """Mark a host drained: its exposure stops; the evaluation re-checks its groups."""
-    app = request.app.state
-    new = await app.gateway.write(_drain, app.store, host_id, f"token:{token.name}", body.reason)
+    new = await drain_host(request, host_id, f"token:{token.name}", body.reason)
     if new is None:
         raise ApiError(404, f"host {host_id!r}: not in the store", "not-found")
     return {"host_id": host_id, "drained": True, "already": not new}

@@ -24,10 +24,13 @@ async def healthz(request: Request) -> dict[str, Any]:
 
 @router.get("/metrics", response_class=Response)
 async def metrics(request: Request) -> Response:
-    """Prometheus text format (public unless the server is configured otherwise)."""
+    """Prometheus text format (public unless the server is configured otherwise).
+    Rendered off the event loop: the group gauges read the alerts table."""
     state = request.app.state
     if not state.config.metrics_public:
         await _read(request)
-    # the jobs table holds what every worker did, `coreepi worker`s included
+    # the jobs table holds what every worker did, `coreepi worker`s included;
+    # rendered off the event loop: the alerts gauge reads the alerts table
     jobs = await state.gateway.read(state.store.job_counts)
-    return Response(state.metrics.render(jobs), media_type=CONTENT_TYPE_LATEST)
+    return Response(await state.gateway.read(state.metrics.render, jobs),
+                    media_type=CONTENT_TYPE_LATEST)

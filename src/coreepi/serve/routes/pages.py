@@ -33,6 +33,7 @@ from fastapi.templating import Jinja2Templates
 from coreepi import __version__
 from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio
 from coreepi.serve import charts
+from coreepi.serve.alertviews import drain_panel, page_alerts
 from coreepi.serve.auth import COOKIE, Authenticator, token_from
 from coreepi.serve.cores import stored_core
 from coreepi.serve.errors import ApiError
@@ -153,7 +154,8 @@ async def overview(request: Request) -> Response:
     as_json = request.url.path.endswith(".json")
     await _authorize(request, as_json)
     snap, st = await _snapshot(request)
-    return await _page(request, "overview.html", overview_view(snap), as_json, "Overview", st)
+    data = {**overview_view(snap), "alerts": await page_alerts(request, state="firing")}
+    return await _page(request, "overview.html", data, as_json, "Overview", st)
 
 
 @router.get("/groups")
@@ -185,6 +187,8 @@ async def group(name: str, request: Request) -> Response:
         if len(raw) == PAGE_CRASHES:
             nxt = encode_cursor(raw[-1]["ingested_at"], raw[-1]["crash_id"])
     data = group_view(snap, gid, rows, nxt)
+    if data is not None and g is not None and g.kind == "signature":
+        data["alerts"] = await page_alerts(request, signature=g.key)
     title = f"Group {g.key}" if g else "Group"
     return await _page(request, "group.html", data, as_json, title, st)
 
@@ -206,8 +210,17 @@ async def host(name: str, request: Request) -> Response:
     state = request.app.state
     rows = await state.gateway.read(state.store.list_crashes, host_id=host_id,
                                     limit=HOST_CRASHES)
-    return await _page(request, "host.html", host_view(snap, host_id, rows), as_json,
-                       f"Host {host_id}", st)
+    data = host_view(snap, host_id, rows)
+    form_token = None
+    if data is not None:
+        data["alerts"] = await page_alerts(request, host_id=host_id)
+        suspect = data["verdict"] == "hardware-suspect" or any(
+            a["kind"] == "hardware-suspect-host" and a["state"] == "firing" for a in data["alerts"])
+        panel = await drain_panel(request, host_id, suspect)
+        data["drain"] = {k: v for k, v in panel.items() if k != "form_token"}
+        form_token = panel["form_token"]
+    return await _page(request, "host.html", data, as_json, f"Host {host_id}", st,
+                       form_token=form_token)
 
 
 @router.get("/crashes/{name}")

@@ -1,0 +1,140 @@
+"""Alerts and the drain loop on the pages, in-process: the overview's firing
+alerts, a group's and a host's alerts with their evidence, and the host
+page's drain form with its CSRF checks (Origin, admin session, form token)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+from coreepi.serve import ServeConfig, create_app
+from coreepi.serve.auth import COOKIE, create_token
+from coreepi.serve.findings import group_id
+from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
+from coreepi.store import DuckDBStore
+from coreepi.store.alert_records import AlertRecord
+from coreepi.surveil import evaluate, rules_from
+
+BAD = "h00009"
+ORIGIN = "http://testserver"
+
+
+@dataclass
+class Served:
+    client: TestClient
+    store: DuckDBStore
+    read: str
+    admin: str
+    end: datetime
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    start = (datetime.now(UTC) - timedelta(days=40)).date().isoformat()
+    f = TimelineFleet(hosts=40, days=40, groups=3, rate_range=(1, 1), start=start,
+                      bad_hosts=(BadHost(host=9, day=25, rate=0.8),))
+    end = datetime.fromisoformat(start).replace(tzinfo=UTC) + timedelta(days=40)
+    store = DuckDBStore(tmp_path / "data")
+    write_timeline(store, make_timeline(f, seed=4))
+    evaluate(store, rules_from({"evaluation": {"kinds": ["hardware-suspect-host"]}}), end)
+    t = end - timedelta(days=2)
+    store.put_alert(AlertRecord("new-group|signature=sig_001", "new-group",
+                                {"kind": "new-group", "signature": "sig_001"},
+                                "new crash group sig_001: 3 crashes on 2 hosts",
+                                {"crashes": 3, "hosts": 2}, "resolved", t, end, end))
+    read = create_token(store, ["read"], "r")[1]
+    admin = create_token(store, ["admin"], "ops")[1]
+    app = create_app(store, ServeConfig(analysis_jobs=0))
+    with TestClient(app) as client:
+        yield Served(client, store, read, admin, end)
+    store.close()
+
+
+def _page(s: Served, path: str, token: str) -> str:
+    s.client.cookies.set(COOKIE, token)
+    r = s.client.get(path)
+    assert r.status_code == 200, r.text[:300]
+    return r.text
+
+
+def test_overview_lists_firing_alerts_with_evidence(served: Served) -> None:
+    (alert,) = served.store.alerts("firing")
+    assert alert.labels == {"kind": "hardware-suspect-host", "host_id": BAD}
+    html = _page(served, "/", served.read)
+    section = html[html.index('id="alerts"'):html.index("</section>", html.index('id="alerts"'))]
+    assert "firing" in section and f'href="/hosts/{BAD}"' in section
+    assert f"<dt>hardware_crashes</dt><dd>{alert.evidence['hardware_crashes']}</dd>" in section
+    assert "sig_001" not in section  # resolved: not on the overview
+    data = served.client.get("/index.json", headers={"authorization": f"Bearer {served.read}"})
+    assert [a["key"] for a in data.json()["alerts"]] == [alert.key]
+
+
+def test_group_page_shows_its_resolved_alert(served: Served) -> None:
+    html = _page(served, f"/groups/{group_id('signature', 'sig_001')}", served.read)
+    assert "Alerts about this group" in html and "resolved" in html
+    assert "new crash group sig_001: 3 crashes on 2 hosts" in html
+    other = _page(served, f"/groups/{group_id('signature', 'sig_002')}", served.read)
+    assert "Alerts about this group" not in other
+
+
+def test_host_page_drain_form_needs_an_admin_session(served: Served) -> None:
+    html = _page(served, f"/hosts/{BAD}", served.read)
+    assert "Alerts about this host" in html and "Log in with an <code>admin</code> token" in html
+    assert "form_token" not in html
+    html = _page(served, f"/hosts/{BAD}", served.admin)
+    assert 'id="drain-button"' in html
+    # a healthy host has no drain section
+    assert 'id="drain"' not in _page(served, "/hosts/h00001", served.admin)
+
+
+def _form_token(s: Served) -> str:
+    html = _page(s, f"/hosts/{BAD}", s.admin)
+    found = re.search(r'name="form_token" value="([0-9a-f]{64})"', html)
+    assert found
+    return found.group(1)
+
+
+def test_drain_form_refuses_cross_site_posts(served: Served) -> None:
+    token = _form_token(served)
+    post = served.client.post
+    url = f"/hosts/{BAD}/drain"
+    body = {"form_token": token, "reason": "mce"}
+    served.client.cookies.set(COOKIE, served.admin)
+    r = post(url, data=body, headers={"origin": "http://evil.example"}, follow_redirects=False)
+    assert r.status_code == 403 and "Origin is not this server" in r.text
+    r = post(url, data=body, follow_redirects=False)  # no Origin, no Referer
+    assert r.status_code == 403
+    r = post(url, data={**body, "form_token": "0" * 64}, headers={"origin": ORIGIN},
+             follow_redirects=False)
+    assert r.status_code == 403 and "form token does not match" in r.text
+    served.client.cookies.set(COOKIE, served.read)
+    r = post(url, data=body, headers={"origin": ORIGIN}, follow_redirects=False)
+    assert r.status_code == 403 and "admin token" in r.text
+    assert served.store.drained_hosts() == []
+
+
+def test_drain_from_the_page_then_recheck(served: Served) -> None:
+    token = _form_token(served)
+    r = served.client.post(f"/hosts/{BAD}/drain", data={"form_token": token, "reason": "mce"},
+                           headers={"origin": ORIGIN}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/hosts/{BAD}"
+    (d,) = served.store.drained_hosts()
+    assert (d.host_id, d.drained_by, d.reason) == (BAD, "ui:ops", "mce")
+    html = _page(served, f"/hosts/{BAD}", served.admin)
+    assert "<strong>Drained</strong>" in html and 'id="drain-button"' not in html
+    data = served.client.get(f"/hosts/{BAD}.json",
+                             headers={"authorization": f"Bearer {served.read}"}).json()
+    check = data["drain"]["recheck"]
+    assert data["drain"]["drained"]["by"] == "ui:ops" and "form_token" not in data["drain"]
+    # drained just now: no node-time has passed since, so nothing can be said yet
+    assert check["verdict"] == "undetermined" and check["host_id"] == BAD
+    assert f"Re-check: <strong>{check['verdict']}</strong>" in html
+    assert check["others_node_days_after"] == pytest.approx(0.0, abs=0.05)
+    assert pd.Timestamp(d.drained_at) > pd.Timestamp(served.end) - pd.Timedelta(days=1)
