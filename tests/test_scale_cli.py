@@ -48,7 +48,6 @@ def test_export_parquet_by_day(data_dir: Path, tmp_path: Path) -> None:
     assert list((out / "hosts").iterdir()) == [out / "hosts" / "part-0.parquet"]
 
 
-@pytest.mark.xfail(strict=True, reason="the Ibis path does not yet return NodeTimeFrames.host_sets (added by issue 11 after it was written), so the host-level statistics are missing from its findings")
 def test_report_engine_same_json(data_dir: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     outs = {}

@@ -89,7 +89,6 @@ def _check(source: EngineSource, reference: tuple[Any, FleetFindings]) -> None:
     assert got.groups and got.hosts  # not an empty report that trivially matches
 
 
-@pytest.mark.xfail(strict=True, reason="the Ibis path does not yet return NodeTimeFrames.host_sets (added by issue 11 after it was written), so the host-level statistics are missing from its findings")
 def test_duckdb_store_engine(fleet: Path, reference: tuple[Any, FleetFindings]) -> None:
     with open_store(fleet, read_only=True) as store:
         et = store_tables(store, "duckdb")
@@ -99,7 +98,6 @@ def test_duckdb_store_engine(fleet: Path, reference: tuple[Any, FleetFindings]) 
             et.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the Ibis path does not yet return NodeTimeFrames.host_sets (added by issue 11 after it was written), so the host-level statistics are missing from its findings")
 def test_postgres_engine(pg_store_url: str, reference: tuple[Any, FleetFindings]) -> None:
     with open_store(pg_store_url, read_only=True) as store:
         et = store_tables(store, "postgres")
@@ -109,7 +107,6 @@ def test_postgres_engine(pg_store_url: str, reference: tuple[Any, FleetFindings]
             et.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the Ibis path does not yet return NodeTimeFrames.host_sets (added by issue 11 after it was written), so the host-level statistics are missing from its findings")
 def test_duckdb_over_parquet(parquet: Path, reference: tuple[Any, FleetFindings]) -> None:
     et = parquet_tables(parquet, "duckdb")
     try:
