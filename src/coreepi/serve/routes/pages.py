@@ -37,6 +37,7 @@ from coreepi.serve.cores import stored_core
 from coreepi.serve.errors import ApiError
 from coreepi.serve.findings import FindingsCache, Snapshot
 from coreepi.serve.itemviews import crash_rows, crash_view, host_view
+from coreepi.serve.lineage import lineage_rows
 from coreepi.serve.routes.query import FIRST_WAIT, decode_cursor, encode_cursor
 from coreepi.serve.views import (
     SORTS,
@@ -183,6 +184,10 @@ async def group(name: str, request: Request) -> Response:
         if len(raw) == PAGE_CRASHES:
             nxt = encode_cursor(raw[-1]["ingested_at"], raw[-1]["crash_id"])
     data = group_view(snap, gid, rows, nxt)
+    if data is not None and g is not None and g.kind == "signature":
+        state = request.app.state
+        history = await state.gateway.read(state.store.group_lineage, g.key)
+        data["lineage"] = lineage_rows(history, g.key)
     title = f"Group {g.key}" if g else "Group"
     return await _page(request, "group.html", data, as_json, title, st)
 
