@@ -115,6 +115,28 @@ def test_duckdb_over_parquet(parquet: Path, reference: tuple[Any, FleetFindings]
         et.close()
 
 
+def test_host_sets_capped_as_the_store_caps_them(fleet: Path, reference: tuple[Any, FleetFindings],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_HOST_SETS (host, interval attributes) pairs both paths give
+    no host_sets (the host-level statistics fall back, with a note); at it, both give them."""
+    import coreepi.store.analytics.node_time as ibis_path
+    import coreepi.store.node_time as sql_path
+
+    pairs = len(reference[0].host_sets)
+    with open_store(fleet, read_only=True) as store:
+        et = store_tables(store, "duckdb")
+        try:
+            for cap, offered in ((pairs, True), (pairs - 1, False)):
+                monkeypatch.setattr(ibis_path, "MAX_HOST_SETS", cap)
+                monkeypatch.setattr(sql_path, "MAX_HOST_SETS", cap)
+                got = EngineSource(et).node_time_frames().host_sets
+                want = store.node_time_frames().host_sets
+                assert (got is not None, want is not None) == (offered, offered)
+                assert got is None or len(got) == pairs
+        finally:
+            et.close()
+
+
 # slow: the JVM's start-up and Spark's planning cost minutes on this 2-core
 # machine, and the stopped session's state broke a later Dask test in the same
 # process (left for issue 18's follow-up)
