@@ -5,12 +5,12 @@ a group read back; and the group page's "this group was split from …" /
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from test_report import fill_store
+from test_report import EVIL, fill_store
 from test_store_contract import store  # noqa: F401 (the DuckDB and PostgreSQL stores)
 from uikit import ENV_GROUP
 
@@ -42,14 +42,17 @@ def test_history_rows_name_each_change() -> None:
 
 def test_lineage_lines_merge_and_split_into() -> None:
     rows = _history().store_rows("run1", "1.0", "abc", AT)
-    merged = lineage_rows([r for r in rows if "M" in (r.old_signature, r.new_signature)], "M")
+    groups = {group_id("signature", s) for s in ("B", "A1", "A2", "G")}  # C is gone
+    merged = lineage_rows([r for r in rows if "M" in (r.old_signature, r.new_signature)], "M",
+                          groups)
     assert [(e["verb"], [g["key"] for g in e["groups"]], e["crashes"]) for e in merged] == [
         ("merged from", ["B", "C"], 2)]
-    assert merged[0]["groups"][0]["href"] == f"/groups/{group_id('signature', 'B')}"
-    a = lineage_rows([r for r in rows if r.old_signature == "A"], "A")
+    assert [g["href"] for g in merged[0]["groups"]] == [f"/groups/{group_id('signature', 'B')}",
+                                                       None]
+    a = lineage_rows([r for r in rows if r.old_signature == "A"], "A", groups)
     assert [(e["verb"], [g["key"] for g in e["groups"]]) for e in a] == [
         ("split into", ["A1", "A2"])]
-    g = lineage_rows([r for r in rows if r.new_signature == "G"], "G")
+    g = lineage_rows([r for r in rows if r.new_signature == "G"], "G", groups)
     assert (g[0]["verb"], g[0]["groups"]) == ("renamed from",
                                               [{"key": "(no signature)", "href": None}])
 
@@ -83,10 +86,14 @@ def test_group_page_says_split_from_with_a_link(tmp_path: Path) -> None:
     with DuckDBStore(data) as s:
         fill_store(s)
         token = create_token(s, ["read"], "t")[1]
-        # last year's rules had the environment group inside a bigger one, "old-io"
+        # last year's rules had the environment group inside a bigger one,
+        # "old-io", now gone; a later run merged crashes of the EVIL group into it
         s.record_regroup(regroup_history([
             ("c1", "old-io", ENV_GROUP), ("c2", "old-io", ENV_GROUP), ("c3", "old-io", "other"),
         ]).store_rows("run7", "0.9", "r1", AT))
+        s.record_regroup(regroup_history([
+            ("c4", EVIL, ENV_GROUP), ("c5", "x", ENV_GROUP),
+        ]).store_rows("run8", "1.0", "r2", AT + timedelta(days=1)))
     store_ = DuckDBStore(data)
     app = create_app(store_, ServeConfig(findings_debounce_seconds=0.05))
     try:
@@ -95,14 +102,19 @@ def test_group_page_says_split_from_with_a_link(tmp_path: Path) -> None:
         gid = group_id("signature", ENV_GROUP)
         page = client.get(f"/groups/{gid}", headers=h)
         assert page.status_code == 200
-        old = f"/groups/{group_id('signature', 'old-io')}"
-        assert (f'This group was split from <a href="{old}"><code>old-io</code></a> '
-                '<span class="muted">(2 crashes, re-analysis of 2026-11-30 12:00:00, rules r1)'
-                ) in page.text
+        assert ('This group was split from <code>old-io</code> <span class="muted">(no longer '
+                'a group)</span> <span class="muted">(2 crashes, re-analysis of 2026-11-30 '
+                '12:00:00, rules r1)') in page.text
+        evil = f"/groups/{group_id('signature', EVIL)}"
+        assert (f'This group was merged from <a href="{evil}"><code>&lt;script&gt;alert(1)'
+                '&lt;/script&gt;</code></a>, <code>x</code>') in page.text
+        assert client.get(evil, headers=h).status_code == 200  # the link leads to a group
         lineage = client.get(f"/groups/{gid}.json", headers=h).json()["lineage"]
-        assert lineage == [{"verb": "split from", "groups": [{"key": "old-io", "href": old}],
-                            "crashes": 2, "when": "2026-11-30T12:00:00+00:00", "rules": "r1",
-                            "run_id": "run7"}]
+        assert lineage[0] == {"verb": "split from", "groups": [{"key": "old-io", "href": None}],
+                              "crashes": 2, "when": "2026-11-30T12:00:00+00:00", "rules": "r1",
+                              "run_id": "run7"}
+        assert [(e["verb"], e["crashes"], e["rules"]) for e in lineage[1:]] == [
+            ("merged from", 2, "r2")]
     finally:
         app.state.findings.close()
         store_.close()

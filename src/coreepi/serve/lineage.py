@@ -3,6 +3,7 @@ from …", from the store's regroup history (``coreepi reanalyze``)."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from itertools import groupby
 from typing import Any
 
@@ -12,18 +13,22 @@ from coreepi.store.regroup_sql import RegroupRow
 __all__ = ["lineage_rows"]
 
 
-def _link(signature: str | None) -> dict[str, Any]:
-    """A group named in the line, with its page (None for "no signature": no page)."""
+def _link(signature: str | None, groups: Container[str]) -> dict[str, Any]:
+    """A group named in the line, with its page when the findings have the
+    group (an old group whose crashes all moved has none: ``href`` None)."""
     if signature is None:
         return {"key": "(no signature)", "href": None}
-    return {"key": signature, "href": f"/groups/{group_id('signature', signature)}"}
+    gid = group_id("signature", signature)
+    return {"key": signature, "href": f"/groups/{gid}" if gid in groups else None}
 
 
-def lineage_rows(rows: list[RegroupRow], signature: str) -> list[dict[str, Any]]:
+def lineage_rows(rows: list[RegroupRow], signature: str,
+                 groups: Container[str]) -> list[dict[str, Any]]:
     """One entry per re-analysis run that changed the group ``signature``
     (``rows``: ``Store.group_lineage(signature)``): ``verb`` ("split from",
     "merged from", "renamed from" — how the group came to be — or "split
-    into", where its crashes went), ``groups`` (key, href), ``crashes``
+    into", where its crashes went), ``groups`` (key, and href when
+    ``groups`` — the findings' group ids — holds it), ``crashes``
     (moved), ``when`` (ISO-8601 UTC), ``rules`` (rules version), ``run_id``."""
     out: list[dict[str, Any]] = []
     for run_id, run in groupby(rows, key=lambda r: r.run_id):
@@ -34,7 +39,7 @@ def lineage_rows(rows: list[RegroupRow], signature: str) -> list[dict[str, Any]]
             if not side:
                 continue
             others = [r.old_signature if side is came else r.new_signature for r in side]
-            out.append({"verb": verb, "groups": [_link(s) for s in others],
+            out.append({"verb": verb, "groups": [_link(s, groups) for s in others],
                         "crashes": sum(r.crashes for r in side),
                         "when": side[0].recorded_at.isoformat(timespec="seconds"),
                         "rules": side[0].rules_version, "run_id": run_id})

@@ -187,7 +187,7 @@ async def group(name: str, request: Request) -> Response:
     if data is not None and g is not None and g.kind == "signature":
         state = request.app.state
         history = await state.gateway.read(state.store.group_lineage, g.key)
-        data["lineage"] = lineage_rows(history, g.key)
+        data["lineage"] = lineage_rows(history, g.key, snap.groups)
     title = f"Group {g.key}" if g else "Group"
     return await _page(request, "group.html", data, as_json, title, st)
 
