@@ -179,21 +179,44 @@ class BatchResult:
     """The run's key in the store's regroup history (None: nothing was written)."""
 
 
-def _write(store: Any, target: Target, report_json: str, rules: str) -> str | None:
-    """Merge the new analysis into the stored crash; returns its new signature."""
+WRITE_BATCH = 32
+"""Results written per store transaction (one commit per crash cost the
+driver more CPU than the rest of its work; an interrupted batch loses at most
+this many results, which the next run selects again)."""
+
+
+def _write(store: Any, done: list[tuple[Target, str]], rules: str) -> list[str | None]:
+    """Merge each new analysis into its stored crash, all in one transaction;
+    returns their new signatures, in order."""
     from coreepi.ingest.intake import merge_analysis
     from coreepi.store import CrashRecord
     from coreepi.store.records import CoreStatus
 
-    stored = store.get_report(target.crash_id)
-    merged = merge_analysis(stored, CrashReport.model_validate_json(report_json))
-    merged.analysis.analyzer_version = __version__
+    stored = store.get_reports([t.crash_id for t, _ in done])
     note = marker(rules)
-    merged.analysis.warnings = [w for w in merged.analysis.warnings
-                                if not w.startswith("re-analysed by coreepi")] + [note]
-    store.update_crash(CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED, None,
-                                   target.artifact))
-    return merged.signature.signature if merged.signature else None
+    news: list[str | None] = []
+    with store.transaction():
+        for target, report_json in done:
+            merged = merge_analysis(stored[target.crash_id],
+                                    CrashReport.model_validate_json(report_json))
+            merged.analysis.analyzer_version = __version__
+            merged.analysis.warnings = [w for w in merged.analysis.warnings
+                                        if not w.startswith("re-analysed by coreepi")] + [note]
+            store.update_crash(CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED,
+                                           None, target.artifact))
+            news.append(merged.signature.signature if merged.signature else None)
+    return news
+
+
+def _flush(store: Any, done: list[tuple[Target, str]],
+           rules: str) -> list[tuple[str, str | None, str | None]]:
+    """Write ``done`` (then empty it); returns its (crash_id, old, new signature) triples."""
+    if not done:
+        return []
+    news = _write(store, done, rules)
+    triples = [(t.crash_id, t.signature, new) for (t, _), new in zip(done, news, strict=True)]
+    done.clear()
+    return triples
 
 
 def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
@@ -217,15 +240,18 @@ def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
     with Client(scheduler or cluster) as client:
         result.startup_seconds = time.perf_counter() - t0
         futures = client.map(analyse_one, list(todo.values()), settings=settings, pure=False)
+        done: list[tuple[Target, str]] = []
         for _, (crash_id, report_json, error) in as_completed(futures, with_results=True):
             if report_json is None:
                 result.failed[crash_id] = error or "unknown error"
             else:
-                new = _write(store, todo[crash_id], report_json, rules)
-                triples.append((crash_id, todo[crash_id].signature, new))
-                result.written += 1
+                done.append((todo[crash_id], report_json))
+            if len(done) >= WRITE_BATCH:
+                triples += _flush(store, done, rules)
             if progress:
                 progress(crash_id, error)
+        triples += _flush(store, done, rules)
+    result.written = len(triples)
     if cluster is not None:
         cluster.close()
     result.history = regroup_history(triples)
