@@ -18,7 +18,8 @@ against ``gdb -batch -ex 'thread apply all bt'``.
    alone, cold (a new Python per core) and warm (forked from a pre-imported
    zygote): CPU per core. Then the cores in a store: ``coreepi reanalyze``
    warm with 1 and 2 Dask workers and cold with 1 (cores/s of wall, cluster
-   start excluded; CPU per core of every process), and gdb's backtrace of
+   start excluded; CPU per core of every process; the same command again
+   with nothing left to do, for the CPU a core adds), and gdb's backtrace of
    each core, one process per core (cores/s, CPU per core). ``--cores-only``
    skips the report part.
 
@@ -182,10 +183,16 @@ def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
         cpu, _ = _cpu_and_wall(run)
         rate = float(done[0].split("(")[1].split(" cores/s")[0])
         key = f"{label}_{workers}_workers"
+        # the same command with nothing left to do (every marker current): the
+        # CLI's start, the cluster's start and stop, the selection; what the
+        # cores add is the difference
+        fixed, _ = _cpu_and_wall(run)
         out[key] = {"cores_per_s_wall": rate, "cpu_s_per_core": round(cpu / n, 3),
-                    "line": done[0]}
-        print(f"reanalyze {key}: {done[0]}; {cpu / n:.3f} s CPU/core (all processes)",
-              flush=True)
+                    "fixed_cpu_s": round(fixed, 2),
+                    "marginal_cpu_s_per_core": round((cpu - fixed) / n, 3), "line": done[0]}
+        print(f"reanalyze {key}: {done[0]}; {cpu / n:.3f} s CPU/core (all processes), "
+              f"{fixed:.2f} s CPU with nothing to do, so {(cpu - fixed) / n:.3f} s CPU per "
+              "core added", flush=True)
 
     def gdb() -> None:
         for core in cores.cores:

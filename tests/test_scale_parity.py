@@ -138,8 +138,9 @@ def test_host_sets_capped_as_the_store_caps_them(fleet: Path, reference: tuple[A
 
 
 # slow: the JVM's start-up and Spark's planning cost minutes on this 2-core
-# machine, and the stopped session's state broke a later Dask test in the same
-# process (left for issue 18's follow-up)
+# machine (280 s at load 10, 84 s of it the session's start). A stopped session
+# was seen to break a later Dask test in the same process; not reproduced since
+# (this test, then test_scale_reanalyze.py's Dask test, in one process: both pass)
 @pytest.mark.slow
 def test_spark_local_over_parquet(parquet: Path, spark: Any,
                                   reference: tuple[Any, FleetFindings]) -> None:
@@ -148,6 +149,7 @@ def test_spark_local_over_parquet(parquet: Path, spark: Any,
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the suite's 600 s ran out in the copy into PostgreSQL, at load 12
 def test_parity_on_a_100k_crash_fleet(tmp_path: Path, pg_cluster: Any, spark: Any) -> None:
     """benchmarks/epi_fleet.py's fleet at 10,000 hosts × 100 days (1M intervals,
     about 100k crashes): the same findings on every engine. Minutes (Spark, the

@@ -7,6 +7,7 @@ leave no process behind."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from coreepi.reanalysis.warm import WarmLauncher
 
 
 @pytest.fixture
-def launcher() -> WarmLauncher:
+def launcher() -> Iterator[WarmLauncher]:
     warm = WarmLauncher()
     yield warm
     warm.close()
