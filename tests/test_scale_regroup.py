@@ -19,6 +19,7 @@ from coreepi.serve import ServeConfig, create_app, create_token
 from coreepi.serve.findings import group_id
 from coreepi.serve.lineage import lineage_rows
 from coreepi.store import DuckDBStore, Store
+from coreepi.store.migrations import latest_version
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -61,7 +62,7 @@ def test_regroup_history_round_trips(store: Store) -> None:  # noqa: F811
     rows = _history().store_rows("run1", "1.0", "abc", AT)
     assert store.record_regroup(rows) == 7
     assert store.record_regroup(rows) == 7  # the same run again: replaced, not doubled
-    assert store.schema_version() == 5
+    assert store.schema_version() == latest_version() >= 5  # regroup_history is migration 5
     a2 = store.group_lineage("A2")
     assert [(r.run_id, r.old_signature, r.new_signature, r.crashes, r.change, r.rules_version,
              r.analyzer_version, r.recorded_at) for r in a2] == [
