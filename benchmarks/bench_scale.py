@@ -14,14 +14,19 @@ against ``gdb -batch -ex 'thread apply all bt'``.
                  JVM start-up included and reported apart)
 
    and checks that the findings agree (crash counts, verdicts of the known groups).
-3. ``--cores N``: N real cores of the test crasher in a store; ``coreepi
-   reanalyze`` with 1 and 2 Dask workers (cores/s, cluster start excluded),
-   and gdb's backtrace of each core, one process per core.
+3. ``--cores N``: N real cores of the test crasher. Ingest's sandbox runner
+   alone, cold (a new Python per core) and warm (forked from a pre-imported
+   zygote): CPU per core. Then the cores in a store: ``coreepi reanalyze``
+   warm with 1 and 2 Dask workers and cold with 1 (cores/s of wall, cluster
+   start excluded; CPU per core of every process; the same command again
+   with nothing left to do, for the CPU a core adds), and gdb's backtrace of
+   each core, one process per core (cores/s, CPU per core). ``--cores-only``
+   skips the report part.
 
 Not a test. Run by hand::
 
     .venv/bin/python benchmarks/bench_scale.py [--hosts 100000] [--days 100] [--runs 1]
-        [--cores 16] [--no-spark] [--workdir DIR] [--json-out FILE]
+        [--cores 16] [--cores-only] [--no-spark] [--workdir DIR] [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -102,8 +109,47 @@ def bench_report(data: Path, runs: int, spark: bool, root: Path) -> dict[str, ob
     return summary
 
 
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's waited-for descendants."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _cpu_and_wall(run: Callable[[], object]) -> tuple[float, float]:
+    """CPU seconds (this process and every descendant it waited for) and wall seconds of ``run``."""
+    c0, p0, w0 = _children_cpu(), time.process_time(), time.perf_counter()
+    run()
+    return _children_cpu() - c0 + time.process_time() - p0, time.perf_counter() - w0
+
+
+def bench_sandbox(cores: list[Path]) -> dict[str, object]:
+    """CPU per core of ingest's Sandbox runner, cold (a new Python per core)
+    and warm (forked from a zygote; its start-up measured apart), no Dask."""
+    from coreepi.ingest.sandbox import Sandbox, SandboxLimits
+    from coreepi.reanalysis.warm import WarmLauncher
+
+    out: dict[str, object] = {}
+    limits = SandboxLimits(300, 4096)
+    cpu, wall = _cpu_and_wall(lambda: [Sandbox(limits).run(c) for c in cores])
+    out["cold_cpu_s_per_core"] = round(cpu / len(cores), 3)
+    launcher = WarmLauncher()
+    start, _ = _cpu_and_wall(lambda: (launcher.start(), launcher.close()))
+    launcher = WarmLauncher()
+    sandbox = Sandbox(limits, launcher=launcher)
+    cpu, wall = _cpu_and_wall(lambda: ([sandbox.run(c) for c in cores], launcher.close()))
+    out["warm_zygote_start_cpu_s"] = round(start, 3)
+    out["warm_cpu_s_per_core"] = round((cpu - start) / len(cores), 3)
+    print(f"sandbox: cold {out['cold_cpu_s_per_core']} s CPU/core; warm "
+          f"{out['warm_cpu_s_per_core']} s CPU/core after a zygote start of {start:.2f} s CPU",
+          flush=True)
+    return out
+
+
 def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
-    """Cores per second of ``coreepi reanalyze`` at 1 and 2 workers, and of gdb."""
+    """``coreepi reanalyze`` (warm, and cold at 1 worker) at 1 and 2 Dask
+    workers, and gdb's backtrace of the same cores: cores/s of wall (the
+    CLI's figure, cluster start excluded) and CPU seconds per core (every
+    process: the CLI, Dask, the analysis children)."""
     from fleetfactory import CoreSet
     from test_ingest import sidecar
 
@@ -119,25 +165,43 @@ def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
     data = root / "rdata"
     subprocess.run([coreepi, "ingest", str(fleet), "--data-dir", str(data)], check=True,
                    capture_output=True)
-    out: dict[str, object] = {"cores": n}
-    for workers in (1, 2):
+    out: dict[str, object] = {"cores": n, "sandbox": bench_sandbox(cores.cores)}
+    for label, workers, extra in (("warm", 1, []), ("warm", 2, []), ("cold", 1, ["--cold"])):
         # a rule "change": clear the markers so that every core is selected again
         import duckdb
 
         with duckdb.connect(str(data / "coreepi.duckdb")) as con:
             con.execute("UPDATE crashes SET report = replace(report, 're-analysed by', 'was')")
-        proc = subprocess.run([coreepi, "reanalyze", "--data-dir", str(data), "--workers",
-                               str(workers)], check=True, capture_output=True, text=True)
-        line = proc.stdout.strip().splitlines()[-1]
-        out[f"dask_{workers}_workers"] = line
-        print(f"reanalyze {workers} worker(s): {line}", flush=True)
-    t = time.perf_counter()
-    for core in cores.cores:
-        subprocess.run(["gdb", "-batch", "-nx", "-ex", "thread apply all bt", str(cores.binary),
-                        str(core)], check=False, capture_output=True)
-    wall = time.perf_counter() - t
-    out["gdb_cores_per_s"] = round(n / wall, 2)
-    print(f"gdb: {n / wall:.2f} cores/s", flush=True)
+        done: list[str] = []
+
+        def run(workers: int = workers, extra: list[str] = extra) -> None:
+            proc = subprocess.run([coreepi, "reanalyze", "--data-dir", str(data), "--workers",
+                                   str(workers), *extra], check=True, capture_output=True,
+                                  text=True)
+            done.append(proc.stdout.strip().splitlines()[-1])
+
+        cpu, _ = _cpu_and_wall(run)
+        rate = float(done[0].split("(")[1].split(" cores/s")[0])
+        key = f"{label}_{workers}_workers"
+        # the same command with nothing left to do (every marker current): the
+        # CLI's start, the cluster's start and stop, the selection; what the
+        # cores add is the difference
+        fixed, _ = _cpu_and_wall(run)
+        out[key] = {"cores_per_s_wall": rate, "cpu_s_per_core": round(cpu / n, 3),
+                    "fixed_cpu_s": round(fixed, 2),
+                    "marginal_cpu_s_per_core": round((cpu - fixed) / n, 3), "line": done[0]}
+        print(f"reanalyze {key}: {done[0]}; {cpu / n:.3f} s CPU/core (all processes), "
+              f"{fixed:.2f} s CPU with nothing to do, so {(cpu - fixed) / n:.3f} s CPU per "
+              "core added", flush=True)
+
+    def gdb() -> None:
+        for core in cores.cores:
+            subprocess.run(["gdb", "-batch", "-nx", "-ex", "thread apply all bt",
+                            str(cores.binary), str(core)], check=False, capture_output=True)
+
+    cpu, wall = _cpu_and_wall(gdb)
+    out["gdb"] = {"cores_per_s_wall": round(n / wall, 2), "cpu_s_per_core": round(cpu / n, 3)}
+    print(f"gdb: {n / wall:.2f} cores/s wall, {cpu / n:.3f} s CPU/core", flush=True)
     return out
 
 
@@ -149,6 +213,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--cores", type=int, default=16)
     ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--cores-only", action="store_true")
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
@@ -163,14 +228,15 @@ def main() -> int:
     results: dict[str, object] = {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()[0],
                                   "hosts": args.hosts, "days": args.days}
     data = root / "store"
-    if not (data / "coreepi.duckdb").exists():
+    if not args.cores_only and not (data / "coreepi.duckdb").exists():
         store = DuckDBStore(data)
         size = FleetSize(hosts=args.hosts, days=args.days,
                          tail_signatures=min(20_000, max(100, args.hosts // 5)))
         results["fleet"] = generate(store, size)
         store.close()
         print(f"fleet: {results['fleet']}", flush=True)
-    results["report"] = bench_report(data, args.runs, not args.no_spark, root)
+    if not args.cores_only:
+        results["report"] = bench_report(data, args.runs, not args.no_spark, root)
     if args.cores:
         results["reanalyze"] = bench_reanalyze(root, args.cores)
     results["load_avg_end"] = os.getloadavg()[0]

@@ -41,7 +41,7 @@ def findings_differences(a: FleetFindings, b: FleetFindings) -> list[str]:
 
 def assert_same_frames(got: NodeTimeFrames, want: NodeTimeFrames) -> None:
     """Same window, same crashes (row order, columns, values), same attribute
-    sets and node-days per host (to 1e-12 relative)."""
+    sets, node-days per host and per (host, set) (to 1e-12 relative)."""
     assert (got.since, got.until) == (want.since, want.until)
     # exposure_set numbers rows of ``sets``, whose order is each engine's own
     pd.testing.assert_frame_equal(got.crashes.drop(columns="exposure_set").reset_index(drop=True),
@@ -63,3 +63,13 @@ def assert_same_frames(got: NodeTimeFrames, want: NodeTimeFrames) -> None:
     assert (gk == wk)[want.crashes["exposure_set"].to_numpy() >= 0].all()
     pd.testing.assert_series_equal(got.by_host.sort_index(), want.by_host.sort_index(),
                                    rtol=1e-12, check_names=False)
+    # each host's node-days per attribute set (the host-level statistics' input)
+    assert got.host_sets is not None and want.host_sets is not None
+    gh = pd.DataFrame({"host_id": got.host_sets["host_id"], "node_days": got.host_sets["node_days"],
+                       "_k": g["_k"].to_numpy()[got.host_sets["set"].to_numpy()]})
+    wh = pd.DataFrame({"host_id": want.host_sets["host_id"],
+                       "node_days": want.host_sets["node_days"],
+                       "_k": w["_k"].to_numpy()[want.host_sets["set"].to_numpy()]})
+    gh, wh = (f.sort_values(["host_id", "_k"]).reset_index(drop=True) for f in (gh, wh))
+    assert len(gh) == len(wh) > 0
+    pd.testing.assert_frame_equal(gh, wh, check_dtype=False, rtol=1e-12)

@@ -5,9 +5,11 @@ engine that does not fit the store is one line and exit 2)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pytest
 from scalekit import findings_differences
 from test_report import fill_store
@@ -48,7 +50,6 @@ def test_export_parquet_by_day(data_dir: Path, tmp_path: Path) -> None:
     assert list((out / "hosts").iterdir()) == [out / "hosts" / "part-0.parquet"]
 
 
-@pytest.mark.xfail(strict=True, reason="the Ibis path does not yet return NodeTimeFrames.host_sets (added by issue 11 after it was written), so the host-level statistics are missing from its findings")
 def test_report_engine_same_json(data_dir: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     outs = {}
@@ -60,6 +61,47 @@ def test_report_engine_same_json(data_dir: Path, tmp_path: Path) -> None:
         outs[engine] = FleetFindings.model_validate_json(out.read_text())
     assert findings_differences(outs["duckdb"], outs[None]) == []
     assert json.loads(outs[None].model_dump_json())["groups"]
+
+
+def test_export_parquet_to_s3(data_dir: Path, s3_bucket: str, s3_server: str) -> None:
+    """`export parquet s3://…` against the S3-compatible server on 127.0.0.1
+    (the AWS_* environment names it), read back by an independent client."""
+    bucket = s3_bucket.removeprefix("s3://").split("/")[0]
+    url = f"s3://{bucket}/fleet/export"
+    res = CliRunner().invoke(app, ["export", "parquet", url, "--data-dir", str(data_dir)])
+    assert res.exit_code == 0, res.output
+    with open_store(data_dir, read_only=True) as store:
+        counts = store.counts()
+        want = store.crash_frame()
+    fs = pafs.S3FileSystem(endpoint_override=s3_server, scheme="http", access_key="test",
+                           secret_key="test", region="us-east-1")
+    crashes = ds.dataset(f"{bucket}/fleet/export/crashes", filesystem=fs, format="parquet",
+                         partitioning="hive").to_table()
+    assert crashes.num_rows == counts["crashes"]
+    assert sorted(crashes["crash_id"].to_pylist()) == sorted(want["crash_id"])
+    for name in ("hosts", "exposure", "telemetry"):
+        got = ds.dataset(f"{bucket}/fleet/export/{name}", filesystem=fs, format="parquet")
+        assert got.count_rows() == counts[name], name
+    days = {info.base_name for info in fs.get_file_info(
+        pafs.FileSelector(f"{bucket}/fleet/export/crashes"))}
+    assert "day=2024-01-01" in days and all(d.startswith("day=2024-") for d in days)
+
+
+def test_export_parquet_to_a_missing_bucket_is_one_line(data_dir: Path, s3_bucket: str,
+                                                        tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["export", "parquet", "s3://no-such-bucket/x",
+                                   "--data-dir", str(data_dir)])
+    assert res.exit_code == 2, res.output
+    assert re.match(r"coreepi: error: s3://no-such-bucket/x: cannot write .*"
+                    r"bucket does not exist", res.output), res.output
+    assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+    (tmp_path / "a-file").write_text("not a folder")
+    res = CliRunner().invoke(app, ["export", "parquet", str(tmp_path / "a-file" / "out"),
+                                   "--data-dir", str(data_dir)])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith(f"coreepi: error: {tmp_path}/a-file/out: cannot write the hosts "
+                                 "table: ")
+    assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("args", "message"), [

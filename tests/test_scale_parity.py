@@ -89,7 +89,6 @@ def _check(source: EngineSource, reference: tuple[Any, FleetFindings]) -> None:
     assert got.groups and got.hosts  # not an empty report that trivially matches
 
 
-@pytest.mark.xfail(strict=True, reason="the Ibis path does not yet return NodeTimeFrames.host_sets (added by issue 11 after it was written), so the host-level statistics are missing from its findings")
 def test_duckdb_store_engine(fleet: Path, reference: tuple[Any, FleetFindings]) -> None:
     with open_store(fleet, read_only=True) as store:
         et = store_tables(store, "duckdb")
@@ -99,7 +98,6 @@ def test_duckdb_store_engine(fleet: Path, reference: tuple[Any, FleetFindings]) 
             et.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the Ibis path does not yet return NodeTimeFrames.host_sets (added by issue 11 after it was written), so the host-level statistics are missing from its findings")
 def test_postgres_engine(pg_store_url: str, reference: tuple[Any, FleetFindings]) -> None:
     with open_store(pg_store_url, read_only=True) as store:
         et = store_tables(store, "postgres")
@@ -109,7 +107,6 @@ def test_postgres_engine(pg_store_url: str, reference: tuple[Any, FleetFindings]
             et.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the Ibis path does not yet return NodeTimeFrames.host_sets (added by issue 11 after it was written), so the host-level statistics are missing from its findings")
 def test_duckdb_over_parquet(parquet: Path, reference: tuple[Any, FleetFindings]) -> None:
     et = parquet_tables(parquet, "duckdb")
     try:
@@ -118,9 +115,32 @@ def test_duckdb_over_parquet(parquet: Path, reference: tuple[Any, FleetFindings]
         et.close()
 
 
+def test_host_sets_capped_as_the_store_caps_them(fleet: Path, reference: tuple[Any, FleetFindings],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_HOST_SETS (host, interval attributes) pairs both paths give
+    no host_sets (the host-level statistics fall back, with a note); at it, both give them."""
+    import coreepi.store.analytics.node_time as ibis_path
+    import coreepi.store.node_time as sql_path
+
+    pairs = len(reference[0].host_sets)
+    with open_store(fleet, read_only=True) as store:
+        et = store_tables(store, "duckdb")
+        try:
+            for cap, offered in ((pairs, True), (pairs - 1, False)):
+                monkeypatch.setattr(ibis_path, "MAX_HOST_SETS", cap)
+                monkeypatch.setattr(sql_path, "MAX_HOST_SETS", cap)
+                got = EngineSource(et).node_time_frames().host_sets
+                want = store.node_time_frames().host_sets
+                assert (got is not None, want is not None) == (offered, offered)
+                assert got is None or len(got) == pairs
+        finally:
+            et.close()
+
+
 # slow: the JVM's start-up and Spark's planning cost minutes on this 2-core
-# machine, and the stopped session's state broke a later Dask test in the same
-# process (left for issue 18's follow-up)
+# machine (280 s at load 10, 84 s of it the session's start). A stopped session
+# was seen to break a later Dask test in the same process; not reproduced since
+# (this test, then test_scale_reanalyze.py's Dask test, in one process: both pass)
 @pytest.mark.slow
 def test_spark_local_over_parquet(parquet: Path, spark: Any,
                                   reference: tuple[Any, FleetFindings]) -> None:
@@ -129,6 +149,7 @@ def test_spark_local_over_parquet(parquet: Path, spark: Any,
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the suite's 600 s ran out in the copy into PostgreSQL, at load 12
 def test_parity_on_a_100k_crash_fleet(tmp_path: Path, pg_cluster: Any, spark: Any) -> None:
     """benchmarks/epi_fleet.py's fleet at 10,000 hosts × 100 days (1M intervals,
     about 100k crashes): the same findings on every engine. Minutes (Spark, the

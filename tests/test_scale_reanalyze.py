@@ -73,16 +73,24 @@ def test_reanalyze_on_dask(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F
     assert res.output.count("unreadable-core") == failed  # named, never dropped
     rows = json.loads(hist.read_text())
     assert {r["new_signature"] for r in rows} == {"main"} and len(rows) == n_main
+    run_id = re.search(r"regroup history stored as run (\S+) ", res.output)
+    assert run_id is not None
     with open_store(data, read_only=True) as store:
         after = signatures(store)
         reports = store.get_reports(list(after))
+        lineage = store.group_lineage("main")
     assert after == truth  # today's rules give today's signatures back
+    assert {(r.run_id, r.new_signature, r.crashes, r.change, r.rules_version)
+            for r in lineage} == {(run_id.group(1), "main", 1, "merge", rules_version())}
+    assert len(lineage) == n_main
     note = marker(rules_version())
     assert sum(note in r.analysis.warnings for r in reports.values()) == n_main
     # idempotent: under the same rules only the unreadable cores are tried again
-    res = runner.invoke(app, ["reanalyze", "--data-dir", str(data), "--workers", "1"])
+    # (by cold children this time: the same failures, named the same way)
+    res = runner.invoke(app, ["reanalyze", "--data-dir", str(data), "--workers", "1", "--cold"])
     assert res.exit_code == 0, res.output
     assert f"0 written, {failed} failed" in res.output and "0 crashes re-analysed" in res.output
+    assert res.output.count("unreadable-core") == failed and "stored as run" not in res.output
 
 
 def test_reanalyze_bad_where(tmp_path: Path) -> None:

@@ -33,6 +33,9 @@ def reanalyze(
         "--symbol-dir", help="Symbol directory (.build-id layout); repeatable.")] = None,
     analysis_timeout: Annotated[float, typer.Option(
         "--analysis-timeout", min=1, help="Wall-time limit of one analysis, seconds.")] = 300.0,
+    cold: Annotated[bool, typer.Option(
+        "--cold", help="A fresh Python per core, as ingest does (default: each analysis "
+        "forked from a worker's pre-imported one; same sandbox limits).")] = False,
     history: Annotated[Path | None, typer.Option(
         "--history", help="Write the regroup history (old -> new signature, crashes) "
         "here as JSON.")] = None,
@@ -59,17 +62,23 @@ def reanalyze(
             # workers open the blob store themselves: its URL, or the directory
             blob_root = blobs or str(opened.blobs.root)  # type: ignore[attr-defined]
             settings = Settings(blobs=blob_root, timeout_seconds=analysis_timeout,
-                                symbol_dirs=tuple(str(d) for d in symbol_dir or ()))
+                                symbol_dirs=tuple(str(d) for d in symbol_dir or ()),
+                                warm=not cold)
             result = run(opened, targets, settings, scheduler=scheduler, workers=workers)
     except (StoreError, InputError) as exc:
         fail(str(exc))
     for line in result.history.lines():
         sys.stdout.write(line + "\n")
+    if result.run_id:
+        sys.stdout.write(f"regroup history stored as run {result.run_id} (shown on the group "
+                         "pages)\n")
     for crash_id, why in sorted(result.failed.items()):
         sys.stdout.write(f"failed: {crash_id}: {why}\n")
-    rate = result.written / result.seconds if result.seconds else 0.0
+    busy = result.seconds - result.startup_seconds
+    rate = (result.written + len(result.failed)) / busy if busy > 0 else 0.0
     sys.stdout.write(f"{result.written} written, {len(result.failed)} failed in "
-                     f"{result.seconds:.1f} s ({rate:.2f} cores/s)\n")
+                     f"{result.seconds:.1f} s ({rate:.2f} cores/s after a cluster start of "
+                     f"{result.startup_seconds:.1f} s)\n")
     if history is not None:
         history.write_text(json.dumps(result.history.as_rows(), indent=1) + "\n")
 

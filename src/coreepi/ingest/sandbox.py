@@ -35,9 +35,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -45,7 +46,7 @@ from coreepi.ingest.scratch import scratch_dir
 from coreepi.ingest.worker import PARENT_PID_ENV
 from coreepi.model.report import CrashReport
 
-__all__ = ["Sandbox", "SandboxLimits", "SandboxResult"]
+__all__ = ["Child", "Launcher", "Sandbox", "SandboxLimits", "SandboxResult"]
 
 
 @dataclass(frozen=True)
@@ -75,22 +76,46 @@ class SandboxResult:
     error: str = ""
 
 
+class Child(Protocol):
+    """A started analysis child: what :class:`Sandbox` uses of ``subprocess.Popen``."""
+
+    returncode: int | None
+
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]: ...
+
+    def kill(self) -> None: ...
+
+
+Launcher = Callable[[list[str], dict[str, str]], Child]
+"""Starts the worker command ``argv`` with environment ``env``; the default
+runs it as a new process (:func:`_popen`), a warm launcher forks it from a
+pre-imported one (:mod:`coreepi.reanalysis.warm`)."""
+
+
+def _popen(argv: list[str], env: dict[str, str]) -> Child:
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, env=env)
+
+
 class Sandbox:
     """Runs analyses in worker children. Thread-safe: ``run`` may be called
     from several threads at once; :meth:`kill_all` kills exactly the
     children this sandbox started and that still run (an interrupted ingest,
     a server shutting down).
 
-    ``scratch_dir``: where each child's temporary directory is made (a
+    ``launcher``: how a child is started (:data:`Launcher`; default: a new
+    process). ``scratch_dir``: where each child's temporary directory is made (a
     decompressed core can be large: the capture puts it in its spool);
     default: this process's scratch directory (:mod:`coreepi.ingest.scratch`:
     removed at exit, swept after a SIGKILL by the next coreepi process).
     """
 
-    def __init__(self, limits: SandboxLimits, *, scratch_dir: Path | None = None) -> None:
+    def __init__(self, limits: SandboxLimits, *, scratch_dir: Path | None = None,
+                 launcher: Launcher | None = None) -> None:
         self.limits = limits
         self.scratch_dir = scratch_dir
-        self._procs: set[subprocess.Popen[bytes]] = set()
+        self.launcher = launcher or _popen
+        self._procs: set[Child] = set()
         self._lock = threading.Lock()
 
     def _argv(self, artifact: Path) -> list[str]:
@@ -116,9 +141,7 @@ class Sandbox:
             env["COREEPI_MAX_CORE_BYTES"] = str(self.limits.max_core_bytes)
         with tempfile.TemporaryDirectory(prefix="sandbox-",
                                          dir=self.scratch_dir or scratch_dir()) as tmp:
-            proc = subprocess.Popen(self._argv(artifact), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, env={**env, "TMPDIR": tmp})
+            proc = self.launcher(self._argv(artifact), {**env, "TMPDIR": tmp})
             with self._lock:
                 self._procs.add(proc)
             try:

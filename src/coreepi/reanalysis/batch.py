@@ -10,8 +10,9 @@ CPU and wall limits: a hostile core costs one process, never the worker).
 
 Warm workers: a Dask worker process keeps one :class:`WarmAnalyzer` (its
 blob store client, its sandbox runner, its scratch folder) for the whole
-batch, and the analysis children share the worker's debug directories,
-where symbol files are found by build-id.
+batch; the runner forks each analysis child from a zygote that imported the
+analysis once (:mod:`coreepi.reanalysis.warm`), and the children share the
+worker's debug directories, where symbol files are found by build-id.
 
 Idempotent: a result is written with the analyzer version and the rules
 version (:func:`rules_version`) as a marker in ``analysis.warnings``; a crash
@@ -112,6 +113,9 @@ class Settings:
     timeout_seconds: float = 300.0
     memory_limit_mb: int = 4096
     symbol_dirs: tuple[str, ...] = ()
+    warm: bool = True
+    """Fork each analysis from a pre-imported zygote (:mod:`.warm`); False:
+    a fresh Python per core, as ingest does."""
 
 
 class WarmAnalyzer:
@@ -120,12 +124,15 @@ class WarmAnalyzer:
 
     def __init__(self, settings: Settings) -> None:
         from coreepi.ingest.sandbox import Sandbox, SandboxLimits
+        from coreepi.reanalysis.warm import WarmLauncher
         from coreepi.store import open_blobs
 
         self.settings = settings
         self.blobs = open_blobs(settings.blobs, Path(settings.blobs))
+        self.launcher = WarmLauncher() if settings.warm else None
         self.runner = Sandbox(SandboxLimits(settings.timeout_seconds, settings.memory_limit_mb,
-                                            [Path(d) for d in settings.symbol_dirs]))
+                                            [Path(d) for d in settings.symbol_dirs]),
+                              launcher=self.launcher)
 
     def analyse(self, target: Target) -> tuple[str, str | None, str | None]:
         # the blob as stored (plain or compressed): the sandboxed child sniffs
@@ -158,29 +165,58 @@ def analyse_one(target: Target, settings: Settings) -> tuple[str, str | None, st
 
 @dataclass
 class BatchResult:
-    """What a batch did: analysed and written, failed (crash_id: reason), the regrouping."""
+    """What a batch did: analysed and written, failed (crash_id: reason), the
+    regrouping (also kept in the store: ``Store.group_lineage``)."""
 
     written: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     history: RegroupHistory = field(default_factory=RegroupHistory)
     seconds: float = 0.0
+    """Wall time of the whole batch, seconds (``startup_seconds`` included)."""
+    startup_seconds: float = 0.0
+    """Wall time to start the local cluster and connect to it, seconds."""
+    run_id: str | None = None
+    """The run's key in the store's regroup history (None: nothing was written)."""
 
 
-def _write(store: Any, target: Target, report_json: str, rules: str) -> str | None:
-    """Merge the new analysis into the stored crash; returns its new signature."""
+WRITE_BATCH = 32
+"""Results written per store transaction (one commit per crash cost the
+driver more CPU than the rest of its work; an interrupted batch loses at most
+this many results, which the next run selects again)."""
+
+
+def _write(store: Any, done: list[tuple[Target, str]], rules: str) -> list[str | None]:
+    """Merge each new analysis into its stored crash, all in one transaction;
+    returns their new signatures, in order."""
     from coreepi.ingest.intake import merge_analysis
     from coreepi.store import CrashRecord
     from coreepi.store.records import CoreStatus
 
-    stored = store.get_report(target.crash_id)
-    merged = merge_analysis(stored, CrashReport.model_validate_json(report_json))
-    merged.analysis.analyzer_version = __version__
+    stored = store.get_reports([t.crash_id for t, _ in done])
     note = marker(rules)
-    merged.analysis.warnings = [w for w in merged.analysis.warnings
-                                if not w.startswith("re-analysed by coreepi")] + [note]
-    store.update_crash(CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED, None,
-                                   target.artifact))
-    return merged.signature.signature if merged.signature else None
+    news: list[str | None] = []
+    with store.transaction():
+        for target, report_json in done:
+            merged = merge_analysis(stored[target.crash_id],
+                                    CrashReport.model_validate_json(report_json))
+            merged.analysis.analyzer_version = __version__
+            merged.analysis.warnings = [w for w in merged.analysis.warnings
+                                        if not w.startswith("re-analysed by coreepi")] + [note]
+            store.update_crash(CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED,
+                                           None, target.artifact))
+            news.append(merged.signature.signature if merged.signature else None)
+    return news
+
+
+def _flush(store: Any, done: list[tuple[Target, str]],
+           rules: str) -> list[tuple[str, str | None, str | None]]:
+    """Write ``done`` (then empty it); returns its (crash_id, old, new signature) triples."""
+    if not done:
+        return []
+    news = _write(store, done, rules)
+    triples = [(t.crash_id, t.signature, new) for (t, _), new in zip(done, news, strict=True)]
+    done.clear()
+    return triples
 
 
 def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
@@ -202,18 +238,36 @@ def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
         host="127.0.0.1", silence_logs=40)
     with Client(scheduler or cluster) as client:
+        result.startup_seconds = time.perf_counter() - t0
         futures = client.map(analyse_one, list(todo.values()), settings=settings, pure=False)
+        done: list[tuple[Target, str]] = []
         for _, (crash_id, report_json, error) in as_completed(futures, with_results=True):
             if report_json is None:
                 result.failed[crash_id] = error or "unknown error"
             else:
-                new = _write(store, todo[crash_id], report_json, rules)
-                triples.append((crash_id, todo[crash_id].signature, new))
-                result.written += 1
+                done.append((todo[crash_id], report_json))
+            if len(done) >= WRITE_BATCH:
+                triples += _flush(store, done, rules)
             if progress:
                 progress(crash_id, error)
+        triples += _flush(store, done, rules)
+    result.written = len(triples)
     if cluster is not None:
         cluster.close()
     result.history = regroup_history(triples)
+    if triples:
+        result.run_id = _record(store, result.history, rules)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _record(store: Any, history: RegroupHistory, rules: str) -> str:
+    """Keep the run's regroup history in the store; returns its run id
+    (its UTC start to the second, then 8 random hex digits)."""
+    import uuid
+    from datetime import UTC
+
+    at = datetime.now(UTC)
+    run_id = f"{at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    store.record_regroup(history.store_rows(run_id, __version__, rules, at))
+    return run_id

@@ -11,7 +11,8 @@ went from one to the other (:class:`RegroupHistory`); from that mapping:
 - **moved**: crashes whose signature changed.
 
 Pure functions of (crash_id, old, new) triples; a missing signature (None)
-is a group of its own ("no signature").
+is a group of its own ("no signature"). :meth:`RegroupHistory.store_rows`
+gives the rows the store keeps (``regroup_history``, shown on the group page).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+
+from coreepi.store.regroup_sql import RegroupRow
 
 __all__ = ["Change", "RegroupHistory", "regroup_history"]
 
@@ -56,11 +60,31 @@ class RegroupHistory:
         out += [f"rename: {old!r} -> {new!r}" for old, new in self.renames]
         return out
 
+    def change(self, old: str | None, new: str | None) -> str:
+        """What the pair ``old -> new`` was: ``same``, ``split`` (old went
+        to 2+ groups), ``merge`` (new gathered 2+ groups), ``split+merge``
+        or ``rename`` (one whole group under another name)."""
+        if old == new:
+            return "same"
+        split = sum(1 for o, _ in self.mapping if o == old) > 1
+        merge = sum(1 for _, n in self.mapping if n == new) > 1
+        return "split+merge" if split and merge else "split" if split else \
+            "merge" if merge else "rename"
+
+    def store_rows(self, run_id: str, analyzer_version: str, rules_version: str,
+                   at: datetime) -> list[RegroupRow]:
+        """The mapping as the store's rows (one per pair, unchanged pairs
+        included), ordered as :meth:`as_rows`."""
+        return [RegroupRow(run_id, old, new, n, self.change(old, new), analyzer_version,
+                           rules_version, at) for (old, new), n in self._pairs()]
+
+    def _pairs(self) -> list[tuple[tuple[str | None, str | None], int]]:
+        return sorted(self.mapping.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1])))
+
     def as_rows(self) -> list[dict[str, object]]:
         """The mapping as rows (old_signature, new_signature, crashes), for a file or a table."""
         return [{"old_signature": o, "new_signature": n, "crashes": c}
-                for (o, n), c in sorted(self.mapping.items(), key=lambda kv: (str(kv[0][0]),
-                                                                              str(kv[0][1])))]
+                for (o, n), c in self._pairs()]
 
 
 def _ordered(counter: Counter[str | None]) -> dict[str | None, int]:

@@ -11,6 +11,7 @@ LedgerStore         ingest ledger, rejections, HTTP API receipts
 TokenStore          HTTP API tokens
 JobQueue            the analysis queue (cores awaiting central analysis)
 AlertStore          surveillance alerts, silences, the delivery log, drained hosts
+RegroupStore        what each re-analysis did to the groups (splits, merges)
 BlobStore           cores and large artifacts (``Store.blobs``)
 ==================  ==========================================================
 
@@ -40,6 +41,7 @@ from coreepi.store.interfaces import (
     HostStore,
     JobQueue,
     LedgerStore,
+    RegroupStore,
     TelemetryStore,
     TokenStore,
 )
@@ -52,7 +54,8 @@ COUNTED_TABLES = ("hosts", "exposure", "crashes", "telemetry", "ingest_rejection
 
 
 class Store(
-    CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore, JobQueue, AlertStore
+    CrashStore, HostStore, TelemetryStore, LedgerStore, TokenStore, JobQueue, AlertStore,
+    RegroupStore,
 ):
     """Durable crashes, hosts, exposure, telemetry, bookkeeping and blobs."""
 

@@ -227,11 +227,33 @@ _V4 = (
     """,
 )
 
+_V5 = (
+    # what each `coreepi reanalyze` did to the groups: one row per (run, old
+    # signature, new signature) pair with the crashes that went from one to
+    # the other ('' for no signature: a key column holds no NULL); change:
+    # split, merge, split+merge (both), rename or same (coreepi.reanalysis.regroup)
+    """
+    CREATE TABLE regroup_history (
+        run_id           VARCHAR NOT NULL,
+        old_signature    VARCHAR NOT NULL,
+        new_signature    VARCHAR NOT NULL,
+        crashes          BIGINT NOT NULL,
+        change           VARCHAR NOT NULL
+                         CHECK (change IN ('split', 'merge', 'split+merge', 'rename', 'same')),
+        analyzer_version VARCHAR NOT NULL,
+        rules_version    VARCHAR NOT NULL,
+        recorded_at      TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (run_id, old_signature, new_signature)
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "hosts, exposure, crashes, telemetry, ingest_rejections, ingest_ledger", _V1),
     Migration(2, "api_tokens, crash_receipts (coreepi serve)", _V2),
     Migration(3, "analysis_jobs (the analysis queue)", _V3),
     Migration(4, "alerts, alert_silences, alert_deliveries, drained_hosts (surveillance)", _V4),
+    Migration(5, "regroup_history (coreepi reanalyze)", _V5),
 )
 
 

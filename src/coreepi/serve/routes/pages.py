@@ -39,6 +39,7 @@ from coreepi.serve.cores import stored_core
 from coreepi.serve.errors import ApiError
 from coreepi.serve.findings import FindingsCache, Snapshot
 from coreepi.serve.itemviews import crash_rows, crash_view, host_view
+from coreepi.serve.lineage import lineage_rows
 from coreepi.serve.routes.query import FIRST_WAIT, decode_cursor, encode_cursor
 from coreepi.serve.views import (
     SORTS,
@@ -189,6 +190,9 @@ async def group(name: str, request: Request) -> Response:
     data = group_view(snap, gid, rows, nxt)
     if data is not None and g is not None and g.kind == "signature":
         data["alerts"] = await page_alerts(request, signature=g.key)
+        state = request.app.state
+        history = await state.gateway.read(state.store.group_lineage, g.key)
+        data["lineage"] = lineage_rows(history, g.key, snap.groups)
     title = f"Group {g.key}" if g else "Group"
     return await _page(request, "group.html", data, as_json, title, st)
 

@@ -64,7 +64,8 @@ def _batches(et: EngineTables, table: Any) -> pa.RecordBatchReader:
 
 
 def export_parquet(et: EngineTables, root: str | os.PathLike[str]) -> ExportResult:
-    """Write ``et``'s four tables under ``root`` (see the module docstring)."""
+    """Write ``et``'s four tables under ``root`` (see the module docstring).
+    Raises StoreError (one line naming ``root``) when it cannot be written."""
     fs, base = _filesystem(os.fspath(root))
     written: dict[str, int] = {}
     for name in TABLES:
@@ -83,12 +84,16 @@ def export_parquet(et: EngineTables, root: str | os.PathLike[str]) -> ExportResu
                 count += batch.num_rows
                 yield batch
 
-        ds.write_dataset(
-            counted(reader), f"{base}/{name}", schema=reader.schema, format="parquet",
-            filesystem=fs, partitioning=["day"] if column else None,
-            partitioning_flavor="hive" if column else None,
-            existing_data_behavior="delete_matching", basename_template="part-{i}.parquet",
-            max_partitions=100_000,
-        )
+        try:
+            ds.write_dataset(
+                counted(reader), f"{base}/{name}", schema=reader.schema, format="parquet",
+                filesystem=fs, partitioning=["day"] if column else None,
+                partitioning_flavor="hive" if column else None,
+                existing_data_behavior="delete_matching", basename_template="part-{i}.parquet",
+                max_partitions=100_000,
+            )
+        except (OSError, pa.ArrowException) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"{os.fspath(root)}: cannot write the {name} table: {first}") from None
         written[name] = count
     return ExportResult(written)

@@ -7,7 +7,8 @@ holds the tables (:mod:`.engines`: DuckDB, PostgreSQL, Spark):
 - node-seconds of the intervals overlapping ``[lo, hi)``, clipped to it,
   summed per (host, interval attributes): one scan of the exposure;
 - from that, node-days per host and per attribute set (hosts.csv's JSON,
-  the interval's JSON): two small aggregations;
+  the interval's JSON), and per (host, attribute set) for the host-level
+  statistics: small aggregations;
 - each crash of the window matched to the interval holding it (equi-join on
   the host plus ``start <= captured_at < end``: intervals of one host never
   overlap, so at most one matches) and to that interval's attribute set.
@@ -34,9 +35,9 @@ from coreepi.store.analytics.engines import EngineTables
 from coreepi.store.frames import (
     NodeTimeFrames,
 )
-from coreepi.store.node_time import SEP, _decoded_crashes, set_columns
+from coreepi.store.node_time import MAX_HOST_SETS, SEP, _decoded_crashes, set_columns
 
-__all__ = ["matched_crashes", "node_time_frames", "summed_exposure", "utc_literal", "window"]
+__all__ = ["host_sets", "matched_crashes", "node_time_frames", "summed_exposure", "utc_literal", "window"]
 
 _TS = "timestamp('UTC')"
 
@@ -74,18 +75,24 @@ def _overlapping(et: EngineTables, lo: datetime, hi: datetime) -> ibis.Table:
     return x.filter(x.end_ts > utc_literal(lo), x.start_ts < utc_literal(hi))
 
 
+def _per_host_set(et: EngineTables, lo: datetime, hi: datetime) -> ibis.Table:
+    """``host_id, ia, us``: microseconds of the intervals overlapping ``[lo,
+    hi)``, clipped to it, per (host, interval attributes JSON)."""
+    x = _overlapping(et, lo, hi)
+    # microseconds between the clipped ends: exact integers on every engine
+    # (epoch seconds are truncated to whole seconds by some)
+    end = ibis.least(x.end_ts, utc_literal(hi))
+    micros = end.delta(ibis.greatest(x.start_ts, utc_literal(lo)), unit="microsecond")
+    return x.group_by(host_id=x.host_id, ia=x.attributes).aggregate(us=micros.sum())
+
+
 def summed_exposure(et: EngineTables, lo: datetime, hi: datetime) -> tuple[pd.DataFrame, pd.Series]:
     """Node-days per attribute set and per host over ``[lo, hi)``.
 
     Returns (set rows ``ha, ia, node_days`` — hosts.csv JSON ('' for a host
     without a row), interval JSON — sorted by (ha, ia) in code-point order,
     node-days by ``host_id`` sorted by host). Units: days of 86400 s."""
-    x = _overlapping(et, lo, hi)
-    # microseconds between the clipped ends: exact integers on every engine
-    # (epoch seconds are truncated to whole seconds by some)
-    end = ibis.least(x.end_ts, utc_literal(hi))
-    micros = end.delta(ibis.greatest(x.start_ts, utc_literal(lo)), unit="microsecond")
-    per = x.group_by(host_id=x.host_id, ia=x.attributes).aggregate(us=micros.sum())
+    per = _per_host_set(et, lo, hi)
     h = et.tables["hosts"]
     joined = per.left_join(h, per.host_id == h.host_id)
     sets = joined.group_by(ha=joined.attributes.fill_null(""), ia=joined.ia).aggregate(
@@ -101,6 +108,36 @@ def summed_exposure(et: EngineTables, lo: datetime, hi: datetime) -> tuple[pd.Da
     return set_rows, series
 
 
+def host_sets(et: EngineTables, set_rows: pd.DataFrame, lo: datetime,
+              hi: datetime) -> pd.DataFrame | None:
+    """Each host's node-days per row of ``set_rows`` over ``[lo, hi)``:
+    ``host_id, set, node_days`` sorted by (host, set), what
+    ``NodeTime.host_sets`` holds for the host-level statistics; None past
+    :data:`~coreepi.store.node_time.MAX_HOST_SETS` (host, interval attributes)
+    pairs, as the store's SQL path does. Units: days of 86400 s."""
+    per = _per_host_set(et, lo, hi)
+    pairs = int(et.backend.execute(per.count()))
+    if pairs > MAX_HOST_SETS:
+        return None
+    h = et.tables["hosts"].select(hh=_.host_id, ha=_.attributes)
+    keys = _set_keys(set_rows)
+    m = per.left_join(h, per.host_id == h.hh)
+    m = m.inner_join(keys, [m.ha.fill_null("") == keys.sha, m.ia == keys.sia])
+    rows = et.backend.execute(m.select("host_id", set=m.k, us=m.us))
+    rows = rows.sort_values(["host_id", "set"], kind="stable").reset_index(drop=True)
+    return pd.DataFrame({"host_id": rows["host_id"].astype(object),
+                         "set": rows["set"].to_numpy(np.int64),
+                         "node_days": rows["us"].to_numpy(np.float64) / 1e6 / 86400.0})
+
+
+def _set_keys(set_rows: pd.DataFrame) -> ibis.Table:
+    """``set_rows``' attribute JSON texts and row numbers as an in-memory table
+    ``sha, sia, k`` on the engine, for joining back to set rows."""
+    return ibis.memtable(pd.DataFrame({"sha": set_rows["ha"].astype(str),
+                                       "sia": set_rows["ia"].astype(str),
+                                       "k": np.arange(len(set_rows), dtype=np.int64)}))
+
+
 def matched_crashes(et: EngineTables, set_rows: pd.DataFrame, lo: datetime, hi: datetime) -> ibis.Table:
     """The crashes of ``[lo, hi)`` with ``exposure_set``: the row of
     ``set_rows`` of the interval holding each crash, -1 when none does."""
@@ -110,9 +147,7 @@ def matched_crashes(et: EngineTables, set_rows: pd.DataFrame, lo: datetime, hi: 
     m = c.left_join(x, [c.host_id == x.xh, c.captured_at >= x.xs, c.captured_at < x.xe])
     h = et.tables["hosts"].select(hh=_.host_id, ha=_.attributes)
     m = m.left_join(h, m.host_id == h.hh)
-    keys = ibis.memtable(pd.DataFrame({"sha": set_rows["ha"].astype(str),
-                                       "sia": set_rows["ia"].astype(str),
-                                       "k": np.arange(len(set_rows), dtype=np.int64)}))
+    keys = _set_keys(set_rows)
     m = m.left_join(keys, [m.ha.fill_null("") == keys.sha, m.ia == keys.sia])
     return m.select(
         "crash_id", "host_id", "captured_at", "signature", "exe", "app_version",
@@ -150,4 +185,5 @@ def node_time_frames(et: EngineTables, since: datetime | None, until: datetime |
     for name, column in (("host", "host_id"), ("sig", "signature"), ("phen", "phen"),
                          ("hw", "hw"), ("attr", "attr")):
         rows[f"{name}_k"], values[name] = _codes(table[column])
-    return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), set_columns(set_rows), by_host)
+    return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), set_columns(set_rows), by_host,
+                          host_sets(et, set_rows, lo, hi))

@@ -12,6 +12,7 @@ from coreepi.store.duckdb_store.gateway import DuckDBGateway
 from coreepi.store.duckdb_store.hosts import DuckDBHostStore
 from coreepi.store.duckdb_store.ledger import DuckDBLedgerStore
 from coreepi.store.duckdb_store.queue import DuckDBJobQueue
+from coreepi.store.duckdb_store.regroup import DuckDBRegroupStore
 from coreepi.store.duckdb_store.telemetry import DuckDBTelemetryStore
 from coreepi.store.duckdb_store.tokens import DuckDBTokenStore
 from coreepi.store.interfaces.blobs import BlobStore
@@ -23,7 +24,7 @@ BLOB_DIR = "blobs"
 
 class DuckDBStore(
     DuckDBAlertStore, DuckDBCrashStore, DuckDBHostStore, DuckDBTelemetryStore, DuckDBLedgerStore,
-    DuckDBTokenStore, DuckDBJobQueue, Store,
+    DuckDBTokenStore, DuckDBJobQueue, DuckDBRegroupStore, Store,
 ):
     """Every part of the store over one :class:`DuckDBGateway` (one connection,
     one writer), with the blobs in ``data_dir/blobs`` unless ``blobs`` is

@@ -6,6 +6,7 @@ from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
 from coreepi.store.interfaces.hosts import HostStore
 from coreepi.store.interfaces.ledger import REJECTION_COLUMNS, LedgerStore
 from coreepi.store.interfaces.queue import Job, JobQueue, JobState
+from coreepi.store.interfaces.regroup import RegroupStore
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.interfaces.telemetry import TelemetryStore
 from coreepi.store.interfaces.tokens import TokenStore
@@ -21,6 +22,7 @@ __all__ = [
     "JobQueue",
     "JobState",
     "LedgerStore",
+    "RegroupStore",
     "TelemetryStore",
     "TokenStore",
     "Transactional",

@@ -11,6 +11,7 @@ from coreepi.store.postgres_store.gateway import PostgresGateway
 from coreepi.store.postgres_store.hosts import PostgresHostStore
 from coreepi.store.postgres_store.ledger import PostgresLedgerStore
 from coreepi.store.postgres_store.queue import PostgresJobQueue
+from coreepi.store.postgres_store.regroup import PostgresRegroupStore
 from coreepi.store.postgres_store.telemetry import PostgresTelemetryStore
 from coreepi.store.postgres_store.tokens import PostgresTokenStore
 
@@ -19,7 +20,7 @@ __all__ = ["PostgresStore"]
 
 class PostgresStore(
     PostgresAlertStore, PostgresCrashStore, PostgresHostStore, PostgresTelemetryStore, PostgresLedgerStore,
-    PostgresTokenStore, PostgresJobQueue, Store,
+    PostgresTokenStore, PostgresJobQueue, PostgresRegroupStore, Store,
 ):
     """Every part of the store over one :class:`PostgresGateway` (a connection
     pool), with ``blobs`` (a directory or an object store; a database keeps
