@@ -300,7 +300,8 @@ def _adjusted(
     ][: config.glm_max_fits_per_group]  # fmt: skip
     if cube is None or not to_fit or len(covariates) < 2 or rows is None:
         return {}
-    group_crashes = crashes[covariates].iloc[rows]
+    keys = [*covariates, "host_id"] if "host_id" in cube.columns else covariates
+    group_crashes = crashes[keys].iloc[rows]
     out: dict[tuple[str, str], AdjustedRatio] = {}
     for r in to_fit:
         attr, value = str(r["attribute"]), str(r["value"])

@@ -11,6 +11,22 @@ the rest adjusted for the other attributes (McCullagh & Nelder 1989 §6.2;
 Breslow & Day 1987 vol. II ch. 4). Fits use ``statsmodels`` GLM with a
 Poisson family and Wald intervals.
 
+Crashes cluster on hosts. A Poisson model takes every crash as an independent
+event, so three hosts that crash ten times each look like thirty independent
+pieces of evidence and the model-based interval is far too narrow. Where the
+exposure is known per host (the intervals, or the store's per-host sets), the
+cells are split by host as well (the estimate is unchanged: a Poisson fit
+depends on the cells only through the sums of each distinct design row) and
+the interval and p-value use the cluster-robust (sandwich) covariance with the
+host as the cluster (Liang & Zeger 1986; Cameron & Miller 2015, *A
+practitioner's guide to cluster-robust inference*, J. Human Resources
+50:317–372; statsmodels ``cov_type="cluster"``, with its small-sample
+correction). The sandwich can be too small when few clusters carry the
+information (Cameron & Miller 2015 §VI), so the standard error used is the
+larger of the robust and the model-based one: clustering can only widen the
+interval (``method`` = ``poisson-glm-cluster``). Without per-host exposure the
+model-based interval is used (``method`` = ``poisson-glm``).
+
 Robustness. Poisson GLMs over sparse tables fail in known ways:
 
 * **separation** — every crash of the group has the value (or none has):
@@ -71,7 +87,8 @@ class AdjustedRatio:
     adjusted_for: tuple[str, ...]
     note: str | None = None
     method: str | None = None
-    """``poisson-glm`` or ``exact-conditional`` (None: no estimate)."""
+    """``poisson-glm-cluster`` (cluster-robust by host), ``poisson-glm`` (model-based: no
+    per-host exposure) or ``exact-conditional`` (None: no estimate)."""
     inseparable: tuple[str, ...] = ()
     """Covariates that coincide with the value in the exposure (cannot be told apart)."""
 
@@ -92,8 +109,12 @@ def exposure_cube(exposure: pd.DataFrame, attributes: Sequence[str]) -> pd.DataF
 
     Computed once per window over every attribute any model may use; each
     group's model then aggregates this small table instead of the intervals.
+    When ``exposure`` has a ``host_id`` column the cube is also split by host
+    (``host_id`` is a column of the result), which makes the fits cluster-robust.
     """
     attrs = list(attributes)
+    if "host_id" in exposure.columns:
+        attrs = ["host_id", *attrs]
     if not attrs:
         return pd.DataFrame({"node_days": [float(exposure["node_days"].sum())]})
     return (
@@ -118,15 +139,17 @@ def _dummies(values: pd.Series, weights: np.ndarray) -> tuple[np.ndarray, list[s
 def _model_cells(
     group_crashes: pd.DataFrame, cube: pd.DataFrame, model_attrs: list[str]
 ) -> tuple[pd.DataFrame, int]:
-    """The model's cells: one row per combination of ``model_attrs`` with exposure, with
+    """The model's cells: one row per combination of ``model_attrs`` (and host, when the
+    cube has ``host_id``; ``group_crashes`` must then have it too) with exposure, with
     ``node_days`` and the group's ``crashes`` in it; plus the count of the group's crashes
     that fall in a combination without exposure (left out)."""
+    keys = [*model_attrs, "host_id"] if "host_id" in cube.columns else model_attrs
     cells = cube.dropna(subset=model_attrs)
-    cells = cells.groupby(model_attrs, observed=True, sort=False)["node_days"].sum().reset_index()
+    cells = cells.groupby(keys, observed=True, sort=False)["node_days"].sum().reset_index()
     cells = cells.loc[cells["node_days"] > 0]
     crashes = group_crashes.dropna(subset=model_attrs)
-    counts = crashes.groupby(model_attrs, observed=True, sort=False).size().rename("crashes")
-    cells = cells.join(counts, on=model_attrs).fillna({"crashes": 0})
+    counts = crashes.groupby(keys, observed=True, sort=False).size().rename("crashes")
+    cells = cells.join(counts, on=keys).fillna({"crashes": 0})
     return cells, len(crashes) - int(cells["crashes"].sum())
 
 
@@ -202,11 +225,12 @@ def adjusted_rate_ratio(
         where = "has" if float((y * (1 - target)).sum()) == 0 else "lacks"
         return exact(f"every crash of the group with a known {attribute} {where} "
                      f"{attribute}={value} (separation)")
-    fit = _fit_glm(y, base, weights)
+    hosts = pd.factorize(cells["host_id"])[0] if "host_id" in cells.columns else None
+    fit = _fit_glm(y, base, weights, hosts)
     if isinstance(fit, str):
         return exact(fit)
     glm, warned = fit
-    coef, se = float(glm.params[1]), float(glm.bse[1])
+    coef, se = float(glm.params[1]), _standard_error(glm)
     if (not (math.isfinite(coef) and math.isfinite(se)) or abs(coef) > max_abs_coef
             or se > max_abs_coef / 3):
         return exact(f"{attribute}={value} is (quasi-)separated in the Poisson GLM "
@@ -215,9 +239,19 @@ def adjusted_rate_ratio(
     z = float(stats.norm.ppf(1 - alpha / 2))
     return AdjustedRatio(
         attribute=attribute, value=value, irr=math.exp(coef), lower=math.exp(coef - z * se),
-        upper=math.exp(coef + z * se), p_value=float(glm.pvalues[1]), adjusted_for=tuple(kept),
-        note="; ".join(notes) or None, method="poisson-glm", inseparable=inseparable,
+        upper=math.exp(coef + z * se), p_value=float(2 * stats.norm.sf(abs(coef) / se)),
+        adjusted_for=tuple(kept), note="; ".join(notes) or None,
+        method="poisson-glm" if glm.cov_type == "nonrobust" else "poisson-glm-cluster",
+        inseparable=inseparable,
     )  # fmt: skip
+
+
+def _standard_error(glm: Any) -> float:
+    """The target's standard error: the larger of the cluster-robust and the model-based one
+    (a sandwich over few informative clusters can be too small, Cameron & Miller 2015 §VI).
+    ``normalized_cov_params`` is the model-based (X'WX)^-1 whatever ``cov_type`` was."""
+    model_based = math.sqrt(float(glm.normalized_cov_params[1, 1]) * float(glm.scale))
+    return max(model_based, float(glm.bse[1]))
 
 
 def _refines(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.ndarray) -> bool:
@@ -238,8 +272,11 @@ def _coincides(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.nd
     return bool(np.linalg.matrix_rank(trial) < trial.shape[1])
 
 
-def _fit_glm(y: np.ndarray, base: np.ndarray, weights: np.ndarray) -> tuple[Any, list[str]] | str:
-    """The Poisson GLM fit and its warnings as notes, or why it failed."""
+def _fit_glm(
+    y: np.ndarray, base: np.ndarray, weights: np.ndarray, hosts: np.ndarray | None
+) -> tuple[Any, list[str]] | str:
+    """The Poisson GLM fit and its warnings as notes, or why it failed. ``hosts``: the host
+    (cluster) code of each cell, for the cluster-robust covariance (None: model-based)."""
     from statsmodels.genmod.families import Poisson
     from statsmodels.genmod.generalized_linear_model import GLM
     from statsmodels.tools.sm_exceptions import (
@@ -251,7 +288,10 @@ def _fit_glm(y: np.ndarray, base: np.ndarray, weights: np.ndarray) -> tuple[Any,
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            fit = GLM(y, base, family=Poisson(), offset=np.log(weights)).fit()
+            glm = GLM(y, base, family=Poisson(), offset=np.log(weights))
+            robust = hosts is not None and len(np.unique(hosts)) >= 2
+            fit = (glm.fit(cov_type="cluster", cov_kwds={"groups": hosts}) if robust
+                   else glm.fit())
     except (PerfectSeparationError, np.linalg.LinAlgError, ValueError) as err:
         return f"the Poisson GLM failed ({type(err).__name__})"
     warned = {type(w.message) for w in caught}
