@@ -166,6 +166,14 @@ def test_host_clustered_crashes_widen_the_adjusted_interval() -> None:
     assert robust.lower < 1.0 < robust.upper
     assert robust.p_value is not None and naive.p_value is not None
     assert robust.p_value > 0.05 > 0.001 > naive.p_value
+    # the sandwich is statsmodels' own on the host cells (its small-sample factor included)
+    cells = exposure.assign(crashes=np.bincount(crash_hosts, minlength=200).astype(float))
+    ref = smf.glm("crashes ~ C(kernel, Treatment('5.15')) + C(cpu_model)", data=cells,
+                  family=sm.families.Poisson(), offset=np.log(cells["node_days"])).fit(
+        cov_type="cluster", cov_kwds={"groups": np.arange(200)})
+    lo, hi = np.exp(ref.conf_int().loc["C(kernel, Treatment('5.15'))[T.6.1]"])
+    assert robust.lower == pytest.approx(lo, rel=1e-5)
+    assert robust.upper == pytest.approx(hi, rel=1e-5)
 
 
 def _cells_and_crashes(kernel_of_crash: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -21,7 +21,8 @@ the interval and p-value use the cluster-robust (sandwich) covariance with the
 host as the cluster (Liang & Zeger 1986; Cameron & Miller 2015, *A
 practitioner's guide to cluster-robust inference*, J. Human Resources
 50:317–372; statsmodels ``cov_type="cluster"``, with its small-sample
-correction). The sandwich can be too small when few clusters carry the
+correction; computed from the fit on the summed cells, see :func:`_cluster_se`). The
+sandwich can be too small when few clusters carry the
 information (Cameron & Miller 2015 §VI), so the standard error used is the
 larger of the robust and the model-based one: clustering can only widen the
 interval (``method`` = ``poisson-glm-cluster``). Without per-host exposure the
@@ -197,7 +198,8 @@ def adjusted_rate_ratio(
     then or when a covariate coincides with the value.
     """
     covs = [c for c in covariates if c != attribute]
-    cells, lost = _model_cells(group_crashes, cube, [attribute, *covs])
+    host_cells, lost = _model_cells(group_crashes, cube, [attribute, *covs])
+    cells, row_of = _combinations(host_cells, [attribute, *covs])
     target = (cells[attribute].astype(object).astype(str) == value).to_numpy(dtype=np.float64)
     y = cells["crashes"].to_numpy(dtype=np.float64)
     weights = cells["node_days"].to_numpy(dtype=np.float64)
@@ -225,12 +227,14 @@ def adjusted_rate_ratio(
         where = "has" if float((y * (1 - target)).sum()) == 0 else "lacks"
         return exact(f"every crash of the group with a known {attribute} {where} "
                      f"{attribute}={value} (separation)")
-    hosts = pd.factorize(cells["host_id"])[0] if "host_id" in cells.columns else None
-    fit = _fit_glm(y, base, weights, hosts)
+    fit = _fit_glm(y, base, weights)
     if isinstance(fit, str):
         return exact(fit)
     glm, warned = fit
-    coef, se = float(glm.params[1]), _standard_error(glm)
+    coef, se = float(glm.params[1]), float(glm.bse[1])
+    robust = row_of is not None and host_cells["host_id"].nunique() >= 2
+    if robust:  # clustering only ever widens the interval (see the module docstring)
+        se = max(se, _cluster_se(glm, base[row_of], host_cells))
     if (not (math.isfinite(coef) and math.isfinite(se)) or abs(coef) > max_abs_coef
             or se > max_abs_coef / 3):
         return exact(f"{attribute}={value} is (quasi-)separated in the Poisson GLM "
@@ -241,17 +245,40 @@ def adjusted_rate_ratio(
         attribute=attribute, value=value, irr=math.exp(coef), lower=math.exp(coef - z * se),
         upper=math.exp(coef + z * se), p_value=float(2 * stats.norm.sf(abs(coef) / se)),
         adjusted_for=tuple(kept), note="; ".join(notes) or None,
-        method="poisson-glm" if glm.cov_type == "nonrobust" else "poisson-glm-cluster",
+        method="poisson-glm-cluster" if robust else "poisson-glm",
         inseparable=inseparable,
     )  # fmt: skip
 
 
-def _standard_error(glm: Any) -> float:
-    """The target's standard error: the larger of the cluster-robust and the model-based one
-    (a sandwich over few informative clusters can be too small, Cameron & Miller 2015 §VI).
-    ``normalized_cov_params`` is the model-based (X'WX)^-1 whatever ``cov_type`` was."""
-    model_based = math.sqrt(float(glm.normalized_cov_params[1, 1]) * float(glm.scale))
-    return max(model_based, float(glm.bse[1]))
+def _combinations(
+    host_cells: pd.DataFrame, model_attrs: list[str]
+) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The cells summed over hosts (one per combination of ``model_attrs``), and for each
+    host cell the row of its combination (None when the cells are not split by host). The
+    Poisson estimate depends on the cells only through these sums, so it is fitted on them."""
+    if "host_id" not in host_cells.columns:
+        return host_cells, None
+    by = host_cells.groupby(model_attrs, observed=True, sort=True)
+    cells = by[["node_days", "crashes"]].sum().reset_index()
+    return cells, by.ngroup().to_numpy(np.int64)
+
+
+def _cluster_se(glm: Any, design: np.ndarray, host_cells: pd.DataFrame) -> float:
+    """Cluster-robust (sandwich) standard error of the target coefficient, the host as the
+    cluster: ``B M B`` with B the model-based (X'WX)^-1 of the fit, M = Σ_h S_h S_h' over
+    the hosts' summed scores ``S_h = Σ x_i (y_i - μ_i)``, times statsmodels' small-sample
+    factor G/(G-1)·(N-1)/(N-k) (G hosts, N host cells, k parameters) — what statsmodels'
+    ``cov_type="cluster"`` gives when the GLM is fitted on the host cells (a test checks it),
+    without fitting on them (Liang & Zeger 1986; Cameron & Miller 2015 §II–III)."""
+    y = host_cells["crashes"].to_numpy(np.float64)
+    mu = host_cells["node_days"].to_numpy(np.float64) * np.exp(design @ glm.params)
+    codes, hosts = pd.factorize(host_cells["host_id"])
+    per_host = np.zeros((len(hosts), design.shape[1]))
+    np.add.at(per_host, codes, design * (y - mu)[:, None])
+    bread = np.asarray(glm.normalized_cov_params, dtype=np.float64)
+    g, n, k = len(hosts), len(y), design.shape[1]
+    cov = bread @ (per_host.T @ per_host) @ bread * (g / (g - 1)) * ((n - 1) / (n - k))
+    return math.sqrt(max(float(cov[1, 1]), 0.0))
 
 
 def _refines(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.ndarray) -> bool:
@@ -272,11 +299,8 @@ def _coincides(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.nd
     return bool(np.linalg.matrix_rank(trial) < trial.shape[1])
 
 
-def _fit_glm(
-    y: np.ndarray, base: np.ndarray, weights: np.ndarray, hosts: np.ndarray | None
-) -> tuple[Any, list[str]] | str:
-    """The Poisson GLM fit and its warnings as notes, or why it failed. ``hosts``: the host
-    (cluster) code of each cell, for the cluster-robust covariance (None: model-based)."""
+def _fit_glm(y: np.ndarray, base: np.ndarray, weights: np.ndarray) -> tuple[Any, list[str]] | str:
+    """The Poisson GLM fit and its warnings as notes, or why it failed."""
     from statsmodels.genmod.families import Poisson
     from statsmodels.genmod.generalized_linear_model import GLM
     from statsmodels.tools.sm_exceptions import (
@@ -288,10 +312,7 @@ def _fit_glm(
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            glm = GLM(y, base, family=Poisson(), offset=np.log(weights))
-            robust = hosts is not None and len(np.unique(hosts)) >= 2
-            fit = (glm.fit(cov_type="cluster", cov_kwds={"groups": hosts}) if robust
-                   else glm.fit())
+            fit = GLM(y, base, family=Poisson(), offset=np.log(weights)).fit()
     except (PerfectSeparationError, np.linalg.LinAlgError, ValueError) as err:
         return f"the Poisson GLM failed ({type(err).__name__})"
     warned = {type(w.message) for w in caught}
