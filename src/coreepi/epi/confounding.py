@@ -273,8 +273,9 @@ def _cluster_se(glm: Any, design: np.ndarray, host_cells: pd.DataFrame) -> float
     y = host_cells["crashes"].to_numpy(np.float64)
     mu = host_cells["node_days"].to_numpy(np.float64) * np.exp(design @ glm.params)
     codes, hosts = pd.factorize(host_cells["host_id"])
-    per_host = np.zeros((len(hosts), design.shape[1]))
-    np.add.at(per_host, codes, design * (y - mu)[:, None])
+    scores = design * (y - mu)[:, None]
+    per_host = np.column_stack([np.bincount(codes, weights=col, minlength=len(hosts))
+                                for col in scores.T])
     bread = np.asarray(glm.normalized_cov_params, dtype=np.float64)
     g, n, k = len(hosts), len(y), design.shape[1]
     cov = bread @ (per_host.T @ per_host) @ bread * (g / (g - 1)) * ((n - 1) / (n - k))
