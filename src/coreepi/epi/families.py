@@ -28,7 +28,7 @@ family it still counts in m and makes every other test pay for it. Tarone
 (1990) drops such hypotheses from a Bonferroni family: K is the smallest
 integer with m(K) ≤ K, where m(K) counts the hypotheses with p* ≤ α/K, and
 only those m(K) are tested. Gilbert (2005) applies BH at level α to the same
-m(K) hypotheses and proves the FDR still controlled. Here the screen runs on
+m(K) hypotheses and shows that the FDR stays controlled. Here the screen runs on
 the pairs of each family (a pair's p* is ``min(1, L · min p*)`` of its
 levels); the screened-out pairs cannot be rejected and get q = 1, and M of
 the second stage is the number of testable pairs. Because p* depends only
