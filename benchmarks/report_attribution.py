@@ -15,7 +15,7 @@ level; thresholds from the findings' ``config``), never their prose:
 - the bad host among 1,000 is replayed: reports on the prefixes ending at each
   of its crashes say by which crash it is first flagged (and stays flagged).
 
-``python benchmarks/report_attribution.py [--seeds 1,2,3,4,5] [--null-seeds 1-20]``
+``python benchmarks/report_attribution.py [--seeds 1,2,3,4,5] [--null-seeds 1-20] [--only NAME ...]``
 prints a Markdown table and a JSON summary.
 """
 
@@ -141,12 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="1,2,3,4,5")
     ap.add_argument("--null-seeds", default="1-20")
+    ap.add_argument("--only", nargs="*", default=None, metavar="NAME",
+                    help=f"scenarios to run (default: all of {', '.join(SCENARIOS)})")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     lo, hi = (int(x) for x in args.null_seeds.split("-"))
-    plan = [("null", s) for s in range(lo, hi + 1)]
-    plan += [(n, s) for n in SCENARIOS if n != "null" for s in seeds]
+    names = args.only or list(SCENARIOS)
+    unknown = sorted(set(names) - set(SCENARIOS))
+    if unknown:
+        ap.error(f"--only: unknown scenario(s) {', '.join(unknown)}")
+    plan = [("null", s) for s in range(lo, hi + 1) if "null" in names]
+    plan += [(n, s) for n in names if n != "null" for s in seeds]
     started = time.monotonic()
     results = [run(n, s) for n, s in plan]
     lines = ["| scenario | seed | crashes | planted right | false alarms | found |",

@@ -117,11 +117,63 @@ def test_adjusted_ratio_equals_an_independent_statsmodels_formula_fit(
         family=sm.families.Poisson(),
         offset=np.log(cells["node_days"]),
     ).fit()
-    coef = fit.params["C(cpu_model, Treatment('A'))[T.B]"]
-    lo, hi = fit.conf_int().loc["C(cpu_model, Treatment('A'))[T.B]"]
+    term = "C(cpu_model, Treatment('A'))[T.B]"
+    coef = fit.params[term]
     assert cpu_b.adjusted_irr == pytest.approx(np.exp(coef), rel=1e-6)
-    assert cpu_b.adjusted_lower == pytest.approx(np.exp(lo), rel=1e-6)
-    assert cpu_b.adjusted_upper == pytest.approx(np.exp(hi), rel=1e-6)
+    # the interval: the same model on host-level cells, cluster-robust by host; the standard
+    # error is the larger of the sandwich and the model-based one
+    host_cells = ex.groupby(["host_id", "cpu_model", "app_version"])["node_days"].sum()
+    host_counts = joined.groupby(["host_id", "cpu_model", "app_version"]).size()
+    host_cells = host_cells.reset_index().join(
+        host_counts.rename("crashes"), on=["host_id", "cpu_model", "app_version"]
+    ).fillna({"crashes": 0})
+    robust = smf.glm(
+        "crashes ~ C(cpu_model, Treatment('A')) + C(app_version, Treatment('v1'))",
+        data=host_cells, family=sm.families.Poisson(), offset=np.log(host_cells["node_days"]),
+    ).fit(cov_type="cluster", cov_kwds={"groups": pd.factorize(host_cells["host_id"])[0]})
+    assert robust.params[term] == pytest.approx(coef, rel=1e-6)
+    se = max(fit.bse[term], robust.bse[term])
+    assert cpu_b.adjusted_method == "poisson-glm-cluster"
+    assert cpu_b.adjusted_lower == pytest.approx(np.exp(coef - 1.959964 * se), rel=1e-5)
+    assert cpu_b.adjusted_upper == pytest.approx(np.exp(coef + 1.959964 * se), rel=1e-5)
+
+
+def test_host_clustered_crashes_widen_the_adjusted_interval() -> None:
+    # 200 hosts of 10 node-days, kernel 6.1 on 40 of them, cpu A/B alternating (independent
+    # of the kernel). Three 6.1 hosts crash 8 times each (a job they run); 40 crashes fall one
+    # each on 40 of the 160 other hosts. Crude ratio (24/400) / (40/1600) = 2.4. Counted as
+    # 64 independent crashes the interval excludes 1; by host it is 3 hosts of 40 against 40
+    # of 160, and the cluster-robust interval covers 1.
+    hosts = [f"h{i:03d}" for i in range(200)]
+    kernel = ["6.1" if i < 40 else "5.15" for i in range(200)]
+    cpu = ["A" if i % 2 else "B" for i in range(200)]
+    exposure = pd.DataFrame({"host_id": hosts, "kernel": kernel, "cpu_model": cpu,
+                             "node_days": 10.0})
+    crash_hosts = [0] * 8 + [1] * 8 + [2] * 8 + list(range(40, 80))
+    crashes = pd.DataFrame({"host_id": [hosts[i] for i in crash_hosts],
+                            "kernel": [kernel[i] for i in crash_hosts],
+                            "cpu_model": [cpu[i] for i in crash_hosts]})
+    naive = adjusted_rate_ratio(crashes.drop(columns="host_id"),
+                                exposure_cube(exposure.drop(columns="host_id"),
+                                              ["kernel", "cpu_model"]),
+                                "kernel", "6.1", ["cpu_model"])
+    robust = adjusted_rate_ratio(crashes, exposure_cube(exposure, ["kernel", "cpu_model"]),
+                                 "kernel", "6.1", ["cpu_model"])
+    assert naive.method == "poisson-glm" and robust.method == "poisson-glm-cluster"
+    assert naive.irr == pytest.approx(2.4, rel=1e-6) and robust.irr == pytest.approx(2.4, rel=1e-6)
+    assert naive.lower is not None and naive.lower > 1.4
+    assert robust.lower is not None and robust.upper is not None
+    assert robust.lower < 1.0 < robust.upper
+    assert robust.p_value is not None and naive.p_value is not None
+    assert robust.p_value > 0.05 > 0.001 > naive.p_value
+    # the sandwich is statsmodels' own on the host cells (its small-sample factor included)
+    cells = exposure.assign(crashes=np.bincount(crash_hosts, minlength=200).astype(float))
+    ref = smf.glm("crashes ~ C(kernel, Treatment('5.15')) + C(cpu_model)", data=cells,
+                  family=sm.families.Poisson(), offset=np.log(cells["node_days"])).fit(
+        cov_type="cluster", cov_kwds={"groups": np.arange(200)})
+    lo, hi = np.exp(ref.conf_int().loc["C(kernel, Treatment('5.15'))[T.6.1]"])
+    assert robust.lower == pytest.approx(lo, rel=1e-5)
+    assert robust.upper == pytest.approx(hi, rel=1e-5)
 
 
 def _cells_and_crashes(kernel_of_crash: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:

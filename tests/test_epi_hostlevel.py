@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from coreepi.epi import analyze_fleet
-from coreepi.epi.families import grouped_bh, hierarchical_qvalues
+from coreepi.epi.families import grouped_bh, hierarchical_qvalues, tarone_testable
 from coreepi.epi.hosts import expected_by_host
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios"))
@@ -84,6 +84,29 @@ def test_hierarchical_qvalues_select_pairs_then_levels() -> None:
     assert pair_q == pytest.approx([0.006, 0.006, 0.006, 0.6, 0.6])
     assert q[:3] == pytest.approx([0.006, 0.06, 1.0])
     assert min(q[3:]) >= 0.6  # an unselected pair never reads as significant
+
+
+def test_tarone_keeps_only_the_hypotheses_that_can_reach_their_threshold() -> None:
+    # p* 0.001, 0.002, 0.3, 0.5 at 0.05: K = 1 keeps 2 (> 1), K = 2 keeps 2 (<= 2): the
+    # first two; a second family is screened on its own
+    keep = tarone_testable([0.001, 0.002, 0.3, 0.5, 0.2, np.nan], ["a"] * 4 + ["b"] * 2, 0.05)
+    assert keep.tolist() == [True, True, False, False, False, False]
+    # every p* tiny: nothing to drop
+    assert tarone_testable([1e-9] * 5, ["a"] * 5, 0.05).all()
+
+
+def test_untestable_pairs_leave_the_family() -> None:
+    # Pair A (one level, p 0.004) among 9 pairs of groups too small to ever reach p 0.05/2
+    # (p* = 0.5 each). Plain BH over 10 pairs: q = 0.04 * ... = 10 * 0.004 = 0.04 — with the
+    # screen, M = 1 and q = 0.004; the small pairs cannot be rejected and get q = 1.
+    p = [0.004] + [0.5] * 9
+    pairs = [f"P{i}" for i in range(10)]
+    p_min = [1e-6] + [0.5] * 9
+    plain, plain_pair = hierarchical_qvalues(p, ["sig"] * 10, pairs, 0.05)
+    q, pair_q = hierarchical_qvalues(p, ["sig"] * 10, pairs, 0.05, p_min=p_min)
+    assert plain_pair[0] == pytest.approx(0.04) and plain[0] == pytest.approx(0.04)
+    assert pair_q[0] == pytest.approx(0.004) and q[0] == pytest.approx(0.004)
+    assert pair_q[1:].tolist() == [1.0] * 9 and q[1:].tolist() == [1.0] * 9
 
 
 def test_numbers_given_as_text_are_binned_into_strata() -> None:

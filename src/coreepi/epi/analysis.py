@@ -96,8 +96,10 @@ def analyze_fleet(
     framed, infos = attach_attributes(framed, config)
     grouped = find_groups(framed, infos, config)
     hosts = study_hosts(framed, grouped, telemetry, config)
+    # per-host exposure, where known, makes the adjusted ratios cluster-robust by host
+    by_host = framed.host_level([i.name for i in infos])
     groups, sig_verdicts = group_findings(
-        framed.crashes, framed.exposure, framed.node_days, grouped.groups, grouped.members,
+        framed.crashes, framed.exposure if by_host is None else by_host, framed.node_days, grouped.groups, grouped.members,
         grouped.associations, hosts, config,
     )  # fmt: skip
     window = summarize_window(framed, grouped, config)

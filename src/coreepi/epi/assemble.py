@@ -124,9 +124,11 @@ def group_findings(
 ) -> tuple[list[GroupFinding], dict[str, Verdict]]:
     """Step 5: each group's associations (adjusted where it matters), attribution, finding.
 
-    Input: the crashes and exposure of step 2, the groups, members and
-    associations of step 3, the host tables of step 4. Output: the findings in
-    group order, and ``{signature: verdict}`` of the signature groups.
+    Input: the crashes and exposure of step 2 (with ``host_id`` when each host's
+    exposure is known: the adjusted ratios are then cluster-robust by host), the
+    groups, members and associations of step 3, the host tables of step 4.
+    Output: the findings in group order, and ``{signature: verdict}`` of the
+    signature groups.
     """
     glm_attrs = _glm_attributes(associations, config)
     cube = exposure_cube(exposure, glm_attrs) if glm_attrs else None
@@ -300,7 +302,8 @@ def _adjusted(
     ][: config.glm_max_fits_per_group]  # fmt: skip
     if cube is None or not to_fit or len(covariates) < 2 or rows is None:
         return {}
-    group_crashes = crashes[covariates].iloc[rows]
+    keys = [*covariates, "host_id"] if "host_id" in cube.columns else covariates
+    group_crashes = crashes[keys].iloc[rows]
     out: dict[tuple[str, str], AdjustedRatio] = {}
     for r in to_fit:
         attr, value = str(r["attribute"]), str(r["value"])

@@ -11,6 +11,23 @@ the rest adjusted for the other attributes (McCullagh & Nelder 1989 §6.2;
 Breslow & Day 1987 vol. II ch. 4). Fits use ``statsmodels`` GLM with a
 Poisson family and Wald intervals.
 
+Crashes cluster on hosts. A Poisson model takes every crash as an independent
+event, so three hosts that crash ten times each look like thirty independent
+pieces of evidence and the model-based interval is far too narrow. Where the
+exposure is known per host (the intervals, or the store's per-host sets), the
+cells are split by host as well (the estimate is unchanged: a Poisson fit
+depends on the cells only through the sums of each distinct design row) and
+the interval and p-value use the cluster-robust (sandwich) covariance with the
+host as the cluster (Liang & Zeger 1986; Cameron & Miller 2015, *A
+practitioner's guide to cluster-robust inference*, J. Human Resources
+50:317–372; statsmodels ``cov_type="cluster"``, with its small-sample
+correction; computed from the fit on the summed cells, see :func:`_cluster_se`). The
+sandwich can be too small when few clusters carry the
+information (Cameron & Miller 2015 §VI), so the standard error used is the
+larger of the robust and the model-based one: clustering can only widen the
+interval (``method`` = ``poisson-glm-cluster``). Without per-host exposure the
+model-based interval is used (``method`` = ``poisson-glm``).
+
 Robustness. Poisson GLMs over sparse tables fail in known ways:
 
 * **separation** — every crash of the group has the value (or none has):
@@ -71,7 +88,8 @@ class AdjustedRatio:
     adjusted_for: tuple[str, ...]
     note: str | None = None
     method: str | None = None
-    """``poisson-glm`` or ``exact-conditional`` (None: no estimate)."""
+    """``poisson-glm-cluster`` (cluster-robust by host), ``poisson-glm`` (model-based: no
+    per-host exposure) or ``exact-conditional`` (None: no estimate)."""
     inseparable: tuple[str, ...] = ()
     """Covariates that coincide with the value in the exposure (cannot be told apart)."""
 
@@ -92,8 +110,12 @@ def exposure_cube(exposure: pd.DataFrame, attributes: Sequence[str]) -> pd.DataF
 
     Computed once per window over every attribute any model may use; each
     group's model then aggregates this small table instead of the intervals.
+    When ``exposure`` has a ``host_id`` column the cube is also split by host
+    (``host_id`` is a column of the result), which makes the fits cluster-robust.
     """
     attrs = list(attributes)
+    if "host_id" in exposure.columns:
+        attrs = ["host_id", *attrs]
     if not attrs:
         return pd.DataFrame({"node_days": [float(exposure["node_days"].sum())]})
     return (
@@ -118,15 +140,17 @@ def _dummies(values: pd.Series, weights: np.ndarray) -> tuple[np.ndarray, list[s
 def _model_cells(
     group_crashes: pd.DataFrame, cube: pd.DataFrame, model_attrs: list[str]
 ) -> tuple[pd.DataFrame, int]:
-    """The model's cells: one row per combination of ``model_attrs`` with exposure, with
+    """The model's cells: one row per combination of ``model_attrs`` (and host, when the
+    cube has ``host_id``; ``group_crashes`` must then have it too) with exposure, with
     ``node_days`` and the group's ``crashes`` in it; plus the count of the group's crashes
     that fall in a combination without exposure (left out)."""
+    keys = [*model_attrs, "host_id"] if "host_id" in cube.columns else model_attrs
     cells = cube.dropna(subset=model_attrs)
-    cells = cells.groupby(model_attrs, observed=True, sort=False)["node_days"].sum().reset_index()
+    cells = cells.groupby(keys, observed=True, sort=False)["node_days"].sum().reset_index()
     cells = cells.loc[cells["node_days"] > 0]
     crashes = group_crashes.dropna(subset=model_attrs)
-    counts = crashes.groupby(model_attrs, observed=True, sort=False).size().rename("crashes")
-    cells = cells.join(counts, on=model_attrs).fillna({"crashes": 0})
+    counts = crashes.groupby(keys, observed=True, sort=False).size().rename("crashes")
+    cells = cells.join(counts, on=keys).fillna({"crashes": 0})
     return cells, len(crashes) - int(cells["crashes"].sum())
 
 
@@ -174,7 +198,8 @@ def adjusted_rate_ratio(
     then or when a covariate coincides with the value.
     """
     covs = [c for c in covariates if c != attribute]
-    cells, lost = _model_cells(group_crashes, cube, [attribute, *covs])
+    host_cells, lost = _model_cells(group_crashes, cube, [attribute, *covs])
+    cells, row_of = _combinations(host_cells, [attribute, *covs])
     target = (cells[attribute].astype(object).astype(str) == value).to_numpy(dtype=np.float64)
     y = cells["crashes"].to_numpy(dtype=np.float64)
     weights = cells["node_days"].to_numpy(dtype=np.float64)
@@ -207,6 +232,9 @@ def adjusted_rate_ratio(
         return exact(fit)
     glm, warned = fit
     coef, se = float(glm.params[1]), float(glm.bse[1])
+    robust = row_of is not None and host_cells["host_id"].nunique() >= 2
+    if robust:  # clustering only ever widens the interval (see the module docstring)
+        se = max(se, _cluster_se(glm, base[row_of], host_cells))
     if (not (math.isfinite(coef) and math.isfinite(se)) or abs(coef) > max_abs_coef
             or se > max_abs_coef / 3):
         return exact(f"{attribute}={value} is (quasi-)separated in the Poisson GLM "
@@ -215,9 +243,43 @@ def adjusted_rate_ratio(
     z = float(stats.norm.ppf(1 - alpha / 2))
     return AdjustedRatio(
         attribute=attribute, value=value, irr=math.exp(coef), lower=math.exp(coef - z * se),
-        upper=math.exp(coef + z * se), p_value=float(glm.pvalues[1]), adjusted_for=tuple(kept),
-        note="; ".join(notes) or None, method="poisson-glm", inseparable=inseparable,
+        upper=math.exp(coef + z * se), p_value=float(2 * stats.norm.sf(abs(coef) / se)),
+        adjusted_for=tuple(kept), note="; ".join(notes) or None,
+        method="poisson-glm-cluster" if robust else "poisson-glm",
+        inseparable=inseparable,
     )  # fmt: skip
+
+
+def _combinations(
+    host_cells: pd.DataFrame, model_attrs: list[str]
+) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The cells summed over hosts (one per combination of ``model_attrs``), and for each
+    host cell the row of its combination (None when the cells are not split by host). The
+    Poisson estimate depends on the cells only through these sums, so it is fitted on them."""
+    if "host_id" not in host_cells.columns:
+        return host_cells, None
+    by = host_cells.groupby(model_attrs, observed=True, sort=True)
+    cells = by[["node_days", "crashes"]].sum().reset_index()
+    return cells, by.ngroup().to_numpy(np.int64)
+
+
+def _cluster_se(glm: Any, design: np.ndarray, host_cells: pd.DataFrame) -> float:
+    """Cluster-robust (sandwich) standard error of the target coefficient, the host as the
+    cluster: ``B M B`` with B the model-based (X'WX)^-1 of the fit, M = Σ_h S_h S_h' over
+    the hosts' summed scores ``S_h = Σ x_i (y_i - μ_i)``, times statsmodels' small-sample
+    factor G/(G-1)·(N-1)/(N-k) (G hosts, N host cells, k parameters) — what statsmodels'
+    ``cov_type="cluster"`` gives when the GLM is fitted on the host cells (a test checks it),
+    without fitting on them (Liang & Zeger 1986; Cameron & Miller 2015 §II–III)."""
+    y = host_cells["crashes"].to_numpy(np.float64)
+    mu = host_cells["node_days"].to_numpy(np.float64) * np.exp(design @ glm.params)
+    codes, hosts = pd.factorize(host_cells["host_id"])
+    scores = design * (y - mu)[:, None]
+    per_host = np.column_stack([np.bincount(codes, weights=col, minlength=len(hosts))
+                                for col in scores.T])
+    bread = np.asarray(glm.normalized_cov_params, dtype=np.float64)
+    g, n, k = len(hosts), len(y), design.shape[1]
+    cov = bread @ (per_host.T @ per_host) @ bread * (g / (g - 1)) * ((n - 1) / (n - k))
+    return math.sqrt(max(float(cov[1, 1]), 0.0))
 
 
 def _refines(cells: pd.DataFrame, target: np.ndarray, cov: str, weights: np.ndarray) -> bool:

@@ -4,8 +4,8 @@
 * :func:`group_table` — count, hosts, rate with exact CI, hardware phenotypes;
 * :func:`association_table` — for every group × attribute value, the rate
   ratio vs the rest of the fleet (conditional binomial, exact), over one
-  vectorized call per attribute, then Benjamini–Hochberg q-values over all the
-  tests of the window.
+  vectorized call per attribute, then hierarchical q-values (pairs, then
+  levels; untestable pairs screened out by their smallest achievable p-value).
 
 "The rest of the fleet" for a value v of attribute A is every other *known*
 value of A: crashes with an unknown A (outside exposure, or an interval
@@ -23,7 +23,7 @@ import pandas as pd
 
 from coreepi.epi.exposure import AttributeInfo
 from coreepi.epi.families import hierarchical_qvalues
-from coreepi.epi.rates import incidence_rate, rate_ratio
+from coreepi.epi.rates import binomial_two_sided_p, incidence_rate, rate_ratio
 
 __all__ = ["association_table", "group_table", "memberships"]
 
@@ -186,6 +186,7 @@ def association_table(
                 "irr_lower": rr.lower,
                 "irr_upper": rr.upper,
                 "p_value": rr.p_value,
+                "_p_min": _smallest_p(known_g[g_idx], t1[test], t2[test]),
                 # the second value of a two-valued attribute mirrors the first: same test
                 "_mirror": (l_idx == 1) & (n_levels == 2),
             }
@@ -198,7 +199,8 @@ def association_table(
     family = np.asarray(kinds, dtype=object)[table["gid"].to_numpy(np.int64)]
     pair = table["gid"].astype(str) + "\x1f" + table["attribute"].astype(str)
     p = np.where(primary, table["p_value"].to_numpy(np.float64), np.nan)
-    q, pair_q = hierarchical_qvalues(p, family, pair.to_numpy(), fdr_q)
+    q, pair_q = hierarchical_qvalues(p, family, pair.to_numpy(), fdr_q,
+                                     p_min=table["_p_min"].to_numpy(np.float64))
     table["q_value"] = q
     table["q_family"] = family
     # mirrors take the q-values of their partner (same gid and attribute, the other value)
@@ -208,7 +210,16 @@ def association_table(
     if (~primary).any():
         table.loc[~primary, "q_value"] = pair[~primary].map(partner["q"]).to_numpy()
     table.attrs["tests"] = int(np.isfinite(table.loc[primary, "p_value"]).sum())
-    return table.drop(columns=["_mirror"])
+    return table.drop(columns=["_mirror", "_p_min"])
+
+
+def _smallest_p(n: np.ndarray, t1: np.ndarray, t2: np.ndarray) -> np.ndarray:
+    """The smallest p-value the conditional rate-ratio test can reach with ``n`` crashes:
+    all of them on the value or none (the binomial pmf is unimodal, so one of the two
+    ends is the least likely outcome). Fixed by the margins alone (Tarone 1990)."""
+    n = n.astype(np.float64)
+    pi0 = t1 / (t1 + t2)
+    return np.minimum(binomial_two_sided_p(n, n, pi0), binomial_two_sided_p(0.0 * n, n, pi0))
 
 
 def _empty_associations() -> pd.DataFrame:

@@ -57,7 +57,7 @@ def group_id(kind: str, key: str) -> str:
     return hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()[:16]
 
 
-FINDINGS_SCHEMA_VERSION = "2.1.0"
+FINDINGS_SCHEMA_VERSION = "2.2.0"
 """Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""
 
 Verdict = Literal["hardware-suspect", "software", "environment-triggered", "undetermined"]
@@ -117,7 +117,8 @@ class AdjustedEstimate(_Out):
     ci_high: float | None
     adjusted_for: list[str] = Field(description="the other attributes in the model")
     method: str | None = Field(default=None,
-                               description="poisson-glm or exact-conditional (2.1.0)")
+                               description="poisson-glm-cluster (2.2.0), poisson-glm or "
+                               "exact-conditional (2.1.0)")
 
 
 class Tally(_Out):
@@ -226,7 +227,8 @@ class Association(_Out):
         default=None, description="why there is no adjusted ratio, or what to beware of"
     )
     adjusted_method: str | None = Field(
-        default=None, description="poisson-glm or exact-conditional (2.1.0)")
+        default=None, description="poisson-glm-cluster (cluster-robust by host, 2.2.0), "
+        "poisson-glm or exact-conditional (2.1.0)")
     adjustment_assessable: bool | None = Field(
         default=None, description="null: no model (nothing to adjust for); false: a model was "
         "needed and could not estimate the ratio, or a covariate coincides with the value — "
