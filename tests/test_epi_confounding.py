@@ -89,7 +89,9 @@ def test_crude_blames_the_cpu_adjusted_does_not(rollout: tuple[pd.DataFrame, pd.
     assert group.attribution.verdict == "software"
     texts = [evidence_text(e) for e in group.attribution.evidence]
     assert any(t.startswith("cpu_model=B: crude rate ratio") and "confounding" in t for t in texts)
-    assert any(t.startswith("app_version=v2:") for t in texts)
+    v2_text = next(t for t in texts if t.startswith("app_version=v2:"))
+    assert v2.adjusted_method == "poisson-glm-cluster"  # each host's exposure is known here
+    assert "adjusted for cpu_model (Poisson GLM, CI robust to clustering by host)" in v2_text
 
 
 def test_adjusted_ratio_equals_an_independent_statsmodels_formula_fit(

@@ -192,6 +192,11 @@ def _crude(e: Evidence) -> str:
             f"–{fmt_bound(e.ci_high, e.ratio_status)})")
 
 
+# how an adjusted ratio was estimated, when it is not the plain Poisson GLM
+_ADJUSTED_HOW = {"exact-conditional": " (exact conditional)",
+                 "poisson-glm-cluster": " (Poisson GLM, CI robust to clustering by host)"}
+
+
 def _rate_ratio(e: Evidence) -> str:
     lead = (f"{e.share:.0%} of its crashes with a known {e.attribute} have "
             f"{e.attribute}={e.level}; " if e.share is not None else "")
@@ -200,7 +205,7 @@ def _rate_ratio(e: Evidence) -> str:
             f"{fmt_bound(e.ci_low, e.ratio_status)}–{fmt_bound(e.ci_high, e.ratio_status)}) vs "
             f"the rest of the fleet, {fmt_p(e.p)}, q = {fmt_n(e.q)}")
     if e.adjusted is not None:
-        how = " (exact conditional)" if e.adjusted.method == "exact-conditional" else ""
+        how = _ADJUSTED_HOW.get(e.adjusted.method, "")
         text += (f"; adjusted for {', '.join(e.adjusted.adjusted_for) or 'nothing'}{how}: "
                  f"{_adjusted(e)}")
     elif e.note:
