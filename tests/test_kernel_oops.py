@@ -314,6 +314,36 @@ def test_looks_like_kernel_log() -> None:
     assert not looks_like_kernel_log(b"# hs_err_pid123.log\nA fatal error has been detected by the JRE\n")
 
 
+def test_sniff_recognizes_every_syzkaller_crash(agreement, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """What inspect and ingest decide a file is (``sniff``) on every
+    ground-truth log: a log with a crash is a kernel log (kmemleak reports,
+    one-line WARNINGs, a six-byte ``INFO:`` once were "not a kernel log"),
+    a log without one is nothing else (no hs_err, no core)."""
+    from coreepi.ingest.artifacts import ArtifactKind, sniff
+
+    refused, misread = [], []
+    for outcome in agreement[1].outcomes:
+        path = tmp_path / outcome.case.name
+        path.write_bytes(outcome.case.log.encode())
+        kind, _ = sniff(path)
+        if outcome.case.title is not None and kind is not ArtifactKind.KERNEL_LOG:
+            refused.append((outcome.case.name, kind))
+        if outcome.case.title is None and kind not in (ArtifactKind.KERNEL_LOG, ArtifactKind.UNKNOWN):
+            misread.append((outcome.case.name, kind))
+    assert len(agreement[1].titled) >= 700
+    assert not refused and not misread
+
+
+def test_inspect_reads_a_kmsan_log_without_timestamps(tmp_path: Path) -> None:
+    from clikit import cli
+
+    path = tmp_path / "751.log"
+    path.write_text(_agreement_module().load_case(TESTDATA / "751").log)
+    got = cli("inspect", str(path))
+    assert got.returncode == 0, got.stderr
+    assert "KMSAN: uninit-value in alg_setkey" in got.stdout
+
+
 # --------------------------------------------------------------------------- robustness
 
 

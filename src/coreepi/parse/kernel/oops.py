@@ -258,26 +258,33 @@ _SNIFF_RES: Final = (
     re.compile(rb"^[A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} \S+ kernel: ", re.M),
     re.compile(rb"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} [0-9]{4}\] ", re.M),
 )
+# Kernel text that is no crash report (those are the scanner's: see below).
 _STRONG: Final = re.compile(
-    rb"Linux version [0-9]|Kernel panic - not syncing|Call Trace:|BUG: (?:KASAN|unable to handle|soft lockup)"
-    rb"|general protection fault|------------\[ cut here \]------------|Oops: [0-9a-f]{4}|rcu_sched"
+    rb"Linux version [0-9]|Call Trace:|------------\[ cut here \]------------|rcu_sched"
 )
+SNIFF_WINDOW: Final = 64 << 10  # bytes of a head the recognisers read
 
 
 def looks_like_kernel_log(head: bytes) -> bool:
     """Content sniffing: does this start of a file look like kernel messages?
 
-    True when the head has several console-timestamped (``[  12.345678]``),
-    syslog ``kernel:`` or ``dmesg -T`` lines, or an unmistakable kernel
-    marker (``Linux version``, ``Call Trace:``, ``Kernel panic``, a cut-here
-    line). Never raises.
+    True when the first :data:`SNIFF_WINDOW` bytes of ``head`` have several
+    console-timestamped (``[  12.345678]``), syslog ``kernel:`` or
+    ``dmesg -T`` lines, a kernel marker that starts no report (``Linux
+    version``, ``Call Trace:``, a cut-here line), or a crash report: the
+    parser's own scanner runs over them, so whatever
+    :func:`iter_kernel_log` would report from the head is recognised (a
+    one-line ``WARNING:``, a kmemleak report without timestamps), and no
+    second list of report headers can drift from the parser's. Never raises.
     """
     try:
         # recognised by content: NUL and stray control bytes do not make a log binary
-        text = text_head(head[: 1 << 20], 1 << 20)
+        text = text_head(head[:SNIFF_WINDOW], SNIFF_WINDOW)
         if text is None:
             return False
-        hits = sum(len(r.findall(text, 0, 65536)) for r in _SNIFF_RES)
-        return hits >= 2 or _STRONG.search(text) is not None
+        hits = sum(len(r.findall(text)) for r in _SNIFF_RES)
+        if hits >= 2 or _STRONG.search(text) is not None:
+            return True
+        return next(scan_lines(_text_lines(_decode(text))), None) is not None
     except Exception:  # noqa: BLE001 - sniffing must not fail
         return False
