@@ -16,9 +16,10 @@ import random
 import re
 import sys
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -254,6 +255,61 @@ def test_journal_and_dmesg_t_formats() -> None:
     ]
     thread = reports[0].crashed_thread
     assert thread is not None and "ext4_fill_super" in [f.function for f in thread.frames]
+
+
+_BOOT: Final = datetime(2025, 2, 23, 16, 24, 18, tzinfo=UTC)
+_STAMP: Final = re.compile(r"^\[ *([0-9]+)\.([0-9]{6})\] ")
+# each collector's prefix of a line printed ``usec`` µs after _BOOT
+_PREFIXES: Final = {
+    "dmesg --time-format iso": lambda t, usec: f"{t:%Y-%m-%dT%H:%M:%S,%f+00:00} ",
+    "dmesg -x --time-format iso": lambda t, usec: f"kern  :warn  : {t:%Y-%m-%dT%H:%M:%S,%f+00:00} ",
+    "journal short-iso-precise": lambda t, usec: f"{t.isoformat()} node17 kernel: ",
+    "/dev/kmsg": lambda t, usec: f"4,77,{usec},-;",
+    "dmesg -T": lambda t, usec: f"[{t:%a %b %d %H:%M:%S %Y}] ",
+}
+
+
+def _reprefixed(log: str, prefix: Callable[[datetime, int], str]) -> str:
+    out = []
+    for line in log.split("\n"):
+        match = _STAMP.match(line)
+        if match is not None:
+            usec = int(match.group(1)) * 1_000_000 + int(match.group(2))
+            line = prefix(_BOOT + timedelta(microseconds=usec), usec) + line[match.end():]
+        out.append(line)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("collector", sorted(_PREFIXES))
+def test_collector_prefixes_read_like_the_console(collector: str) -> None:
+    """A real console log (syz 113) as each collector writes it: the same
+    title, frames and verdict as the console log; the oops line as printed;
+    uptime only where the prefix has one (no made-up 0.0 for dmesg -T),
+    the wall clock as captured_at where it has one."""
+    log = _agreement_module().load_case(TESTDATA / "113").log
+    console = parse_kernel_log(log)[0]
+    got = parse_kernel_log(_reprefixed(log, _PREFIXES[collector]))[0]
+    assert console.artifact.title == got.artifact.title == "kernel BUG in esp6_gro_receive"
+    assert [f.function for f in got.threads[0].frames] == [f.function for f in console.threads[0].frames]
+    assert len(console.threads[0].frames) >= 4
+    kernel = got.artifact.kernel
+    assert kernel is not None and kernel.corrupted_reason is None
+    oops = "kernel BUG at ./include/linux/skbuff.h:2069!"
+    prefix = _PREFIXES[collector](_BOOT + timedelta(seconds=292.658378), 292658378)
+    assert got.artifact.text == prefix + oops
+    if collector == "/dev/kmsg":
+        assert kernel.uptime_seconds == pytest.approx(292.658378) and got.captured_at is None
+    else:
+        wall = _BOOT + timedelta(seconds=292.658378)
+        if collector == "dmesg -T":
+            wall = wall.replace(microsecond=0)
+        assert kernel.uptime_seconds is None and got.captured_at == wall
+
+
+@pytest.mark.parametrize("name", ["components_memory_testdata_dmesg.decode.iso.log",
+                                  "pkg_kmsg_testdata_kmsg.1.log"])
+def test_iso_and_kmsg_logs_are_kernel_logs(name: str) -> None:
+    assert looks_like_kernel_log((vendored("host-telemetry-gpud") / name).read_bytes()[:65536])
 
 
 def test_hard_lockup_extension() -> None:
