@@ -107,6 +107,17 @@ def test_no_placeholder_in_signatures(agreement) -> None:  # type: ignore[no-unt
     assert named >= 15, named
 
 
+def test_lost_frame_before_a_slash_keeps_the_title_words(agreement) -> None:  # type: ignore[no-untyped-def]
+    """syzbot's "WARNING in corrupted/usb_submit_urb" (syz 500): with no
+    frame found, coreepi's title drops the placeholder, not the " in "
+    (it once read "WARNINGusb_submit_urb")."""
+    module, result = agreement
+    cases = [o.case for o in result.titled if o.case.title and "corrupted/" in o.case.title]
+    assert [c.name for c in cases] == ["500"]
+    (report,) = parse_kernel_log(module.load_case(TESTDATA / "500").log)
+    assert report.artifact is not None and report.artifact.title == "WARNING in usb_submit_urb"
+
+
 def test_agreement_page_is_current(agreement) -> None:  # type: ignore[no-untyped-def]
     module, result = agreement
     page = ROOT / "docs" / "parsers" / "kernel-oops-agreement.md"

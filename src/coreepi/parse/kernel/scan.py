@@ -489,7 +489,8 @@ def _render(fmt: TitleFormat, args: list[str], guilty: list[GuiltyFrame],
         if frame.raw:
             raw.append(frame.raw)
     title = render(fmt.template, args + ours)
-    title = re.sub(" in " + _LOST + "/?|" + _LOST, "", title)
+    # "X in {lost}" -> "X"; "X in {lost}/usb_submit_urb" -> "X in usb_submit_urb"
+    title = re.sub(" in " + _LOST + "(?!/)|" + _LOST + "/?", "", title)
     syzbot = render(fmt.syzbot_template or fmt.template, args + [g.canonical or "corrupted" for g in guilty])
     return title, syzbot, tuple(raw)
 
