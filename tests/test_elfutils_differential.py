@@ -600,6 +600,28 @@ def test_core_without_executable(elfutils_env: Env) -> None:
     assert "/usr/lib64/libc-2.17.so" in warnings
 
 
+@pytest.mark.parametrize(("exe", "reason"), [
+    ("backtrace.x86_64.exec", "its PT_LOAD segments do not match the core's mapping 0x601000-0x602000"),
+    ("backtrace.aarch64.exec", "built for aarch64, the core is x86_64"),
+    ("test-core.core", "ELF type 4 is not an executable"),
+])
+def test_wrong_exe_is_refused_without_a_build_id(elfutils_env: Env, exe: str, reason: str) -> None:
+    """test-core.core states no build-id for its executable, so drgn would
+    take any --exe: the wrong program's build-id, size and debug file once
+    became the module's. What the core records is checked instead."""
+    core = elfutils_env.dir / "test-core.core"
+    main = "/home/jkratoch/redhat/elfutils-libregr/test-core-main"
+    report = parse_core(core, exe=elfutils_env.dir / exe)
+    module = report.modules[0]
+    assert (module.path, module.build_id, module.end, module.debug_file) == (main, None, 0x603000, None)
+    assert f"--exe {elfutils_env.dir / exe}: {reason}" in "\n".join(report.analysis.warnings)
+    assert f"so it is not the core's {main}; not used" in "\n".join(report.analysis.warnings)
+    right = elfutils_env.report(BY_CORE["test-core.core"])
+    assert right.modules[0].debug_file == str(elfutils_env.dir / "test-core.exec")
+    assert right.modules[0].build_id is None
+    assert not any("--exe" in w for w in right.analysis.warnings)
+
+
 # -- other architectures -----------------------------------------------------------
 
 
