@@ -622,6 +622,19 @@ def test_wrong_exe_is_refused_without_a_build_id(elfutils_env: Env, exe: str, re
     assert not any("--exe" in w for w in right.analysis.warnings)
 
 
+def test_missing_file_is_not_called_missing_debug_info(elfutils_env: Env) -> None:
+    """A module whose file was never found has no symbol table either: its
+    frames are module + offset. The warning says the file was not found
+    (it once said "no debug info (names from symbol tables only …)")."""
+    exe = "/home/jkratoch/redhat/elfutils/tests/backtrace.x86_64.exec"
+    alone = parse_core(elfutils_env.dir / "backtrace.x86_64.core")
+    assert f"file not found (frames get module + offset only, no names) for: {exe}" in alone.analysis.warnings
+    assert not any(w.startswith("no debug info") for w in alone.analysis.warnings)
+    with_exe = elfutils_env.report(BY_CORE["backtrace.x86_64.core"])
+    assert f"no debug info (names from symbol tables only, no file:line) for: {exe}" in with_exe.analysis.warnings
+    assert not any(w.startswith("file not found") for w in with_exe.analysis.warnings)
+
+
 # -- other architectures -----------------------------------------------------------
 
 

@@ -157,9 +157,13 @@ def unwind_core(
             raise
         warnings.append(f"could not list every loaded module: {exc}")
     # The vDSO never has a debug file on disk: saying so on every core is noise.
-    no_debug = [
-        m.path for m in modules if m.debug_file is None and not m.path.startswith("linux-vdso")
-    ]
+    on_disk = [m for m in modules if m.debug_file is None and not m.path.startswith("linux-vdso")]
+    not_found = [m.path for m in on_disk if m.loaded_file is None]
+    no_debug = [m.path for m in on_disk if m.loaded_file is not None]
+    if not_found:
+        warnings.append(
+            "file not found (frames get module + offset only, no names) for: " + ", ".join(not_found)
+        )
     if no_debug:
         warnings.append(
             "no debug info (names from symbol tables only, no file:line) for: " + ", ".join(no_debug)
