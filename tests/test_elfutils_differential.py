@@ -600,6 +600,41 @@ def test_core_without_executable(elfutils_env: Env) -> None:
     assert "/usr/lib64/libc-2.17.so" in warnings
 
 
+@pytest.mark.parametrize(("exe", "reason"), [
+    ("backtrace.x86_64.exec", "its PT_LOAD segments do not match the core's mapping 0x601000-0x602000"),
+    ("backtrace.aarch64.exec", "built for aarch64, the core is x86_64"),
+    ("test-core.core", "ELF type 4 is not an executable"),
+])
+def test_wrong_exe_is_refused_without_a_build_id(elfutils_env: Env, exe: str, reason: str) -> None:
+    """test-core.core states no build-id for its executable, so drgn would
+    take any --exe: the wrong program's build-id, size and debug file once
+    became the module's. What the core records is checked instead."""
+    core = elfutils_env.dir / "test-core.core"
+    main = "/home/jkratoch/redhat/elfutils-libregr/test-core-main"
+    report = parse_core(core, exe=elfutils_env.dir / exe)
+    module = report.modules[0]
+    assert (module.path, module.build_id, module.end, module.debug_file) == (main, None, 0x603000, None)
+    assert f"--exe {elfutils_env.dir / exe}: {reason}" in "\n".join(report.analysis.warnings)
+    assert f"so it is not the core's {main}; not used" in "\n".join(report.analysis.warnings)
+    right = elfutils_env.report(BY_CORE["test-core.core"])
+    assert right.modules[0].debug_file == str(elfutils_env.dir / "test-core.exec")
+    assert right.modules[0].build_id is None
+    assert not any("--exe" in w for w in right.analysis.warnings)
+
+
+def test_missing_file_is_not_called_missing_debug_info(elfutils_env: Env) -> None:
+    """A module whose file was never found has no symbol table either: its
+    frames are module + offset. The warning says the file was not found
+    (it once said "no debug info (names from symbol tables only …)")."""
+    exe = "/home/jkratoch/redhat/elfutils/tests/backtrace.x86_64.exec"
+    alone = parse_core(elfutils_env.dir / "backtrace.x86_64.core")
+    assert f"file not found (frames get module + offset only, no names) for: {exe}" in alone.analysis.warnings
+    assert not any(w.startswith("no debug info") for w in alone.analysis.warnings)
+    with_exe = elfutils_env.report(BY_CORE["backtrace.x86_64.core"])
+    assert f"no debug info (names from symbol tables only, no file:line) for: {exe}" in with_exe.analysis.warnings
+    assert not any(w.startswith("file not found") for w in with_exe.analysis.warnings)
+
+
 # -- other architectures -----------------------------------------------------------
 
 

@@ -226,6 +226,24 @@ def test_signatures_of_real_logs() -> None:
     )
 
 
+def test_oracle_vm_name_keeps_its_trademark() -> None:
+    """Every Oracle log (``# Java VM: Java HotSpot(TM) 64-Bit Server VM
+    (25.281-b09 mixed mode …)``): the VM's name runs to its details, the
+    version is their first word (the "(TM)" once ended the name and was
+    taken for the version)."""
+    oracle = [p for p in sorted(DATA.glob("*.txt")) if b"# Java VM: Java HotSpot(TM)" in p.read_bytes()]
+    assert len(oracle) == 12
+    for path in oracle:
+        extra = parse_hs_err(path).host.extra  # type: ignore[union-attr]
+        assert extra["jvm.vm_name"] == "Java HotSpot(TM) 64-Bit Server VM", path.name
+        assert re.fullmatch(r"25\.[0-9]+-b[0-9]{2}", extra["jvm.vm_version"]), path.name
+        assert f"Server VM ({extra['jvm.vm_version']} mixed mode" in extra["jvm.vm"], path.name
+    extra = parse_hs_err(DATA / "dataset59.txt").host.extra  # type: ignore[union-attr]
+    assert (extra["jvm.vm_name"], extra["jvm.vm_version"]) == ("Java HotSpot(TM) 64-Bit Server VM", "25.281-b09")
+    openjdk = parse_hs_err(DATA / "dataset45.txt").host.extra  # type: ignore[union-attr]
+    assert openjdk["jvm.vm_name"].startswith("OpenJDK 64-Bit Server VM")
+
+
 def test_real_log_details() -> None:
     report = _parse_dataset("dataset45")
     thread = report.crashed_thread

@@ -16,9 +16,10 @@ import random
 import re
 import sys
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -104,6 +105,17 @@ def test_no_placeholder_in_signatures(agreement) -> None:  # type: ignore[no-unt
         named += " in " in signature
     # a quarter of them get the frame syzbot's rules missed (19 of 76 today)
     assert named >= 15, named
+
+
+def test_lost_frame_before_a_slash_keeps_the_title_words(agreement) -> None:  # type: ignore[no-untyped-def]
+    """syzbot's "WARNING in corrupted/usb_submit_urb" (syz 500): with no
+    frame found, coreepi's title drops the placeholder, not the " in "
+    (it once read "WARNINGusb_submit_urb")."""
+    module, result = agreement
+    cases = [o.case for o in result.titled if o.case.title and "corrupted/" in o.case.title]
+    assert [c.name for c in cases] == ["500"]
+    (report,) = parse_kernel_log(module.load_case(TESTDATA / "500").log)
+    assert report.artifact is not None and report.artifact.title == "WARNING in usb_submit_urb"
 
 
 def test_agreement_page_is_current(agreement) -> None:  # type: ignore[no-untyped-def]
@@ -256,6 +268,61 @@ def test_journal_and_dmesg_t_formats() -> None:
     assert thread is not None and "ext4_fill_super" in [f.function for f in thread.frames]
 
 
+_BOOT: Final = datetime(2025, 2, 23, 16, 24, 18, tzinfo=UTC)
+_STAMP: Final = re.compile(r"^\[ *([0-9]+)\.([0-9]{6})\] ")
+# each collector's prefix of a line printed ``usec`` µs after _BOOT
+_PREFIXES: Final = {
+    "dmesg --time-format iso": lambda t, usec: f"{t:%Y-%m-%dT%H:%M:%S,%f+00:00} ",
+    "dmesg -x --time-format iso": lambda t, usec: f"kern  :warn  : {t:%Y-%m-%dT%H:%M:%S,%f+00:00} ",
+    "journal short-iso-precise": lambda t, usec: f"{t.isoformat()} node17 kernel: ",
+    "/dev/kmsg": lambda t, usec: f"4,77,{usec},-;",
+    "dmesg -T": lambda t, usec: f"[{t:%a %b %d %H:%M:%S %Y}] ",
+}
+
+
+def _reprefixed(log: str, prefix: Callable[[datetime, int], str]) -> str:
+    out = []
+    for line in log.split("\n"):
+        match = _STAMP.match(line)
+        if match is not None:
+            usec = int(match.group(1)) * 1_000_000 + int(match.group(2))
+            line = prefix(_BOOT + timedelta(microseconds=usec), usec) + line[match.end():]
+        out.append(line)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("collector", sorted(_PREFIXES))
+def test_collector_prefixes_read_like_the_console(collector: str) -> None:
+    """A real console log (syz 113) as each collector writes it: the same
+    title, frames and verdict as the console log; the oops line as printed;
+    uptime only where the prefix has one (no made-up 0.0 for dmesg -T),
+    the wall clock as captured_at where it has one."""
+    log = _agreement_module().load_case(TESTDATA / "113").log
+    console = parse_kernel_log(log)[0]
+    got = parse_kernel_log(_reprefixed(log, _PREFIXES[collector]))[0]
+    assert console.artifact.title == got.artifact.title == "kernel BUG in esp6_gro_receive"
+    assert [f.function for f in got.threads[0].frames] == [f.function for f in console.threads[0].frames]
+    assert len(console.threads[0].frames) >= 4
+    kernel = got.artifact.kernel
+    assert kernel is not None and kernel.corrupted_reason is None
+    oops = "kernel BUG at ./include/linux/skbuff.h:2069!"
+    prefix = _PREFIXES[collector](_BOOT + timedelta(seconds=292.658378), 292658378)
+    assert got.artifact.text == prefix + oops
+    if collector == "/dev/kmsg":
+        assert kernel.uptime_seconds == pytest.approx(292.658378) and got.captured_at is None
+    else:
+        wall = _BOOT + timedelta(seconds=292.658378)
+        if collector == "dmesg -T":
+            wall = wall.replace(microsecond=0)
+        assert kernel.uptime_seconds is None and got.captured_at == wall
+
+
+@pytest.mark.parametrize("name", ["components_memory_testdata_dmesg.decode.iso.log",
+                                  "pkg_kmsg_testdata_kmsg.1.log"])
+def test_iso_and_kmsg_logs_are_kernel_logs(name: str) -> None:
+    assert looks_like_kernel_log((vendored("host-telemetry-gpud") / name).read_bytes()[:65536])
+
+
 def test_hard_lockup_extension() -> None:
     log = (
         "[  300.000001] NMI watchdog: Watchdog detected hard LOCKUP on cpu 5\n"
@@ -312,6 +379,36 @@ def test_looks_like_kernel_log() -> None:
     assert not looks_like_kernel_log(b"")
     assert not looks_like_kernel_log(b"\x7fELF\x02\x01\x01\x00" + bytes(100))
     assert not looks_like_kernel_log(b"# hs_err_pid123.log\nA fatal error has been detected by the JRE\n")
+
+
+def test_sniff_recognizes_every_syzkaller_crash(agreement, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """What inspect and ingest decide a file is (``sniff``) on every
+    ground-truth log: a log with a crash is a kernel log (kmemleak reports,
+    one-line WARNINGs, a six-byte ``INFO:`` once were "not a kernel log"),
+    a log without one is nothing else (no hs_err, no core)."""
+    from coreepi.ingest.artifacts import ArtifactKind, sniff
+
+    refused, misread = [], []
+    for outcome in agreement[1].outcomes:
+        path = tmp_path / outcome.case.name
+        path.write_bytes(outcome.case.log.encode())
+        kind, _ = sniff(path)
+        if outcome.case.title is not None and kind is not ArtifactKind.KERNEL_LOG:
+            refused.append((outcome.case.name, kind))
+        if outcome.case.title is None and kind not in (ArtifactKind.KERNEL_LOG, ArtifactKind.UNKNOWN):
+            misread.append((outcome.case.name, kind))
+    assert len(agreement[1].titled) >= 700
+    assert not refused and not misread
+
+
+def test_inspect_reads_a_kmsan_log_without_timestamps(tmp_path: Path) -> None:
+    from clikit import cli
+
+    path = tmp_path / "751.log"
+    path.write_text(_agreement_module().load_case(TESTDATA / "751").log)
+    got = cli("inspect", str(path))
+    assert got.returncode == 0, got.stderr
+    assert "KMSAN: uninit-value in alg_setkey" in got.stdout
 
 
 # --------------------------------------------------------------------------- robustness

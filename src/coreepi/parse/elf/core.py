@@ -39,6 +39,7 @@ from coreepi.model.report import (
 from coreepi.parse import signals
 from coreepi.parse.elf.corefile import CoreFile
 from coreepi.parse.elf.elfimage import gnu_build_id
+from coreepi.parse.elf.exe_check import exe_mismatch
 from coreepi.parse.elf.linkmap import LinkMapObject, link_map_objects
 from coreepi.parse.elf.memory import ProcessMemory, file_build_id
 from coreepi.parse.elf.notes import AT_NAMES, CoreNotes, FileMapping, read_notes
@@ -107,6 +108,11 @@ def open_core(
             raise CorruptCoreError(core.name, "core has no NT_PRSTATUS note (no threads)")
         warnings = [*core.warnings, *notes.warnings]
         link_map = _files_from_link_map(core, notes, warnings) if not notes.files else []
+        if exe is not None:
+            refusal = _exe_refusal(core, notes, os.fspath(exe))
+            if refusal is not None:
+                warnings.append(refusal)
+                exe = None
         try:
             unwinding: Unwinding | None = unwind_core(
                 path,
@@ -182,6 +188,26 @@ def open_core(
                 report.runtime = runtime
         _make_utf8(report)  # after ProcessMemory: it matches paths as the core spells them
         yield ParsedCore(report, memory)
+
+
+def _exe_refusal(core: CoreFile, notes: CoreNotes, exe: str) -> str | None:
+    """The warning that refuses ``--exe`` when the core states no build-id
+    for its executable (the one AT_ENTRY falls in) and the file does not fit
+    what the core records of it (:func:`exe_mismatch`); None otherwise.
+    With a stated build-id drgn compares it, and open_core warns of a
+    mismatch."""
+    entry = notes.auxv.get(AT_ENTRY)
+    main = next((f.path for f in notes.files if entry is not None and f.start <= entry < f.end), "")
+    mappings = [f for f in notes.files if f.path == main] if main else []
+    if _build_id_in_core(core, [f for f in mappings if f.offset == 0]) is not None:
+        return None
+    try:
+        reason = exe_mismatch(exe, core.arch, mappings)
+    except OSError as exc:
+        reason = f"cannot be read ({exc.strerror})"
+    if reason is None:
+        return None
+    return f"--exe {exe}: {reason}, so it is not the core's {main or 'executable'}; not used"
 
 
 def _main_executable(

@@ -129,6 +129,9 @@ def unwind_core(
         if not is_drgn_error(exc):
             raise
         warnings.append(f"could not add the link map's modules: {exc}")
+    # The build-ids the core states. A file drgn accepts for a module without
+    # one was not checked against anything: its build-id is not the module's.
+    stated = {m.name: m.build_id for m in prog.modules()}
     try:
         _offer_files(prog, exe, sysroot, link_map[0].name if link_map else "")
         # The modules by name, not load_debug_info(default=True): that one
@@ -146,7 +149,7 @@ def unwind_core(
     modules = []
     try:
         for m in prog.modules():
-            module = _module(m)
+            module = _module(m, stated.get(m.name))
             if module is not None:
                 modules.append(module)
     except Exception as exc:
@@ -154,9 +157,13 @@ def unwind_core(
             raise
         warnings.append(f"could not list every loaded module: {exc}")
     # The vDSO never has a debug file on disk: saying so on every core is noise.
-    no_debug = [
-        m.path for m in modules if m.debug_file is None and not m.path.startswith("linux-vdso")
-    ]
+    on_disk = [m for m in modules if m.debug_file is None and not m.path.startswith("linux-vdso")]
+    not_found = [m.path for m in on_disk if m.loaded_file is None]
+    no_debug = [m.path for m in on_disk if m.loaded_file is not None]
+    if not_found:
+        warnings.append(
+            "file not found (frames get module + offset only, no names) for: " + ", ".join(not_found)
+        )
     if no_debug:
         warnings.append(
             "no debug info (names from symbol tables only, no file:line) for: " + ", ".join(no_debug)
@@ -238,7 +245,9 @@ def _offer_files(
                     pass
 
 
-def _module(m: drgn.Module) -> UnwoundModule | None:
+def _module(m: drgn.Module, build_id: bytes | None) -> UnwoundModule | None:
+    """The module ``m`` as found in the core; ``build_id``: the one the core
+    states for it (None: none)."""
     try:
         ranges = m.address_ranges
     except (ValueError, AttributeError):
@@ -250,7 +259,7 @@ def _module(m: drgn.Module) -> UnwoundModule | None:
     bias = m.loaded_file_bias if m.loaded_file_path else m.debug_file_bias
     return UnwoundModule(
         path=m.name,
-        build_id=m.build_id.hex() if m.build_id else None,
+        build_id=build_id.hex() if build_id else None,
         base=base,
         end=end,
         load_bias=bias,

@@ -50,6 +50,8 @@ _VM_INFO: Final = re.compile(
     r"(?: by \"(?P<builder>[^\"]*)\")?(?: with (?P<compiler>.*))?$"
 )
 _PARENS: Final = re.compile(r"\(([^()]*)\)")
+# a VM's details are its last parenthesised group; "(TM)" is part of its name
+_VM_DETAILS: Final = re.compile(r"\s*\(([^()]*)\)\s*$")
 _PLATFORM: Final = re.compile(r"\b(linux|windows|solaris|bsd|macosx|darwin|aix)-([a-z0-9_]+)\b")
 _GC_TOKEN: Final = re.compile(
     r"\b(g1|parallel|serial|z|shenandoah|epsilon|concurrent mark sweep) gc\b"
@@ -138,6 +140,14 @@ def _vendor(facts: HsErrFacts, jvm: JvmFacts, texts: list[str]) -> tuple[str | N
     return None, None
 
 
+def _vm_name(text: str) -> tuple[str | None, str]:
+    """(VM name, the text of its trailing parenthesised details or '') of
+    ``Java HotSpot(TM) 64-Bit Server VM (25.281-b09 mixed mode …)``."""
+    match = _VM_DETAILS.search(text)
+    name = text[: match.start()] if match else text
+    return name.strip() or None, match[1].strip() if match else ""
+
+
 def jvm_facts(facts: HsErrFacts) -> JvmFacts:
     """Version, vendor, VM and build of the crashed JVM."""
     jvm = JvmFacts()
@@ -152,9 +162,9 @@ def jvm_facts(facts: HsErrFacts) -> JvmFacts:
         if jvm.runtime_name:
             vendor_texts.append(jvm.runtime_name)
     if facts.java_vm:
-        jvm.vm_name = facts.java_vm.split("(")[0].strip() or None
-        if inner := _PARENS.search(facts.java_vm):
-            jvm.vm_version = inner[1].replace(",", " ").split()[0] if inner[1].strip() else None
+        jvm.vm_name, details = _vm_name(facts.java_vm)
+        if details:
+            jvm.vm_version = details.replace(",", " ").split()[0]
         if platform := _PLATFORM.search(facts.java_vm):
             jvm.platform = platform[0]
         if gc := _GC_TOKEN.search(facts.java_vm):
@@ -170,7 +180,7 @@ def jvm_facts(facts: HsErrFacts) -> JvmFacts:
         jvm.build_date = " ".join(match["date"].split())
         jvm.build_compiler = match["compiler"]
         if not jvm.vm_name:
-            jvm.vm_name = match["vm"].split("(")[0].strip() or None
+            jvm.vm_name = _vm_name(match["vm"])[0]
         vendor_texts.append(match["vm"])
     jvm.version = build or vm_info_version or (_release_to_version(release) if release else None)
     jvm.major = _major(jvm.version)

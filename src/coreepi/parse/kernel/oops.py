@@ -37,6 +37,7 @@ import io
 import os
 import re
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import Final
 
 from coreepi import __version__
@@ -62,12 +63,14 @@ from coreepi.parse.kernel.scan import (
 )
 from coreepi.parse.open_input import binary_lines, input_lines
 from coreepi.parse.sniff import text_head
+from coreepi.parse.telemetry.base import split_prefix
 
 __all__ = ["ScanLimits", "iter_kernel_log", "looks_like_kernel_log", "parse_kernel_log"]
 
 ANALYZER: Final = f"coreepi {__version__} kernel-oops"
 DEFAULT_MAX_REPORTS: Final = 10_000
 
+_UPTIME_RE: Final = re.compile(r"\[ *([0-9]+\.[0-9]+)\]")
 _HYPERVISORS: Final = (
     ("QEMU", "kvm"), ("KVM", "kvm"), ("Google Compute Engine", "kvm"), ("Amazon EC2", "nitro"),
     ("VMware", "vmware"), ("VirtualBox", "virtualbox"), ("Xen", "xen"),
@@ -140,12 +143,26 @@ def _title_rule(title: TitleResult, scanned: ScannedReport) -> str:
     return rule
 
 
+def _times(scanned: ScannedReport) -> tuple[float | None, datetime | None]:
+    """(seconds since boot, UTC wall clock) of the oops line, each None
+    unless its prefix prints it (read as the telemetry parsers read
+    prefixes: console and /dev/kmsg uptimes; ISO-8601 and ``dmesg -T``
+    wall clocks, the latter taken as UTC). A console stamp behind other
+    debris (``… login: [  12.3]``) still counts as the uptime."""
+    raw = scanned.raw_line or scanned.oops_line
+    line = split_prefix(scanned.line_number, raw)
+    if line.uptime is None and line.ts is None:
+        stamp = _UPTIME_RE.search(raw)
+        return (float(stamp.group(1)) if stamp else None), None
+    return line.uptime, line.ts
+
+
 def _artifact(title: TitleResult, facts: KernelFacts, scanned: ScannedReport) -> ArtifactInfo:
     """Where the report is in the log and what the log says of it."""
-    uptime = re.search(r"\[ *([0-9]+\.[0-9]+)\]", scanned.oops_line)
+    uptime, _ = _times(scanned)
     return ArtifactInfo(
         line=scanned.line_number or None,
-        text=scanned.oops_line[:500],
+        text=(scanned.raw_line or scanned.oops_line)[:500],
         title=title.title,
         kernel=KernelReportInfo(
             raw_title=title.raw_title,
@@ -160,7 +177,7 @@ def _artifact(title: TitleResult, facts: KernelFacts, scanned: ScannedReport) ->
             truncated=scanned.truncated,
             cpu=facts.cpu,
             fault_address=facts.fault_address,
-            uptime_seconds=float(uptime.group(1)) if uptime else None,
+            uptime_seconds=uptime,
             modules_linked_in=list(facts.modules),
             out_of_tree_modules=sorted(
                 m for m, f in facts.module_flags.items() if set(f) & OUT_OF_TREE_TAINTS
@@ -188,6 +205,7 @@ def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
         artifact=_artifact(title, facts, scanned),
         host=_host(facts),
         analysis=AnalysisInfo(analyzer_version=ANALYZER, warnings=warnings),
+        captured_at=_times(scanned)[1],
     )
 
 
@@ -257,27 +275,41 @@ _SNIFF_RES: Final = (
     re.compile(rb"^(?:<[0-9]>)?\[ *[0-9]+\.[0-9]{6}\](?:\[ *[CT][0-9]+\])? ", re.M),
     re.compile(rb"^[A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} \S+ kernel: ", re.M),
     re.compile(rb"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} [0-9]{4}\] ", re.M),
+    # journal / rsyslog ISO-8601 times with a kernel tag; dmesg --time-format
+    # iso (its decimal comma tells it from other programs' ISO times); dmesg
+    # -x's kernel facility; /dev/kmsg records
+    re.compile(rb"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.,]+(?:Z|[+-][0-9:]+)? \S+ kernel: ", re.M),
+    re.compile(rb"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8},[0-9]{6}[+-][0-9]{2}:[0-9]{2} ", re.M),
+    re.compile(rb"^kern *:[a-z]+ *: ", re.M),
+    re.compile(rb"^[0-9]{1,3},[0-9]+,[0-9]+,[^;\n]{0,16};", re.M),
 )
+# Kernel text that is no crash report (those are the scanner's: see below).
 _STRONG: Final = re.compile(
-    rb"Linux version [0-9]|Kernel panic - not syncing|Call Trace:|BUG: (?:KASAN|unable to handle|soft lockup)"
-    rb"|general protection fault|------------\[ cut here \]------------|Oops: [0-9a-f]{4}|rcu_sched"
+    rb"Linux version [0-9]|Call Trace:|------------\[ cut here \]------------|rcu_sched"
 )
+SNIFF_WINDOW: Final = 64 << 10  # bytes of a head the recognisers read
 
 
 def looks_like_kernel_log(head: bytes) -> bool:
     """Content sniffing: does this start of a file look like kernel messages?
 
-    True when the head has several console-timestamped (``[  12.345678]``),
-    syslog ``kernel:`` or ``dmesg -T`` lines, or an unmistakable kernel
-    marker (``Linux version``, ``Call Trace:``, ``Kernel panic``, a cut-here
-    line). Never raises.
+    True when the first :data:`SNIFF_WINDOW` bytes of ``head`` have several
+    console-timestamped (``[  12.345678]``), syslog ``kernel:`` or
+    ``dmesg -T`` lines, a kernel marker that starts no report (``Linux
+    version``, ``Call Trace:``, a cut-here line), or a crash report: the
+    parser's own scanner runs over them, so whatever
+    :func:`iter_kernel_log` would report from the head is recognised (a
+    one-line ``WARNING:``, a kmemleak report without timestamps), and no
+    second list of report headers can drift from the parser's. Never raises.
     """
     try:
         # recognised by content: NUL and stray control bytes do not make a log binary
-        text = text_head(head[: 1 << 20], 1 << 20)
+        text = text_head(head[:SNIFF_WINDOW], SNIFF_WINDOW)
         if text is None:
             return False
-        hits = sum(len(r.findall(text, 0, 65536)) for r in _SNIFF_RES)
-        return hits >= 2 or _STRONG.search(text) is not None
+        hits = sum(len(r.findall(text)) for r in _SNIFF_RES)
+        if hits >= 2 or _STRONG.search(text) is not None:
+            return True
+        return next(scan_lines(_text_lines(_decode(text))), None) is not None
     except Exception:  # noqa: BLE001 - sniffing must not fail
         return False

@@ -55,6 +55,7 @@ from coreepi.parse.kernel.frames import (
     find_all,
     matching_lines,
 )
+from coreepi.parse.kernel.prefixes import normalize_line
 from coreepi.parse.kernel.trace import read_frames
 
 __all__ = ["ScanLimits", "ScannedReport", "TitleResult", "normalize_line", "scan_lines", "title_report"]
@@ -77,20 +78,6 @@ _TASK_CONTEXT_RE: Final = re.compile(r"\[ *T[0-9]+\]")
 # suffixes them with " (unreliable)". They are left out of the report.
 _QUESTIONABLE_RE: Final = re.compile(r"(\[<[0-9a-f]+>\])? \? ")
 
-# Prefixes added by log collectors, normalised to the console form.
-_SYSLOG_RE: Final = re.compile(
-    r"^(?:[A-Z][a-z]{2} [ 0-9]?[0-9] [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
-    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.,]+(?:Z|[+-][0-9:]+)?) (\S+) kernel: "
-)
-_MONOTONIC_RE: Final = re.compile(r"^(\[ *[0-9]+\.[0-9]+\]) \S+ kernel: ")
-_DMESG_T_RE: Final = re.compile(r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} [0-9]{4}\] ")
-_DMESG_X_RE: Final = re.compile(r"^[a-z]+ *:[a-z]+ *: ")
-# Debris before a console timestamp: a collector's date ("2016-09-28
-# 02:12:08 [810422.485203] …"), a paste's indentation or line number.
-_LEADING_RE: Final = re.compile(
-    r"^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.,]+ |\s+|[0-9]+\t)(?=(?:<[0-9]+>)?\[ *[0-9]+\.[0-9]+\])"
-)
-
 # Every header: as literals for the batch prefilter (matching_lines), as one
 # alternation for the lines that pass it.
 _ANY_HEADER_RE: Final = re.compile("|".join(re.escape(k.header) for k in OOPS_KINDS))
@@ -98,31 +85,6 @@ _HEADERS: Final = tuple(k.header for k in OOPS_KINDS)
 _GCE_HANGUP: Final = "serialport: VM disconnected."
 # (each message holds "FAULT_" or "vmalloc: ", tested first as substrings)
 _INFO_WITH_STACK_RE: Final = re.compile("|".join(re.escape(m) for m in INFO_MESSAGES_WITH_STACK))
-
-
-def normalize_line(line: str) -> str:
-    """Strip a syslog / journal / ``dmesg -x`` prefix; turn a ``dmesg -T``
-    wall-clock prefix into a console-style one so report windows work."""
-    if "kernel: " in line:
-        match = _SYSLOG_RE.match(line)
-        if match is not None:
-            return line[match.end():]
-        match = _MONOTONIC_RE.match(line)
-        if match is not None:
-            return match.group(1) + " " + line[match.end():]
-    if line.startswith("[") and line[1:2].isupper():  # "[Mon …": dmesg -T
-        match = _DMESG_T_RE.match(line)
-        if match is not None:
-            return "[    0.000000] " + line[match.end():]
-    elif line[:1].islower():
-        match = _DMESG_X_RE.match(line)
-        if match is not None:
-            return line[match.end():]
-    elif line[:1].isspace() or line[:1].isdigit():
-        match = _LEADING_RE.match(line)
-        if match is not None:
-            return line[match.end():]
-    return line
 
 
 def _context(line: str) -> str:
@@ -209,6 +171,7 @@ class ScannedReport:
     line_number: int
     oops_line: str
     prefix: list[str]
+    raw_line: str = ""  # the oops line as read, collector's prefix and all
     lines: list[str] = field(default_factory=list)
     facts_lines: list[str] = field(default_factory=list)
     last_raw: str | None = None  # the physical line last taken, while a wrap may continue it
@@ -406,7 +369,7 @@ def _scan_line(number: int, raw: str, hit: bool, recent: deque[str], open_report
         not open_reports or not any(r.search(line) for r in REPORT_START_IGNORES)
     ) and not _follow_up(open_reports, context, limits):
         prefix = _prefix(recent, context, 50 if _TASK_CONTEXT_RE.search(context) else 5)
-        rep = ScannedReport(kind, context, number, line, prefix, text_lines=1)
+        rep = ScannedReport(kind, context, number, line, prefix, raw_line=raw, text_lines=1)
         rep._append(raw, stripped, limits)
         open_reports.append(rep)
         if len(open_reports) > limits.max_open_reports:
@@ -457,7 +420,8 @@ def _render(fmt: TitleFormat, args: list[str], guilty: list[GuiltyFrame],
         if frame.raw:
             raw.append(frame.raw)
     title = render(fmt.template, args + ours)
-    title = re.sub(" in " + _LOST + "/?|" + _LOST, "", title)
+    # "X in {lost}" -> "X"; "X in {lost}/usb_submit_urb" -> "X in usb_submit_urb"
+    title = re.sub(" in " + _LOST + "(?!/)|" + _LOST + "/?", "", title)
     syzbot = render(fmt.syzbot_template or fmt.template, args + [g.canonical or "corrupted" for g in guilty])
     return title, syzbot, tuple(raw)
 
