@@ -32,6 +32,7 @@ from coreepi.ingest.crashes import crash_events
 from coreepi.ingest.intake import ARTIFACT, decompress_checked, merge_analysis
 from coreepi.ingest.sandbox import Sandbox, SandboxLimits
 from coreepi.model.report import CrashReport
+from coreepi.parse.open_input import max_decompressed_bytes
 from coreepi.serve.config import ServeConfig
 from coreepi.store import CoreStatus, CrashRecord, Job, Store
 
@@ -129,7 +130,7 @@ class AnalysisWorker:
             packed, plain = Path(tmp) / "core.zst", Path(tmp) / "core"
             with open(packed, "wb") as fh:
                 self.store.blobs.write_to(job.blob_key, fh)
-            decompress_checked(packed, plain, config.max_core_uncompressed_bytes,
+            decompress_checked(packed, plain, max_decompressed_bytes(plain.parent),
                                max_ratio=config.max_core_ratio,
                                ratio_min_bytes=config.core_ratio_min_bytes)
             packed.unlink()
