@@ -85,16 +85,21 @@ class ClientWatch:
             except anyio.EndOfStream:
                 return {"type": "http.disconnect"}
 
+        failure: Exception | None = None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(listen)
                 try:
                     await self.app(scope, app_receive, send)
+                except Exception as exc:  # re-raised below, not wrapped in an ExceptionGroup
+                    failure = exc
                 finally:
                     tg.cancel_scope.cancel()
         finally:
             outbox.close()
             _client.reset(token)
+        if failure is not None:
+            raise failure
 
 
 class _Read:
