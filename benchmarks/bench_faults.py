@@ -64,7 +64,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from capturekit import kernel_args, write_config  # noqa: E402
 from fleetfactory import build_crasher, make_core  # noqa: E402
 from prockit import alive, bytes_under, children  # noqa: E402
-from servekit import free_port  # noqa: E402
+from servekit import ServeProcess, free_port  # noqa: E402
 
 COREEPI = [sys.executable, "-m", "coreepi"]
 CENTRAL = "analysed centrally by coreepi"
@@ -82,7 +82,7 @@ class Campaign:
         self.data = work / "data"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server: subprocess.Popen[bytes] | None = None
+        self.server: ServeProcess | None = None
         self.agents: dict[int, subprocess.Popen[bytes]] = {}
         self.configs: list[Path] = []
         self.log = open(work / "processes.log", "ab")  # noqa: SIM115
@@ -93,20 +93,8 @@ class Campaign:
                                   env=self.env, timeout=600, check=False)
 
     def start_server(self) -> None:
-        self.server = subprocess.Popen(
-            [*COREEPI, "serve", "--data-dir", str(self.data), "--port", str(self.port),
-             "--jobs", "1", "--log-level", "warning"], env=self.env, stdout=self.log,
-            stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"coreepi serve did not start (see {self.work}/processes.log)")
-            time.sleep(0.1)
+        self.server = ServeProcess(["--data-dir", str(self.data), "--jobs", "1"],
+                                   self.work / "serve.log", port=self.port, env=self.env)
 
     def stop(self, proc: subprocess.Popen[bytes] | None, sig: int) -> None:
         if proc is not None and proc.poll() is None:
@@ -117,10 +105,10 @@ class Campaign:
         """SIGKILL the server, while a core is analysed if one is within ``wait`` s."""
         assert self.server is not None
         deadline = time.monotonic() + wait
-        while not children(self.server.pid) and time.monotonic() < deadline:
+        while not children(self.server.proc.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
-        busy = bool(children(self.server.pid))
-        self.stop(self.server, signal.SIGKILL)
+        busy = bool(children(self.server.proc.pid))
+        self.server.kill(signal.SIGKILL)
         return busy
 
     def start_agent(self, i: int) -> None:
@@ -252,14 +240,14 @@ def serve_campaign(c: Campaign, args: argparse.Namespace, cores: list[Path],
             events["server_kills"] += 1
             c.start_server()
         if k == args.crashes // 2 and args.outage > 0:
-            c.stop(c.server, signal.SIGTERM)
+            c.server.kill(signal.SIGTERM)
             time.sleep(args.outage)
             c.start_server()
             events["outages"] += 1
     wait_drained(c, tokens["admin"], args.drain_timeout)
     for proc in c.agents.values():
         c.stop(proc, signal.SIGTERM)
-    c.stop(c.server, signal.SIGTERM)
+    c.server.kill(signal.SIGTERM)
     rows = stored_crashes(c.data)
     quarantine = [name for cfg in c.configs for name in quarantined(cfg.parent / "spool")]
     return {"produced": produced, "rows": rows, "planted": planted,
@@ -343,8 +331,10 @@ def main() -> int:
         served = serve_campaign(c, args, cores, template)
         ingested = ingest_campaign(c, args, cores)
     finally:
-        for proc in [*c.agents.values(), c.server]:
+        for proc in c.agents.values():
             c.stop(proc, signal.SIGKILL)
+        if c.server is not None:
+            c.server.kill(signal.SIGKILL)
     corrupt_quarantined = sum(1 for name in served["quarantined"] if name.startswith(PLANTED))
     crashes_quarantined = len(served["quarantined"]) - corrupt_quarantined
     result = {

@@ -44,6 +44,11 @@ log = logging.getLogger("coreepi.worker")
 _MARKER = "analysed centrally by coreepi"  # merge_analysis's warning, and ours when unreadable
 
 
+class Stopping(Exception):
+    """The worker was closed (the server stops) while a core was analysed:
+    the analysis child was killed, so its failure says nothing about the core."""
+
+
 def _analysed_centrally(report: CrashReport) -> bool:
     """A previous run of this job already wrote its result."""
     return any(w.startswith(_MARKER) for w in report.analysis.warnings)
@@ -68,6 +73,7 @@ class AnalysisWorker:
         self.stale_after = stale_after
         self.backoff_seconds = backoff_seconds
         self.on_result = on_result or (lambda _: None)
+        self._stopping = threading.Event()
         self.runner = Sandbox(SandboxLimits(config.analysis_timeout_seconds,
                                             config.analysis_memory_limit_mb, config.symbol_dirs))
 
@@ -102,8 +108,10 @@ class AnalysisWorker:
         try:
             self.analyse(job)
         except Exception as exc:  # noqa: BLE001 - recorded on the job, retried
+            # a job cut by a stop is runnable again at once (the next start)
+            backoff = 0.0 if isinstance(exc, Stopping) else self.backoff_seconds
             state = self.store.fail_job(job.job_id, self.name, f"{type(exc).__name__}: {exc}",
-                                        self.backoff_seconds)
+                                        backoff)
             log.warning("job %s failed (attempt %d): %s: %s -> %s", job.job_id, job.attempts,
                         type(exc).__name__, exc, state)
         else:
@@ -135,6 +143,9 @@ class AnalysisWorker:
                                ratio_min_bytes=config.core_ratio_min_bytes)
             packed.unlink()
             result = self.runner.run(plain)
+        if self._stopping.is_set() and not result.ok:
+            raise Stopping("the server stopped during the analysis; the job is run again "
+                           "at the next start")
         if result.ok and result.reports:
             merged = merge_analysis(report, result.reports[0])
             record = CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED, None,
@@ -153,5 +164,7 @@ class AnalysisWorker:
         self.on_result("unreadable")
 
     def close(self) -> None:
-        """Kill analysis children still running (by pid)."""
+        """Kill analysis children still running (by pid); their jobs are
+        failed with no backoff (:class:`Stopping`), not recorded as unreadable."""
+        self._stopping.set()
         self.runner.kill_all()
