@@ -13,7 +13,8 @@ What it does, on the embedded store (DuckDB), everything on 127.0.0.1:
    analysis, so the server analyses every core). Meanwhile it SIGKILLs an
    agent ``--agent-kills`` times and the server ``--server-kills`` times (each
    restarted at once; a server kill lands while a core is being analysed when
-   one is), and stops the server for ``--outage`` seconds once.
+   one is), and stops the server (SIGTERM, during an analysis too) for
+   ``--outage`` seconds once.
 4. Plants corrupt spool entries (no report.json; report.json not JSON; a
    report the server refuses; a stray file): they must be quarantined with a
    reason, never shipped, never lost silently.
@@ -30,8 +31,9 @@ time — stored more than once, or analysed centrally more than once), not
 analysed; corrupt entries planted vs quarantined; and the litter: bytes
 under each data dir's ``tmp/``, bytes under the campaign's ``$TMPDIR`` (every
 child gets its own), orphan processes (any process still running with that
-``$TMPDIR``). The goal: 0 lost, 0 duplicated, 0 bytes, 0 orphans. Exit 1
-when it is not met.
+``$TMPDIR``). The goal: 0 lost, 0 duplicated, 0 not analysed, every corrupt
+entry quarantined, 0 bytes, 0 orphans. Exit 1 when it is not met (the
+campaign's directory is then kept, and named).
 
 Wall-clock durations depend on the machine's load (the 2-CPU CI box is
 shared); the counts do not. Not a test: run it by hand::
@@ -101,14 +103,15 @@ class Campaign:
             os.kill(proc.pid, sig)  # our own child, by pid
             proc.wait(timeout=120)
 
-    def kill_server_mid_analysis(self, wait: float = 20.0) -> bool:
-        """SIGKILL the server, while a core is analysed if one is within ``wait`` s."""
+    def kill_server_mid_analysis(self, sig: int = signal.SIGKILL, wait: float = 20.0) -> bool:
+        """Send ``sig`` to the server (and wait for its end), while a core is
+        analysed if one is within ``wait`` s; whether one was."""
         assert self.server is not None
         deadline = time.monotonic() + wait
         while not children(self.server.proc.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
         busy = bool(children(self.server.proc.pid))
-        self.server.kill(signal.SIGKILL)
+        self.server.kill(sig)
         return busy
 
     def start_agent(self, i: int) -> None:
@@ -224,7 +227,7 @@ def serve_campaign(c: Campaign, args: argparse.Namespace, cores: list[Path],
         c.start_agent(i)
     planted = plant_corrupt(c.configs[0].parent / "spool", report_template)
     produced, events = [], {"agent_kills": 0, "server_kills": 0, "server_kills_mid_analysis": 0,
-                            "outages": 0}
+                            "outages": 0, "outages_mid_analysis": 0}
     kill_agent_at = set(range(2, args.crashes, max(1, args.crashes // (args.agent_kills + 1))))
     kill_server_at = set(range(3, args.crashes, max(1, args.crashes // (args.server_kills + 1))))
     for k in range(args.crashes):
@@ -240,7 +243,7 @@ def serve_campaign(c: Campaign, args: argparse.Namespace, cores: list[Path],
             events["server_kills"] += 1
             c.start_server()
         if k == args.crashes // 2 and args.outage > 0:
-            c.server.kill(signal.SIGTERM)
+            events["outages_mid_analysis"] += c.kill_server_mid_analysis(signal.SIGTERM)
             time.sleep(args.outage)
             c.start_server()
             events["outages"] += 1
@@ -354,6 +357,7 @@ def main() -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=2) + "\n")
     ok = all(result[part]["lost"] == 0 and result[part]["duplicated"] == 0
+             and result[part]["not_analysed"] == 0
              for part in ("serve", "ingest")) and not any(result["litter"].values()) \
         and result["serve"]["corrupt_quarantined"] == result["serve"]["corrupt_planted"]
     if ok and not args.workdir:
@@ -368,7 +372,8 @@ def print_table(r: dict[str, Any]) -> None:
     print("\n| campaign | produced | stored | quarantined | lost | duplicated | not analysed |")
     print("|---|---|---|---|---|---|---|")
     print(f"| serve + {s['agent_kills']} agent kill -9s, {s['server_kills']} server kill -9s "
-          f"({s['server_kills_mid_analysis']} mid-analysis), {s['outages']} outage | "
+          f"({s['server_kills_mid_analysis']} mid-analysis), {s['outages']} outage "
+          f"({s['outages_mid_analysis']} mid-analysis) | "
           f"{s['produced']} | {s['stored']} | {s['quarantined']} | {s['lost']} | "
           f"{s['duplicated']} | {s['not_analysed']} |")
     print(f"| corrupt spool entries | {s['corrupt_planted']} | — | {s['corrupt_quarantined']} | "
