@@ -41,9 +41,17 @@ class CliFleet:
 
 
 def make_cli_fleet(root: Path, coreset: CoreSet, count: int = 6) -> CliFleet:
+    """:func:`write_cli_fleet`, ingested with ``coreepi ingest`` into ``root/data``."""
+    made = write_cli_fleet(root, coreset, count)
+    done = cli("ingest", str(made.fleet), "--data-dir", str(made.data), "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    return made
+
+
+def write_cli_fleet(root: Path, coreset: CoreSet, count: int = 6) -> CliFleet:
     """``count`` cores over three hosts, a day apart from 2024-01-02; every
     other one zstd-compressed; the binary in ``symbols/`` under another name
-    (found by build-id, never by name). Ingested with ``coreepi ingest``."""
+    (found by build-id, never by name). Not ingested (``data`` does not exist)."""
     fleet = root / "fleet"
     crashes = fleet / "crashes"
     crashes.mkdir(parents=True)
@@ -62,10 +70,7 @@ def make_cli_fleet(root: Path, coreset: CoreSet, count: int = 6) -> CliFleet:
         (crashes / f"{name}.json").write_text(json.dumps(
             {"host_id": HOSTS[i % 3], "captured_at": f"2024-01-{i + 2:02d}T10:00:00Z"}))
         cores[name] = core
-    data_dir = root / "data"
-    done = cli("ingest", str(fleet), "--data-dir", str(data_dir), "--jobs", "2")
-    assert done.returncode == 0, done.stderr
-    return CliFleet(fleet, data_dir, coreset.binary, cores)
+    return CliFleet(fleet, root / "data", coreset.binary, cores)
 
 
 def coreepi_argv() -> list[str]:

@@ -76,11 +76,13 @@ def wait_for_jobs(counts: Any, timeout: float = 180.0) -> dict[str, int]:
 
 
 class ServeProcess:
-    """``coreepi serve ARGS`` as a child process on 127.0.0.1 (a free port),
-    output to ``log``; started and healthy when constructed. :meth:`kill`
+    """``coreepi serve ARGS`` as a child process on 127.0.0.1 (``port``, else a
+    free one; environment ``env``, else this one's), output appended to
+    ``log``; started and healthy when constructed. :meth:`kill`
     (this test's own child, by pid) stops it."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
+    def __init__(self, args: list[str], log: Path, port: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
         import subprocess
         import sys
         import time
@@ -88,13 +90,13 @@ class ServeProcess:
         import httpx
 
         self.tmp = log.parent
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(log, "w+b")  # noqa: SIM115
+        self.log = open(log, "a+b")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "coreepi", "serve", *args, "--port", str(self.port),
              "--log-level", "warning"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         deadline = time.monotonic() + 60
         while True:
             try:

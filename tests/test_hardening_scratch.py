@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from prockit import alive, bytes_under, children
 
 from coreepi.ingest import scratch
 from coreepi.model import limits
@@ -40,10 +41,6 @@ def _env(tmpdir: Path, **extra: str) -> dict[str, str]:
     return {**env, "TMPDIR": str(tmpdir), **extra}
 
 
-def _bytes_under(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
 def test_inspect_bomb_stops_at_the_limit_with_one_line(tmp_path: Path) -> None:
     bomb = zstd_bomb(tmp_path / "core.zst", 2)
     tmpdir = tmp_path / "t"
@@ -64,7 +61,7 @@ def test_sigterm_during_decompression_leaves_no_partial_file(tmp_path: Path) -> 
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while _bytes_under(tmpdir) < 200 * MiB:
+        while bytes_under(tmpdir) < 200 * MiB:
             assert time.monotonic() < deadline and proc.poll() is None, "no decompression seen"
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
@@ -75,26 +72,6 @@ def test_sigterm_during_decompression_leaves_no_partial_file(tmp_path: Path) -> 
             proc.wait()
     assert proc.returncode == 128 + signal.SIGTERM
     assert list(tmpdir.iterdir()) == []  # before: a multi-GB partial core stayed
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_sigkilled_ingest_leaves_no_worker_and_its_litter_is_swept(tmp_path: Path) -> None:
@@ -112,25 +89,25 @@ def test_sigkilled_ingest_leaves_no_worker_and_its_litter_is_swept(tmp_path: Pat
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 120
-        while _bytes_under(tmpdir) < 100 * MiB:  # the worker is decompressing the bomb
+        while bytes_under(tmpdir) < 100 * MiB:  # the worker is decompressing the bomb
             assert time.monotonic() < deadline and proc.poll() is None, "no worker seen"
             time.sleep(0.05)
-        workers = _children(proc.pid)
+        workers = children(proc.pid)
         assert workers
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 10
-        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        while any(alive(w) for w in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(_alive(w) for w in workers), "a worker outlived its ingest"
+        assert not any(alive(w) for w in workers), "a worker outlived its ingest"
     finally:
         for w in workers:
-            if _alive(w):
+            if alive(w):
                 os.kill(w, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert _bytes_under(tmpdir) > 0  # the killed ingest's scratch, until the next start
+    assert bytes_under(tmpdir) > 0  # the killed ingest's scratch, until the next start
     again = subprocess.run(argv, env=_env(tmpdir, COREEPI_MAX_CORE_BYTES=str(100 * MiB)),
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr

@@ -328,12 +328,13 @@ def _bomb(zeros: int) -> bytes:
 
 
 def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path,
-                                                 full_reports: list[CrashReport]) -> None:
+                                                 full_reports: list[CrashReport],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     import zstandard
 
+    monkeypatch.setenv("COREEPI_MAX_CORE_BYTES", str(1 << 30))
     config = ServeConfig(max_body_bytes=256 * KiB, max_core_bytes=8 << 20, analysis_jobs=1,
-                         max_core_uncompressed_bytes=1 << 30, core_ratio_min_bytes=16 << 20,
-                         token_cache_seconds=0)
+                         core_ratio_min_bytes=16 << 20, token_cache_seconds=0)
     s = Server(tmp_path, config)
     with s.client:
         needs = edge_report(full_reports[0])  # to be analysed here

@@ -24,14 +24,11 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import lzma
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
-
-import zstandard
 
 from coreepi.capture.collect import capture
 from coreepi.capture.config import CaptureConfig
@@ -48,6 +45,7 @@ from coreepi.capture.procinfo import (
 from coreepi.capture.spool import Spool, atomic_write
 from coreepi.capture.stream import StreamResult, compress_stream
 from coreepi.model.report import Source
+from coreepi.parse.open_input import open_input
 
 __all__ = [
     "COREDUMP_MESSAGE_ID",
@@ -169,17 +167,15 @@ def entry_core(entry: dict[str, Any]) -> tuple[BinaryIO | None, str | None]:
     if not name:
         return None, "systemd-coredump stored no core (Storage=none, too big, or RLIMIT_CORE=0)"
     try:
-        raw = open(name, "rb")
+        # the decompressor is chosen by the content's magic (zstd, xz, gzip,
+        # bzip2), never by the name; decompression is bounded by max_core_bytes
+        stream = open_input(name)
     except OSError as exc:
         return None, f"systemd-coredump's core {name} is gone: {exc.strerror}"
-    if name.endswith(".zst"):
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None
-    if name.endswith(".xz"):
-        return lzma.LZMAFile(raw), None  # type: ignore[return-value]
-    if name.endswith(".lz4"):
-        raw.close()
+    if stream.compression is None and name.endswith(".lz4"):
+        stream.close()  # lz4 is the one compression of systemd we cannot decode
         return None, f"cannot read lz4-compressed core {name} (no lz4 decoder)"
-    return raw, None
+    return stream, None
 
 
 def import_coredumps(

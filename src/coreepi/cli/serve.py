@@ -68,6 +68,11 @@ def serve(
         list[Path] | None,
         typer.Option("--symbol-dir", help="Symbol directory (.build-id layout); repeatable."),
     ] = None,
+    read_cpu_seconds: Annotated[
+        float, typer.Option("--read-cpu-seconds", min=0.001,
+                            help="CPU budget of one read request, seconds; past it the read's "
+                            "queries are cancelled (503). docs/limits.md.")
+    ] = 10.0,
     log_level: Annotated[str, typer.Option(
         "--log-level", metavar="LEVEL",
         help="critical, error, warning, info (one access-log line per request) or debug.")
@@ -99,6 +104,7 @@ def serve(
         config = ServeConfig(alert_rules=rules, max_body_bytes=int(max_body_mb * MiB),
                              max_core_bytes=int(max_core_mb * MiB),
                              analysis_timeout_seconds=analysis_timeout,
+                             read_cpu_seconds=read_cpu_seconds,
                              symbol_dirs=tuple(symbol_dir or ()),
                              metrics_top_groups=metrics_top_groups)
     except ValueError as exc:  # COREEPI_MAX_WRITE_BACKLOG not a positive integer

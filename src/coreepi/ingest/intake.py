@@ -39,7 +39,7 @@ from coreepi.ingest.crashes import crash_events
 from coreepi.model.fleet import ExposureInterval, HostRow
 from coreepi.model.heartbeat import Heartbeat
 from coreepi.model.report import CrashReport, HostFacts, ProcessInfo
-from coreepi.parse.open_input import DecompressionError, open_input
+from coreepi.parse.open_input import DecompressionError, max_decompressed_bytes, open_input
 from coreepi.store import CoreStatus, CrashRecord, Receipt, Store
 
 __all__ = [
@@ -309,7 +309,8 @@ def decompress_checked(src: Path, dst: Path | None, limit: int, *, max_ratio: in
                 raise InvalidCore("invalid-core", f"broken zstd stream: {exc.detail}") from None
             if cap == limit:
                 raise InvalidCore("too-large", f"the core is larger than {limit} bytes "
-                                  "once decompressed") from None
+                                  "once decompressed (limit max_core_bytes, "
+                                  "COREEPI_MAX_CORE_BYTES)") from None
             raise InvalidCore("too-large", f"the core expands more than {max_ratio}:1 beyond "
                               f"{ratio_min_bytes} bytes once decompressed ({compressed} bytes "
                               "sent): a zstd bomb?") from None
@@ -351,14 +352,14 @@ def merge_analysis(received: CrashReport, analysed: CrashReport) -> CrashReport:
 
 @dataclass(frozen=True)
 class CoreLimits:
-    """What :class:`CoreIntake` accepts (the server's settings,
-    :class:`coreepi.serve.config.ServeConfig`, give them).
-    ``max_core_uncompressed_bytes``: hard cap on a core after decompression,
-    bytes; ``max_core_ratio`` / ``core_ratio_min_bytes``: the zstd-bomb rule
+    """What :class:`CoreIntake` accepts besides the one decompressed-size
+    limit ``max_core_bytes`` (docs/limits.md: ``COREEPI_MAX_CORE_BYTES``, else
+    what fits the scratch dir; :func:`~coreepi.parse.open_input.max_decompressed_bytes`).
+    The server's settings (:class:`coreepi.serve.config.ServeConfig`) give
+    them: ``max_core_ratio`` / ``core_ratio_min_bytes``, the zstd-bomb rule
     (refused beyond both ``core_ratio_min_bytes`` and ``max_core_ratio``
     times the upload's size; None: no ratio rule)."""
 
-    max_core_uncompressed_bytes: int
     max_core_ratio: int | None
     core_ratio_min_bytes: int
 
@@ -407,7 +408,8 @@ class CoreIntake:
                               signature=report.signature.signature if report.signature else None)
         config = self.limits
         # validate (zstd, ELF, size, ratio) into a counter: no disk written
-        plain_size = decompress_checked(upload, None, config.max_core_uncompressed_bytes,
+        # the limit of the directory the analysis decompresses it into
+        plain_size = decompress_checked(upload, None, max_decompressed_bytes(self.tmp_dir),
                                         max_ratio=config.max_core_ratio,
                                         ratio_min_bytes=config.core_ratio_min_bytes)
         key = self.store.put_blob(upload, sha256)  # durable before anything names it

@@ -20,7 +20,10 @@ What happens beyond a limit:
   ``Retry-After`` (nothing stored; the agent keeps it and comes back);
 - distinct attribute keys of a fleet beyond :data:`MAX_ATTRIBUTE_COLUMNS`:
   the crash frame keeps the most frequent keys as columns and counts the
-  rest in ``frame.attrs["dropped_attribute_keys"]``.
+  rest in ``frame.attrs["dropped_attribute_keys"]``;
+- a server read past :data:`READ_CPU_SECONDS`: its store queries are
+  cancelled and the client gets 503 naming the limit
+  (:mod:`coreepi.serve.budget`).
 
 Pure values and checks: no I/O besides reading the environment (and
 :func:`max_core_bytes`'s ``statvfs`` of the scratch directory).
@@ -47,6 +50,7 @@ __all__ = [
     "MAX_CLOCK_SKEW_SECONDS",
     "MAX_CORE_BYTES_CEILING",
     "MAX_WRITE_BACKLOG",
+    "READ_CPU_SECONDS",
     "AttributeLimitError",
     "Limit",
     "TimeRangeError",
@@ -93,6 +97,10 @@ MAX_WRITE_BACKLOG = 512
 commit on one server process. Beyond it a request is refused with 503 +
 Retry-After: at the ~1,000 writes/s of a replica on PostgreSQL, 512 waiting
 is already half a second of queueing on top of the request's own time."""
+READ_CPU_SECONDS = 10.0
+"""CPU seconds one read request of the server (API, page) may spend in the
+thread that serves it before its store queries are cancelled (503). Waiting
+(for a lock, for the findings refresh) costs no CPU and does not count."""
 
 LIMITS: tuple[Limit, ...] = (
     Limit("earliest_time", "2000-01-01T00:00:00Z", None,
@@ -108,6 +116,8 @@ LIMITS: tuple[Limit, ...] = (
           "COREEPI_MAX_CORE_BYTES", "decompressed size of one core, bytes"),
     Limit("max_write_backlog", "512", "COREEPI_MAX_WRITE_BACKLOG",
           "crash reports (and, apart, heartbeats) waiting for their commit on one server"),
+    Limit("read_cpu_seconds", "10", "ServeConfig.read_cpu_seconds",
+          "CPU time of one read request of the server, seconds"),
 )
 
 

@@ -32,6 +32,7 @@ from coreepi.ingest.crashes import crash_events
 from coreepi.ingest.intake import ARTIFACT, decompress_checked, merge_analysis
 from coreepi.ingest.sandbox import Sandbox, SandboxLimits
 from coreepi.model.report import CrashReport
+from coreepi.parse.open_input import max_decompressed_bytes
 from coreepi.serve.config import ServeConfig
 from coreepi.store import CoreStatus, CrashRecord, Job, Store
 
@@ -41,6 +42,11 @@ log = logging.getLogger("coreepi.worker")
 
 
 _MARKER = "analysed centrally by coreepi"  # merge_analysis's warning, and ours when unreadable
+
+
+class Stopping(Exception):
+    """The worker was closed (the server stops) while a core was analysed:
+    the analysis child was killed, so its failure says nothing about the core."""
 
 
 def _analysed_centrally(report: CrashReport) -> bool:
@@ -67,6 +73,7 @@ class AnalysisWorker:
         self.stale_after = stale_after
         self.backoff_seconds = backoff_seconds
         self.on_result = on_result or (lambda _: None)
+        self._stopping = threading.Event()
         self.runner = Sandbox(SandboxLimits(config.analysis_timeout_seconds,
                                             config.analysis_memory_limit_mb, config.symbol_dirs))
 
@@ -101,8 +108,10 @@ class AnalysisWorker:
         try:
             self.analyse(job)
         except Exception as exc:  # noqa: BLE001 - recorded on the job, retried
+            # a job cut by a stop is runnable again at once (the next start)
+            backoff = 0.0 if isinstance(exc, Stopping) else self.backoff_seconds
             state = self.store.fail_job(job.job_id, self.name, f"{type(exc).__name__}: {exc}",
-                                        self.backoff_seconds)
+                                        backoff)
             log.warning("job %s failed (attempt %d): %s: %s -> %s", job.job_id, job.attempts,
                         type(exc).__name__, exc, state)
         else:
@@ -129,11 +138,14 @@ class AnalysisWorker:
             packed, plain = Path(tmp) / "core.zst", Path(tmp) / "core"
             with open(packed, "wb") as fh:
                 self.store.blobs.write_to(job.blob_key, fh)
-            decompress_checked(packed, plain, config.max_core_uncompressed_bytes,
+            decompress_checked(packed, plain, max_decompressed_bytes(plain.parent),
                                max_ratio=config.max_core_ratio,
                                ratio_min_bytes=config.core_ratio_min_bytes)
             packed.unlink()
             result = self.runner.run(plain)
+        if self._stopping.is_set() and not result.ok:
+            raise Stopping("the server stopped during the analysis; the job is run again "
+                           "at the next start")
         if result.ok and result.reports:
             merged = merge_analysis(report, result.reports[0])
             record = CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED, None,
@@ -152,5 +164,7 @@ class AnalysisWorker:
         self.on_result("unreadable")
 
     def close(self) -> None:
-        """Kill analysis children still running (by pid)."""
+        """Kill analysis children still running (by pid); their jobs are
+        failed with no backoff (:class:`Stopping`), not recorded as unreadable."""
+        self._stopping.set()
         self.runner.kill_all()

@@ -36,6 +36,7 @@ from coreepi.ingest.intake import CoreIntake, CoreLimits, accept_heartbeats, acc
 from coreepi.ingest.scratch import scratch_dir
 from coreepi.serve.analysis import AnalysisWorker
 from coreepi.serve.auth import Authenticator
+from coreepi.serve.budget import ClientWatch
 from coreepi.serve.config import ServeConfig
 from coreepi.serve.errors import ApiError
 from coreepi.serve.findings import FindingsCache
@@ -106,8 +107,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     tmp_dir.mkdir(parents=True, exist_ok=True)
     metrics = Metrics()
     wake = threading.Event()  # set when a job is queued here: in-process workers start at once
-    intake = CoreIntake(store, CoreLimits(config.max_core_uncompressed_bytes,
-                                           config.max_core_ratio, config.core_ratio_min_bytes),
+    intake = CoreIntake(store, CoreLimits(config.max_core_ratio, config.core_ratio_min_bytes),
                         tmp_dir, wake)
     findings = FindingsCache(store, config.findings_debounce_seconds,
                              config.findings_max_delay_seconds)
@@ -152,7 +152,8 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
     app.state.store = store
     app.state.config = config
     app.state.gateway = StoreGateway(store, config.store_threads,
-                                     core_threads=max(2, config.analysis_jobs * 2))
+                                     core_threads=max(2, config.analysis_jobs * 2),
+                                     read_cpu_seconds=config.read_cpu_seconds)
     app.state.workers = workers
     app.state.reports = GroupCommit(app.state.gateway, accept_reports,
                                     max_backlog=config.max_write_backlog)
@@ -211,6 +212,7 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
              "errors": jsonable_encoder(errors[:20], exclude={"input", "ctx"})}, 422)
 
     app.add_exception_handler(pages.LoginRequired, pages.login_redirect)  # type: ignore[arg-type]
+    app.add_middleware(ClientWatch)  # a read whose client left is cancelled
     app.add_middleware(Timing, metrics=metrics)
 
     for module in (ingest, query, admin, jobs, ops, pages, alerts, drainform):

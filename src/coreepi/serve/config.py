@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coreepi.model.limits import max_write_backlog
+from coreepi.model.limits import READ_CPU_SECONDS, max_write_backlog
 
 if TYPE_CHECKING:
     from coreepi.surveil.rules import Rules
@@ -23,9 +23,11 @@ class ServeConfig:
 
     ``max_body_bytes``: largest JSON request body (reports, heartbeats), bytes.
     ``max_core_bytes``: largest core upload as sent (zstd-compressed), bytes.
-    ``max_core_uncompressed_bytes``: hard cap on a core after decompression,
-    bytes (a small zstd stream can expand to terabytes; this bounds the disk a
-    core takes while it is analysed).
+    The decompressed size of a core is capped by the one limit
+    ``max_core_bytes`` of docs/limits.md (``COREEPI_MAX_CORE_BYTES``, else
+    the smaller of 32 GiB and the free space of the scratch dir minus 2 GiB):
+    a small zstd stream can expand to terabytes; this bounds the disk a core
+    takes while it is analysed.
     ``max_core_ratio`` / ``core_ratio_min_bytes``: the zstd-bomb rule. An
     upload is refused (413) once its decompressed size exceeds *both*
     ``core_ratio_min_bytes`` (default 1 GiB) and ``max_core_ratio`` times its
@@ -57,13 +59,14 @@ class ServeConfig:
     ``$COREEPI_MAX_WRITE_BACKLOG``).
     ``metrics_top_groups``: ``/metrics`` has per-group gauges for this many
     groups (highest rate first) plus one ``other`` series: bounded cardinality.
+    ``read_cpu_seconds``: CPU seconds one read request may use before its
+    store queries are cancelled (503 naming the limit; docs/limits.md).
     ``alert_rules``: when given, the surveillance rules evaluated on their
     schedule in a background thread (:mod:`coreepi.surveil`).
     """
 
     max_body_bytes: int = 16 * MiB
     max_core_bytes: int = 2048 * MiB
-    max_core_uncompressed_bytes: int = 16384 * MiB
     max_core_ratio: int = 1000
     core_ratio_min_bytes: int = 1024 * MiB
     max_clock_skew_seconds: float = 86400.0
@@ -79,4 +82,5 @@ class ServeConfig:
     findings_max_delay_seconds: float = 30.0
     max_write_backlog: int = field(default_factory=max_write_backlog)
     metrics_top_groups: int = 20
+    read_cpu_seconds: float = READ_CPU_SECONDS
     alert_rules: Rules | None = None

@@ -32,6 +32,8 @@ from typing import Generic, ParamSpec, TypeVar
 import anyio
 from anyio import to_thread
 
+from coreepi.model.limits import READ_CPU_SECONDS
+from coreepi.serve.budget import run_read
 from coreepi.store import Store
 
 __all__ = ["Backlogged", "GroupCommit", "StoreGateway"]
@@ -44,18 +46,26 @@ R = TypeVar("R")
 
 class StoreGateway:
     """Runs blocking store work in threads: :meth:`read`/:meth:`write` for
-    short calls, :meth:`core` for core processing."""
+    short calls, :meth:`core` for core processing. A read is cancelled past
+    ``read_cpu_seconds`` of CPU or when its client leaves
+    (:mod:`coreepi.serve.budget`)."""
 
-    def __init__(self, store: Store, threads: int = 16, core_threads: int = 4) -> None:
+    def __init__(self, store: Store, threads: int = 16, core_threads: int = 4,
+                 read_cpu_seconds: float = READ_CPU_SECONDS) -> None:
         self.store = store
+        self.read_cpu_seconds = read_cpu_seconds
         self._limiter = anyio.CapacityLimiter(threads)
         self._core_limiter = anyio.CapacityLimiter(core_threads)
 
     async def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        return await to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
+        """``fn(*args, **kwargs)`` within the read budget (ApiError 503 past it)."""
+        return await run_read(lambda: fn(*args, **kwargs), self.read_cpu_seconds, self._limiter)
 
-    # writes take the store's writer lock inside the thread; same pool
-    write = read
+    async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(*args, **kwargs)``; the store's writer lock is taken inside the
+        thread (same pool as reads). Never cancelled: a write a client left
+        still commits."""
+        return await to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
 
     async def core(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._core_limiter)

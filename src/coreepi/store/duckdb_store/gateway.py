@@ -30,6 +30,7 @@ import duckdb
 
 from coreepi.errors import StoreError
 from coreepi.store.base import COUNTED_TABLES
+from coreepi.store.cancel import track_query
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
 from coreepi.store.sqlbuild import Where, insert_sql, to_json, utc_now
@@ -185,6 +186,7 @@ class DuckDBGateway(Transactional):
         if self._depth and self._owner == threading.get_ident():
             return self._con
         cur = self._con.cursor()
+        track_query(cur.interrupt)  # a read under a budget can be stopped (store/cancel.py)
         cur.execute("SET TimeZone = 'UTC'")
         return cur
 

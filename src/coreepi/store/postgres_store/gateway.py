@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from coreepi.errors import StoreError
 from coreepi.store.base import COUNTED_TABLES
+from coreepi.store.cancel import watch_query
 from coreepi.store.interfaces.session import Transactional
 from coreepi.store.migrations import MIGRATIONS, SCHEMA_VERSION_TABLE, latest_version
 from coreepi.store.sqlbuild import insert_sql, utc_now
@@ -185,7 +186,9 @@ class PostgresGateway(Transactional):
             yield con
             return
         try:
-            with self._pool.connection() as con:
+            # a read under a budget can be stopped (store/cancel.py): the
+            # cancel request reaches only this query; the connection stays usable
+            with self._pool.connection() as con, watch_query(con.cancel_safe):
                 yield con
         except psycopg.OperationalError as exc:
             raise StoreError(f"{self.name}: {_first_line(exc)}") from None
