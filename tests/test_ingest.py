@@ -20,6 +20,7 @@ from pathlib import Path
 import zstandard
 from fleetfactory import CoreSet, coreset  # noqa: F401
 
+from coreepi.cli.main import accepted_anything
 from coreepi.ingest.artifacts import inspect_file
 from coreepi.ingest.run import ingest
 from coreepi.store import DuckDBStore, open_store
@@ -331,3 +332,38 @@ def test_same_crash_on_two_hosts_is_two_crashes(tmp_path: Path, coreset: CoreSet
         second = ingest([again], store, store_cores=False)
         assert (second.crashes_added, second.crashes_existing) == (1, 1)
         assert store._query("SELECT count(*) FROM crashes").fetchone()[0] == 3
+
+
+def test_core_after_its_sidecar_completes_one_crash(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    """A crash counted with its core missing is completed, not counted again,
+    when the core arrives later; a sidecar given by path beside its ingested
+    core is that crash, not a second one with its core missing."""
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    sidecar(crashes / "late.json", "h-01", "2024-05-03T10:00:00Z")
+    with DuckDBStore(tmp_path / "store") as store:
+        first = ingest([crashes], store, store_cores=False)
+        assert dict(first.crashes_by_status) == {"missing": 1}
+        shutil.copy(coreset.cores[0], crashes / "late.core")
+        second = ingest([crashes], store, store_cores=False)
+        assert (second.crashes_added, second.crashes_completed) == (0, 1)
+        assert accepted_anything(second)  # the CLI does not call it "nothing ingested"
+        assert "1 counted earlier without their core now completed by it" in str(second)
+        got = rows(store, "SELECT core_status, signal, artifact FROM crashes")
+        assert got == [("not-stored", "SIGSEGV", str(crashes / "late.core"))]
+        assert list(store.rejections_frame()["category"]) == []  # the core-missing row went
+
+        other = tmp_path / "other"
+        other.mkdir()
+        shutil.copy(coreset.cores[1], other / "svc.core")
+        sidecar(other / "svc.json", "h-01", "2024-05-04T10:00:00Z")
+        ingest([other / "svc.core"], store, store_cores=False)
+        by_path = ingest([other / "svc.json"], store, store_cores=False)
+        assert (by_path.crashes_added, by_path.files_skipped) == (0, 1)
+        assert not by_path.rejections
+        # the core gone (retention), its sidecar read alone: still the one crash
+        (other / "svc.core").unlink()
+        alone = ingest([other], store, store_cores=False)
+        assert (alone.crashes_added, alone.crashes_existing, len(alone.rejections)) == (0, 1, 0)
+        assert rows(store, "SELECT count(*), count(*) FILTER (core_status = 'missing') "
+                           "FROM crashes") == [(2, 0)]

@@ -196,7 +196,7 @@ def accepted_anything(summary: IngestSummary) -> bool:
     """Whether an ingest stored (or found already stored) anything of its input."""
     return any((summary.files_skipped, summary.hosts, summary.exposure_added,
                 summary.exposure_duplicates, summary.events_added, summary.crashes_added,
-                summary.crashes_existing, summary.crashes_paired))
+                summary.crashes_existing, summary.crashes_paired, summary.crashes_completed))
 
 
 def simulate(

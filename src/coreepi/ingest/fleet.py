@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.fleet import ExposureInterval, HostRow, Rejections, parse_utc
 from coreepi.model.limits import check_time, trim_attributes
+from coreepi.model.report import stable_crash_id
 
 __all__ = [
     "COMPRESSION_SUFFIXES",
@@ -371,6 +372,15 @@ class Sidecar:
     source: str | None = None
     attributes_note: str | None = None
     """How many attributes were dropped by which limit (None: none)."""
+
+    def crash_id(self) -> str:
+        """The id of the crash this sidecar describes (32 hex characters):
+        a hash of host, capture time and attributes, so the crash keeps its
+        id whether its core arrives before, with or after the sidecar, and
+        a crash re-sent with the same sidecar is the same crash. Two cores
+        with sidecars identical in all three are taken for one crash."""
+        attrs = json.dumps(self.attributes, sort_keys=True, default=str)
+        return stable_crash_id("sidecar", self.host_id, self.captured_at.isoformat(), attrs)
 
 
 def _json_error(exc: json.JSONDecodeError, what: str) -> SidecarError:
