@@ -367,3 +367,26 @@ def test_core_after_its_sidecar_completes_one_crash(tmp_path: Path, coreset: Cor
         assert (alone.crashes_added, alone.crashes_existing, len(alone.rejections)) == (0, 1, 0)
         assert rows(store, "SELECT count(*), count(*) FILTER (core_status = 'missing') "
                            "FROM crashes") == [(2, 0)]
+
+
+def test_sidecar_attributes_over_the_limit_beside_a_core_are_counted(
+        tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    """A core's sidecar with 100 keys and one 100,000-character value: the
+    crash is kept with the first 64 attributes that fit, and the dropped ones
+    are one attribute-limit line (summary and ingest_rejections)."""
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    shutil.copy(coreset.cores[0], crashes / "wide.core")
+    sidecar(crashes / "wide.json", "h1", "2024-05-03T10:00:00Z", huge="x" * 100_000,
+            **{f"k{i}": i for i in range(100)})
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([crashes], store, store_cores=False)
+        assert summary.crashes_added == 1
+        assert [str(r) for r in summary.rejections] == [
+            f"{crashes}/wide.json: 37 of 101 attributes dropped (limit max_attribute_value_chars, "
+            "see docs/limits.md); crash kept"]
+        assert summary.rejections.summary() == "0 rejected; 1 kept with a problem"
+        assert rows(store, "SELECT file, category, action FROM ingest_rejections") == [
+            (str(crashes / "wide.json"), "attribute-limit", "kept")]
+        (attrs,) = rows(store, "SELECT attributes FROM crashes")[0]
+        assert sorted(json.loads(attrs)) == sorted(f"k{i}" for i in range(64))

@@ -27,7 +27,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,8 @@ class CoreJob:
     blob_key: str | None = None
     duplicate: bool = False
     result: SandboxResult | None = None
+    rejections: Rejections = field(default_factory=Rejections)
+    """Problems found before the analysis (a sidecar's attributes over a limit)."""
 
 
 def crash_id_on_host(report: CrashReport) -> str:
@@ -316,7 +318,7 @@ class CrashIngest:
             self._commit([], rejections, replace, None)
             self._done(item.path, "rejected")
             return None
-        return CoreJob(item, sidecar, st)
+        return CoreJob(item, sidecar, st, rejections=rejections)
 
     def _pair(self, records: list[CrashRecord]) -> tuple[list[CrashRecord], list[CrashRecord]]:
         """(new rows, updates of stored crashes): an hs_err report and an ELF
@@ -364,7 +366,7 @@ class CrashIngest:
         ledger = LedgerEntry(str(item.path), job.stat.st_size, job.stat.st_mtime_ns, job.sha256,
                              "crash-artifact", "done")
         replace = [str(item.path)] + ([str(item.sidecar)] if item.sidecar else [])
-        rejections = Rejections()
+        rejections = job.rejections
         if job.duplicate:
             self._commit([], rejections, [], ledger)
             self._done(item.path, "same content already ingested")

@@ -409,13 +409,14 @@ def sidecar_from_object(path: Path, obj: object) -> Sidecar:
         raise SidecarError("bad-timestamp", f"sidecar captured_at: {exc}") from None
     dropped = obj.get("core_dropped_reason")
     source = obj.get("source")
-    attrs, n_dropped, limit = trim_attributes(
-        {k: v for k, v in obj.items() if k not in SIDECAR_RESERVED})
+    given = {k: v for k, v in obj.items() if k not in SIDECAR_RESERVED}
+    attrs, n_dropped, limit = trim_attributes(given)
     return Sidecar(
         path, host_id.strip(), captured_at, attrs,
         str(dropped) if dropped is not None else None,
         str(source) if source is not None else None,
-        f"{n_dropped} attributes dropped (limit {limit}, see docs/limits.md); crash kept"
+        f"{n_dropped} of {len(given)} attributes dropped (limit {limit}, see docs/limits.md); "
+        "crash kept"
         if n_dropped else None,
     )
 
