@@ -240,13 +240,16 @@ def _run_crashes(items: list[CrashFile], store: Store, summary: IngestSummary,
 
 
 def _check_exposure_coverage(store: Store, summary: IngestSummary) -> None:
-    """Note (not reject) every crash that no exposure interval of its host covers."""
+    """Note (not reject) every crash that no exposure interval of its host
+    covers, in the words of the rule of docs/epidemiology.md ("Exposure
+    rules"), which ``report`` applies and states in its note."""
     if not store.counts().get("exposure"):
         return
     outside = [
         Rejection(artifact or crash_id, None, "outside-exposure",
                   f"crash {crash_id} of host {host_id!r} at {at.isoformat()} is outside every "
-                  "exposure interval of its host (counted, but adds to no rate)", "kept")
+                  "exposure interval of its host (counted in totals and rates; left out of "
+                  "the per-host tests and attribute ratios, see docs/epidemiology.md)", "kept")
         for crash_id, host_id, at, artifact in store.crashes_outside_exposure()
     ]
     store.replace_rejections("outside-exposure", outside)
