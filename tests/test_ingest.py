@@ -159,6 +159,9 @@ def test_ingest_fleet(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
         # files are looked at again (cheaply: their sidecar), so a fix gets picked up
         again = ingest([fleet], store, jobs=2, timeout=120)
         assert (again.crashes_added, again.files_skipped, again.files_seen) == (0, 10, 13)
+        # report.json's outside-exposure note was this store's first run's news, not this one's
+        assert "outside-exposure" not in {r.category for r in again.rejections}
+        assert "outside-exposure" in set(store.rejections_frame()["category"])
         assert store.counts()["crashes"] == 7
         # touched files (new mtime, same content): read again, still nothing added
         for p in crashes.iterdir():

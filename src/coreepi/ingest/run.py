@@ -245,6 +245,8 @@ def _check_exposure_coverage(store: Store, summary: IngestSummary) -> None:
     rules"), which ``report`` applies and states in its note."""
     if not store.counts().get("exposure"):
         return
+    stored = store.rejections_frame()
+    known = set(stored.loc[stored["category"] == "outside-exposure", "reason"])
     outside = [
         Rejection(artifact or crash_id, None, "outside-exposure",
                   f"crash {crash_id} of host {host_id!r} at {at.isoformat()} is outside every "
@@ -253,5 +255,7 @@ def _check_exposure_coverage(store: Store, summary: IngestSummary) -> None:
         for crash_id, host_id, at, artifact in store.crashes_outside_exposure()
     ]
     store.replace_rejections("outside-exposure", outside)
-    summary.rejections.extend(Rejections(outside))
+    # the store keeps every crash's note; this run's summary tells only the
+    # ones it found (a crash ingested earlier was told then)
+    summary.rejections.extend(Rejections([r for r in outside if r.reason not in known]))
 
