@@ -113,6 +113,24 @@ def test_agent_status_creates_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "spool").exists()
 
 
+@pytest.mark.parametrize("text,reason", [
+    (None, "no such file"),
+    ("spool_dirr = '/x'\n", "unknown key 'spool_dirr'"),
+    ("not = [toml\n", "not valid TOML"),
+    ("spool_dir = 5\n", "spool_dir must be text (a quoted string), not int 5"),
+])
+@pytest.mark.parametrize("command", [["status"], ["install"]])
+def test_agent_config_errors_are_one_line(tmp_path: Path, text: str | None, reason: str,
+                                          command: list[str]) -> None:
+    config = tmp_path / "capture.toml"
+    if text is not None:
+        config.write_text(text)
+    done = cli("agent", "--config", str(config), *command)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"coreepi: error: {config}: {reason}"), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not done.stdout
+
+
 def test_ingest_that_stores_nothing_fails(tmp_path: Path) -> None:
     junk = tmp_path / "junk"
     junk.mkdir()
