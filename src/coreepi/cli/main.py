@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -402,10 +402,41 @@ def main() -> None:
     run_guarded(lambda: _run_typer(sys.argv[1:]))
 
 
+def _click_exceptions() -> Any:
+    """The exception module of the Click that Typer runs on: its own copy
+    since Typer 0.2x (``typer._click``), the click package before."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # a Typer that uses the click package
+        from click import exceptions
+    return exceptions
+
+
 def _run_typer(args: list[str]) -> None:
+    """Run the command line with Click's parsing but our ending: a usage
+    error is one line ``coreepi: error: …`` and exit status 2 (Click's own
+    ending prints a four-line usage block), ``--help`` and ``typer.Exit``
+    as Click does, a closed stdout and Ctrl-C to :func:`run_guarded`."""
     from coreepi.cli.helpfmt import tidy_help
 
+    errors = _click_exceptions()
     first = next((arg for arg in args if not arg.startswith("-")), None)
     command = typer.main.get_command(build_app(first))
     tidy_help(command)
-    command(args, prog_name="coreepi")
+    try:
+        with command.make_context("coreepi", args) as ctx:
+            command.invoke(ctx)
+    except getattr(errors, "NoArgsIsHelpError", ()) as exc:  # Click >= 8.2 (before: Exit)
+        exc.show()  # bare ``coreepi`` or ``coreepi token``: the help is the answer
+        sys.exit(exc.exit_code)
+    except errors.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "coreepi"
+        message = " ".join(exc.format_message().split())
+        fail(f"{where}: {message} (see {where} --help)")
+    except typer.Exit as exc:  # --help, --version, a command's own exit status
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        raise KeyboardInterrupt from None
+    except errors.ClickException as exc:
+        sys.stderr.write(f"coreepi: error: {' '.join(exc.format_message().split())}\n")
+        sys.exit(exc.exit_code)
