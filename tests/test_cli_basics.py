@@ -1,10 +1,12 @@
 """The CLI shell: version, errors as one line with exit status 2."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fleetfactory import CoreSet, coreset  # noqa: F401
 
 import coreepi
 
@@ -53,3 +55,19 @@ def test_help_and_bare_command_keep_clicks_help() -> None:
     assert helped.returncode == 0 and helped.stdout.startswith("Usage: coreepi ingest")
     bare = run()
     assert bare.returncode == 2 and "Commands" in bare.stderr + bare.stdout
+
+
+@pytest.mark.parametrize("args", [["schema"], ["inspect", "{core}"]])
+def test_closed_stdout_ends_quietly_with_status_141(coreset: CoreSet, args: list[str]) -> None:  # noqa: F811
+    """``coreepi … | head -1`` once the reader has gone: like coreutils, a
+    status of 128 + SIGPIPE and nothing on stderr (1 would mean a bug of
+    ours). Both ways in: Typer's (schema) and inspect's own."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write now fails with EPIPE
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "coreepi", *(a.format(core=coreset.cores[0]) for a in args)],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")

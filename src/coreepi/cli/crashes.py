@@ -201,9 +201,7 @@ def dump(
             _write_core(source, full, sys.stdout.buffer, Path(tempfile.gettempdir()))
             sys.stdout.buffer.flush()
         except BrokenPipeError:
-            # the reader stopped early (| head): not an error; keep Python's
-            # exit-time flush from complaining
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise  # the reader stopped early (| head): run_guarded ends quietly
         except OSError as exc:
             fail(f"stdout: {exc.strerror or exc}")
 
