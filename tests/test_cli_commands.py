@@ -131,6 +131,20 @@ def test_agent_config_errors_are_one_line(tmp_path: Path, text: str | None, reas
     assert len(done.stderr.splitlines()) == 1 and not done.stdout
 
 
+def test_telemetry_of_a_directory_or_a_core_says_it_is_not_a_log(
+        tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    for given, reason in [(tmp_path, "is a directory, not a log file"),
+                          (coreset.cores[0], "not a log: an ELF file (a core? coreepi inspect "
+                                             "reads cores)"),
+                          (tmp_path / "nope.log", "no such file")]:
+        done = cli("telemetry", str(given))
+        assert (done.returncode, done.stderr) == (2, f"coreepi: error: {given}: {reason}\n")
+    log = tmp_path / "quiet.log"
+    log.write_text("Jan  1 00:00:00 h kernel: nothing to see\n")
+    quiet = cli("telemetry", str(log))
+    assert (quiet.returncode, quiet.stderr) == (0, f"coreepi: {log}: no hardware events found\n")
+
+
 def test_ingest_that_stores_nothing_fails(tmp_path: Path) -> None:
     junk = tmp_path / "junk"
     junk.mkdir()

@@ -81,8 +81,7 @@ def telemetry(
     from coreepi.parse.open_input import DecompressionError
     from coreepi.parse.telemetry.logs import parse_telemetry
 
-    if not log.is_file():
-        fail(f"{log}: no such file")
+    _check_log(log)
     stopped: DecompressionError | None = None
     rows: list[tuple[str, str, str, str, str]] = []
     try:
@@ -115,6 +114,31 @@ def telemetry(
         fail(stopped.stopped_at())
     if not json_output and not rows:
         sys.stderr.write(f"coreepi: {log}: no hardware events found\n")
+
+
+def _check_log(log: Path) -> None:
+    """One line and exit 2 unless ``log`` is a file whose first 64 KiB
+    (decompressed) are text: a directory, a core or other binary is not a log."""
+    from coreepi.parse.open_input import DecompressionError, open_input
+    from coreepi.parse.sniff import text_head
+
+    if log.is_dir():
+        fail(f"{log}: is a directory, not a log file")
+    if not log.exists():
+        fail(f"{log}: no such file")
+    if not log.is_file():
+        fail(f"{log}: not a regular file (a FIFO or device is not read)")
+    try:
+        with open_input(log) as fh:
+            head = fh.read(1 << 16)
+    except DecompressionError:
+        return  # the reading says where the data stops
+    except OSError as exc:
+        fail(f"{log}: cannot read: {exc.strerror or exc}")
+    if head and text_head(head) is None:
+        what = "an ELF file (a core? coreepi inspect reads cores)" if head.startswith(
+            b"\x7fELF") else "binary content"
+        fail(f"{log}: not a log: {what}")
 
 
 def ingest(
