@@ -35,6 +35,32 @@ def test_inspect_threads_registers_and_warnings(coreset: CoreSet) -> None:  # no
     assert "warning" in moved.stderr and "warning" not in moved.stdout
 
 
+@pytest.mark.parametrize("when,reason", [
+    ("1990-01-01", "--captured-at 1990-01-01T00:00:00+00:00 is before 2000 "
+                   "(limit earliest_time=2000-01-01)"),
+    ("2099-01-01", "--captured-at 2099-01-01T00:00:00+00:00 is in the future"),
+])
+def test_captured_at_outside_the_servers_range_is_refused(
+        coreset: CoreSet, tmp_path: Path, when: str, reason: str) -> None:  # noqa: F811
+    """The time range of model/limits.py (the server's 422) applies at
+    --captured-at: inspect and submit refuse it in one line, and submit a
+    report dated outside it."""
+    for args in (["inspect", str(coreset.cores[2]), "--json", "--host-id", "h", "--captured-at",
+                  when],
+                 ["submit", str(tmp_path / "r.json"), "--server", "http://127.0.0.1:9",
+                  "--captured-at", when]):
+        done = cli(*args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"coreepi: error: {reason}"), done.stderr
+        assert len(done.stderr.splitlines()) == 1
+    report = json.loads(cli("inspect", str(coreset.cores[2]), "--json").stdout)
+    dated = tmp_path / "dated.json"
+    dated.write_text(json.dumps(report | {"host_id": "h", "captured_at": f"{when}T00:00:00Z"}))
+    sent = cli("submit", str(dated), "--server", "http://127.0.0.1:9")
+    assert sent.returncode == 2 and sent.stderr.startswith(
+        f"coreepi: error: {dated}: crash {report['crash_id']}: captured_at "), sent.stderr
+
+
 def test_inspect_identity_then_submit(coreset: CoreSet, tmp_path: Path) -> None:  # noqa: F811
     out = cli("inspect", str(coreset.cores[2]), "--json", "--host-id", "lab-3",
               "--captured-at", "2024-03-01T12:00:00")

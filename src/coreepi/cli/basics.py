@@ -16,6 +16,7 @@ __all__ = [
     "EXIT_BROKEN_PIPE",
     "EXIT_INPUT_ERROR",
     "fail",
+    "parse_capture_time",
     "parse_when",
     "run_guarded",
 ]
@@ -45,6 +46,21 @@ def parse_when(value: str | None, option: str) -> datetime | None:
     except (ValueError, OverflowError):
         fail(f"{option} {value!r}: not an ISO-8601 date or date-time in range (e.g. "
              "2024-05-01 or 2024-05-01T12:00:00Z)")
+
+
+def parse_capture_time(value: str | None, option: str) -> datetime | None:
+    """:func:`parse_when`, then within the accepted time range of
+    :mod:`coreepi.model.limits` (2000 to a day past this clock), so a time
+    the server would answer with 422 is refused here, in one line, exit 2."""
+    when = parse_when(value, option)
+    if when is not None:
+        from coreepi.model.limits import TimeRangeError, check_time
+
+        try:
+            check_time(when, option)
+        except TimeRangeError as exc:
+            fail(str(exc))
+    return when
 
 
 def run_guarded(call: Callable[[], None]) -> None:
