@@ -171,6 +171,23 @@ def test_telemetry_of_a_directory_or_a_core_says_it_is_not_a_log(
     assert (quiet.returncode, quiet.stderr) == (0, f"coreepi: {log}: no hardware events found\n")
 
 
+def test_list_and_info_agree_on_an_unreadable_core(tmp_path: Path) -> None:
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    (crashes / "empty.core").write_bytes(b"")
+    (crashes / "empty.json").write_text(json.dumps({"host_id": "h1",
+                                                    "captured_at": "2024-05-03T10:00:00Z"}))
+    data = str(tmp_path / "data")
+    assert cli("ingest", str(crashes), "--data-dir", data).returncode == 0
+    listed = cli("list", "--data-dir", data)
+    head, row = listed.stdout.splitlines()
+    assert row.split()[head.split().index("CORE")] == "unreadable", listed.stdout
+    crash_id = json.loads(cli("list", "--json", "--data-dir", data).stdout)[0]["crash_id"]
+    info = cli("info", crash_id, "--data-dir", data)
+    core_line = next(line for line in info.stdout.splitlines() if line.startswith("core: "))
+    assert core_line.startswith("core: unreadable, kept as received, 0 bytes (core unreadable: ")
+
+
 def test_ingest_that_stores_nothing_fails(tmp_path: Path) -> None:
     junk = tmp_path / "junk"
     junk.mkdir()

@@ -394,3 +394,16 @@ def test_sidecar_attributes_over_the_limit_beside_a_core_are_counted(
             (str(crashes / "wide.json"), "attribute-limit", "kept")]
         (attrs,) = rows(store, "SELECT attributes FROM crashes")[0]
         assert sorted(json.loads(attrs)) == sorted(f"k{i}" for i in range(64))
+
+
+def test_sidecar_without_captured_at_is_a_missing_value(tmp_path: Path) -> None:
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    (crashes / "a.json").write_text(json.dumps({"host_id": "h1"}))
+    (crashes / "b.json").write_text(json.dumps({"host_id": "h1", "captured_at": 1714730400}))
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([crashes], store)
+    assert [(Path(r.file).name, r.category) for r in summary.rejections] == [
+        ("a.json", "missing-value"), ("b.json", "bad-timestamp")]
+    assert str(summary.rejections.items[1]).endswith(
+        "sidecar captured_at 1714730400 is not ISO-8601 UTC text; not ingested")

@@ -401,8 +401,11 @@ def sidecar_from_object(path: Path, obj: object) -> Sidecar:
     if host_id is None or not host_id.strip():
         raise SidecarError("missing-value", "sidecar has no host_id")
     raw_time = obj.get("captured_at")
+    if raw_time is None:
+        raise SidecarError("missing-value", "sidecar has no captured_at (ISO-8601 UTC)")
     if not isinstance(raw_time, str):
-        raise SidecarError("bad-timestamp", "sidecar has no captured_at (ISO-8601 UTC)")
+        raise SidecarError("bad-timestamp",
+                           f"sidecar captured_at {raw_time!r} is not ISO-8601 UTC text")
     try:
         captured_at = check_time(parse_utc(raw_time), "captured_at")
     except ValueError as exc:
