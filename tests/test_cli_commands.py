@@ -35,6 +35,32 @@ def test_inspect_threads_registers_and_warnings(coreset: CoreSet) -> None:  # no
     assert "warning" in moved.stderr and "warning" not in moved.stdout
 
 
+@pytest.mark.parametrize("when,reason", [
+    ("1990-01-01", "--captured-at 1990-01-01T00:00:00+00:00 is before 2000 "
+                   "(limit earliest_time=2000-01-01)"),
+    ("2099-01-01", "--captured-at 2099-01-01T00:00:00+00:00 is in the future"),
+])
+def test_captured_at_outside_the_servers_range_is_refused(
+        coreset: CoreSet, tmp_path: Path, when: str, reason: str) -> None:  # noqa: F811
+    """The time range of model/limits.py (the server's 422) applies at
+    --captured-at: inspect and submit refuse it in one line, and submit a
+    report dated outside it."""
+    for args in (["inspect", str(coreset.cores[2]), "--json", "--host-id", "h", "--captured-at",
+                  when],
+                 ["submit", str(tmp_path / "r.json"), "--server", "http://127.0.0.1:9",
+                  "--captured-at", when]):
+        done = cli(*args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"coreepi: error: {reason}"), done.stderr
+        assert len(done.stderr.splitlines()) == 1
+    report = json.loads(cli("inspect", str(coreset.cores[2]), "--json").stdout)
+    dated = tmp_path / "dated.json"
+    dated.write_text(json.dumps(report | {"host_id": "h", "captured_at": f"{when}T00:00:00Z"}))
+    sent = cli("submit", str(dated), "--server", "http://127.0.0.1:9")
+    assert sent.returncode == 2 and sent.stderr.startswith(
+        f"coreepi: error: {dated}: crash {report['crash_id']}: captured_at "), sent.stderr
+
+
 def test_inspect_identity_then_submit(coreset: CoreSet, tmp_path: Path) -> None:  # noqa: F811
     out = cli("inspect", str(coreset.cores[2]), "--json", "--host-id", "lab-3",
               "--captured-at", "2024-03-01T12:00:00")
@@ -111,6 +137,55 @@ def test_agent_status_creates_nothing(tmp_path: Path) -> None:
     status = json.loads(done.stdout)
     assert status["exists"] is False and status["queued"] == 0
     assert not (tmp_path / "spool").exists()
+
+
+@pytest.mark.parametrize("text,reason", [
+    (None, "no such file"),
+    ("spool_dirr = '/x'\n", "unknown key 'spool_dirr'"),
+    ("not = [toml\n", "not valid TOML"),
+    ("spool_dir = 5\n", "spool_dir must be text (a quoted string), not int 5"),
+])
+@pytest.mark.parametrize("command", [["status"], ["install"]])
+def test_agent_config_errors_are_one_line(tmp_path: Path, text: str | None, reason: str,
+                                          command: list[str]) -> None:
+    config = tmp_path / "capture.toml"
+    if text is not None:
+        config.write_text(text)
+    done = cli("agent", "--config", str(config), *command)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"coreepi: error: {config}: {reason}"), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not done.stdout
+
+
+def test_telemetry_of_a_directory_or_a_core_says_it_is_not_a_log(
+        tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    for given, reason in [(tmp_path, "is a directory, not a log file"),
+                          (coreset.cores[0], "not a log: an ELF file (a core? coreepi inspect "
+                                             "reads cores)"),
+                          (tmp_path / "nope.log", "no such file")]:
+        done = cli("telemetry", str(given))
+        assert (done.returncode, done.stderr) == (2, f"coreepi: error: {given}: {reason}\n")
+    log = tmp_path / "quiet.log"
+    log.write_text("Jan  1 00:00:00 h kernel: nothing to see\n")
+    quiet = cli("telemetry", str(log))
+    assert (quiet.returncode, quiet.stderr) == (0, f"coreepi: {log}: no hardware events found\n")
+
+
+def test_list_and_info_agree_on_an_unreadable_core(tmp_path: Path) -> None:
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    (crashes / "empty.core").write_bytes(b"")
+    (crashes / "empty.json").write_text(json.dumps({"host_id": "h1",
+                                                    "captured_at": "2024-05-03T10:00:00Z"}))
+    data = str(tmp_path / "data")
+    assert cli("ingest", str(crashes), "--data-dir", data).returncode == 0
+    listed = cli("list", "--data-dir", data)
+    head, row = listed.stdout.splitlines()
+    assert row.split()[head.split().index("CORE")] == "unreadable", listed.stdout
+    crash_id = json.loads(cli("list", "--json", "--data-dir", data).stdout)[0]["crash_id"]
+    info = cli("info", crash_id, "--data-dir", data)
+    core_line = next(line for line in info.stdout.splitlines() if line.startswith("core: "))
+    assert core_line.startswith("core: unreadable, kept as received, 0 bytes (core unreadable: ")
 
 
 def test_ingest_that_stores_nothing_fails(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_sidecar_attributes_beyond_the_limit_are_dropped_and_counted(tmp_path: P
     with DuckDBStore(tmp_path / "data") as store:
         summary = ingest([fleet], store, jobs=1)
         kept = [str(r) for r in summary.rejections.kept if r.category == "attribute-limit"]
-        assert kept == [f"{fleet}/crashes/wide.json: 36 attributes dropped (limit "
+        assert kept == [f"{fleet}/crashes/wide.json: 36 of 100 attributes dropped (limit "
                         "max_attribute_keys, see docs/limits.md); crash kept"]
         assert summary.crashes_added == 2, [str(r) for r in summary.rejections]
         stored = store._query("SELECT host_id, attributes FROM crashes ORDER BY host_id").fetchall()

@@ -20,6 +20,7 @@ from pathlib import Path
 import zstandard
 from fleetfactory import CoreSet, coreset  # noqa: F401
 
+from coreepi.cli.main import accepted_anything
 from coreepi.ingest.artifacts import inspect_file
 from coreepi.ingest.run import ingest
 from coreepi.store import DuckDBStore, open_store
@@ -115,7 +116,8 @@ def test_ingest_fleet(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
             f"{crashes}/lost.json: core missing (rate limit); crash counted",
             f"{crashes}/report.json: crash {json.loads((crashes / 'report.json').read_text())['crash_id']} "
             "of host 'h3' at 2024-01-20T00:00:00+00:00 is outside every exposure interval of its "
-            "host (counted, but adds to no rate)",
+            "host (counted in totals and rates; left out of the per-host tests and attribute "
+            "ratios, see docs/epidemiology.md)",
         ] + [m for m in messages if m.startswith((f"{crashes}/hostile:", f"{crashes}/truncated:"))])
         assert messages == expected
         unreadable = [r for r in summary.rejections if r.file.endswith(("hostile", "truncated"))]
@@ -157,6 +159,9 @@ def test_ingest_fleet(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
         # files are looked at again (cheaply: their sidecar), so a fix gets picked up
         again = ingest([fleet], store, jobs=2, timeout=120)
         assert (again.crashes_added, again.files_skipped, again.files_seen) == (0, 10, 13)
+        # report.json's outside-exposure note was this store's first run's news, not this one's
+        assert "outside-exposure" not in {r.category for r in again.rejections}
+        assert "outside-exposure" in set(store.rejections_frame()["category"])
         assert store.counts()["crashes"] == 7
         # touched files (new mtime, same content): read again, still nothing added
         for p in crashes.iterdir():
@@ -331,3 +336,74 @@ def test_same_crash_on_two_hosts_is_two_crashes(tmp_path: Path, coreset: CoreSet
         second = ingest([again], store, store_cores=False)
         assert (second.crashes_added, second.crashes_existing) == (1, 1)
         assert store._query("SELECT count(*) FROM crashes").fetchone()[0] == 3
+
+
+def test_core_after_its_sidecar_completes_one_crash(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    """A crash counted with its core missing is completed, not counted again,
+    when the core arrives later; a sidecar given by path beside its ingested
+    core is that crash, not a second one with its core missing."""
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    sidecar(crashes / "late.json", "h-01", "2024-05-03T10:00:00Z")
+    with DuckDBStore(tmp_path / "store") as store:
+        first = ingest([crashes], store, store_cores=False)
+        assert dict(first.crashes_by_status) == {"missing": 1}
+        shutil.copy(coreset.cores[0], crashes / "late.core")
+        second = ingest([crashes], store, store_cores=False)
+        assert (second.crashes_added, second.crashes_completed) == (0, 1)
+        assert accepted_anything(second)  # the CLI does not call it "nothing ingested"
+        assert "1 counted earlier without their core now completed by it" in str(second)
+        got = rows(store, "SELECT core_status, signal, artifact FROM crashes")
+        assert got == [("not-stored", "SIGSEGV", str(crashes / "late.core"))]
+        assert list(store.rejections_frame()["category"]) == []  # the core-missing row went
+
+        other = tmp_path / "other"
+        other.mkdir()
+        shutil.copy(coreset.cores[1], other / "svc.core")
+        sidecar(other / "svc.json", "h-01", "2024-05-04T10:00:00Z")
+        ingest([other / "svc.core"], store, store_cores=False)
+        by_path = ingest([other / "svc.json"], store, store_cores=False)
+        assert (by_path.crashes_added, by_path.files_skipped) == (0, 1)
+        assert not by_path.rejections
+        # the core gone (retention), its sidecar read alone: still the one crash
+        (other / "svc.core").unlink()
+        alone = ingest([other], store, store_cores=False)
+        assert (alone.crashes_added, alone.crashes_existing, len(alone.rejections)) == (0, 1, 0)
+        assert rows(store, "SELECT count(*), count(*) FILTER (core_status = 'missing') "
+                           "FROM crashes") == [(2, 0)]
+
+
+def test_sidecar_attributes_over_the_limit_beside_a_core_are_counted(
+        tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    """A core's sidecar with 100 keys and one 100,000-character value: the
+    crash is kept with the first 64 attributes that fit, and the dropped ones
+    are one attribute-limit line (summary and ingest_rejections)."""
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    shutil.copy(coreset.cores[0], crashes / "wide.core")
+    sidecar(crashes / "wide.json", "h1", "2024-05-03T10:00:00Z", huge="x" * 100_000,
+            **{f"k{i}": i for i in range(100)})
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([crashes], store, store_cores=False)
+        assert summary.crashes_added == 1
+        assert [str(r) for r in summary.rejections] == [
+            f"{crashes}/wide.json: 37 of 101 attributes dropped (limit max_attribute_value_chars, "
+            "see docs/limits.md); crash kept"]
+        assert summary.rejections.summary() == "0 rejected; 1 kept with a problem"
+        assert rows(store, "SELECT file, category, action FROM ingest_rejections") == [
+            (str(crashes / "wide.json"), "attribute-limit", "kept")]
+        (attrs,) = rows(store, "SELECT attributes FROM crashes")[0]
+        assert sorted(json.loads(attrs)) == sorted(f"k{i}" for i in range(64))
+
+
+def test_sidecar_without_captured_at_is_a_missing_value(tmp_path: Path) -> None:
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    (crashes / "a.json").write_text(json.dumps({"host_id": "h1"}))
+    (crashes / "b.json").write_text(json.dumps({"host_id": "h1", "captured_at": 1714730400}))
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([crashes], store)
+    assert [(Path(r.file).name, r.category) for r in summary.rejections] == [
+        ("a.json", "missing-value"), ("b.json", "bad-timestamp")]
+    assert str(summary.rejections.items[1]).endswith(
+        "sidecar captured_at 1714730400 is not ISO-8601 UTC text; not ingested")

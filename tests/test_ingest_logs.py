@@ -104,6 +104,23 @@ def test_telemetry_log_kernel_crash_gets_the_log_time_and_host(tmp_path: Path) -
         assert ev[0][:3] == ("edac_ue", "uncorrected", "node-9")
 
 
+def test_debug_refuses_a_crash_from_a_kernel_log(tmp_path: Path) -> None:
+    """A kernel log's crash has no core: ``debug`` says so in one line (exit
+    2) instead of starting gdb on the text file."""
+    log = tmp_path / "kern.log"
+    body = _syz_body(SYZ / "323")
+    log.write_text("".join(f"2024-03-01T12:00:00+00:00 node-9 kernel: {line}\n"
+                           for line in body.splitlines()))
+    with DuckDBStore(tmp_path / "store") as store:
+        ingest([], store, telemetry_logs=[(log, "node-9")])
+        crash_id = rows(store, "SELECT crash_id FROM crashes ORDER BY crash_id")[0][0]
+    result = CliRunner().invoke(app, ["debug", crash_id, "--data-dir", str(tmp_path / "store")])
+    assert result.exit_code == 2, result.output
+    assert result.output == (f"coreepi: error: crash {crash_id} came from a kernel-oops "
+                             f"artifact, not a core: nothing to debug (coreepi info {crash_id} "
+                             "shows what it holds)\n")
+
+
 def test_cli_ingest_telemetry(tmp_path: Path) -> None:
     xid = GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log"
     runner = CliRunner()

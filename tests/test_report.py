@@ -270,3 +270,10 @@ def test_every_evidence_kind_has_a_phrase_and_a_documented_row(findings: FleetFi
         for e in item.attribution.evidence:
             text = evidence_text(e)
             assert text and "None" not in text, (e.kind, text)
+
+
+def test_counts_are_said_in_number() -> None:
+    from coreepi.reporting.phrases import how_many
+
+    assert [how_many(1, "crash"), how_many(2, "crash"), how_many(1204, "host"),
+            how_many(0, "host")] == ["1 crash", "2 crashes", "1,204 hosts", "0 hosts"]

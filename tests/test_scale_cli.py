@@ -117,3 +117,42 @@ def test_report_engine_errors(data_dir: Path, args: list[str], message: str) -> 
     assert res.exit_code == 2
     assert message in res.output.replace("\n", " ")
     assert "Traceback" not in res.output
+
+
+def test_export_of_a_store_without_telemetry_reads_back(tmp_path: Path) -> None:
+    """A table without rows is exported as its folder with one empty file, so
+    `report --parquet` reads the export; a re-export leaves no day of the
+    earlier one behind."""
+    from datetime import UTC, datetime, timedelta
+
+    from coreepi.model.fleet import ExposureInterval, HostRow
+    from coreepi.model.report import AnalysisInfo, CrashReport, Signature, Source
+    from coreepi.store import CoreStatus, CrashRecord
+
+    data, out = tmp_path / "data", tmp_path / "pq"
+    t0 = datetime(2024, 5, 1, tzinfo=UTC)
+    with open_store(data) as store:
+        store.add_hosts([HostRow("h1", {"cpu": "a"}, 2), HostRow("h2", {"cpu": "b"}, 3)])
+        store.add_exposure(ExposureInterval(h, t0, t0 + timedelta(days=10), {}, 2)
+                           for h in ("h1", "h2"))
+        store.add_crashes([CrashRecord(CrashReport(
+            crash_id=f"c{i}", host_id="h1", captured_at=t0 + timedelta(days=i, hours=1),
+            source=Source.ELF_CORE, signature=Signature(signature="main"),
+            analysis=AnalysisInfo(analyzer_version="test")), {}, CoreStatus.NOT_STORED, None,
+            None) for i in range(3)])
+    runner = CliRunner()
+    first = runner.invoke(app, ["export", "parquet", str(out), "--data-dir", str(data)])
+    assert first.exit_code == 0, first.output
+    assert first.output.strip().endswith("crashes 3, telemetry 0")
+    assert [p.name for p in (out / "telemetry").iterdir()] == ["part-0.parquet"]
+    report = runner.invoke(app, ["report", "--data-dir", str(data), "--parquet", str(out),
+                                 "-f", "json", "-o", str(tmp_path / "r.json")])
+    assert report.exit_code == 0, report.output
+    findings = FleetFindings.model_validate_json((tmp_path / "r.json").read_text())
+    assert (findings.window.crashes, findings.window.hosts) == (3, 2)
+    with open_store(data) as store:
+        store._query("DELETE FROM crashes WHERE crash_id = 'c2'")
+    again = runner.invoke(app, ["export", "parquet", str(out), "--data-dir", str(data)])
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in (out / "crashes").iterdir()) == [
+        "day=2024-05-01", "day=2024-05-02"]

@@ -11,9 +11,12 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from coreepi.capture.config import CaptureConfig
 
 __all__ = ["register"]
 
@@ -23,9 +26,20 @@ ConfigOption = Annotated[
 ]
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     sys.stderr.write(f"coreepi: error: {message}\n")
     raise typer.Exit(2)
+
+
+def _config(path: Path | None) -> CaptureConfig:
+    """The capture configuration at ``path``; a bad file is one line, exit 2."""
+    from coreepi.capture.config import load_config
+    from coreepi.errors import InputError
+
+    try:
+        return load_config(path)
+    except InputError as exc:
+        _fail(str(exc))
 
 
 def collect(
@@ -114,9 +128,8 @@ def agent(
 def status(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Show the spool's counts (queued, pending analysis, quarantined, bytes)."""
     from coreepi.capture.agent import spool_status
-    from coreepi.capture.config import load_config
 
-    sys.stdout.write(json.dumps(spool_status(load_config(config or ctx.obj)), indent=2) + "\n")
+    sys.stdout.write(json.dumps(spool_status(_config(config or ctx.obj)), indent=2) + "\n")
 
 
 @agent_app.command()
@@ -127,11 +140,10 @@ def install(
 ) -> None:
     """Show (and with --apply perform) the core_pattern, core_pipe_limit,
     sysctl.d, RLIMIT_CORE and systemd set-up; the previous state is saved."""
-    from coreepi.capture.config import load_config
     from coreepi.capture.install import apply_install, plan_install
 
     path = config or ctx.obj
-    cfg = load_config(path)
+    cfg = _config(path)
     plan = plan_install(Path(path).resolve() if path else None, cfg.spool_dir)
     sys.stdout.write(plan.describe())
     if not apply:

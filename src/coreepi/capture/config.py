@@ -175,8 +175,11 @@ def _fill(obj: Any, table: dict[str, Any], where: str) -> None:
             if not isinstance(value, dict):
                 raise InputError(where, f"[{key}] must be a table")
             _fill(current, value, f"{where} [{key}]")
-        elif isinstance(current, Path):
-            setattr(obj, key, Path(value))
+        elif isinstance(current, (Path, str)):
+            if not isinstance(value, str):
+                raise InputError(where, f"{key} must be text (a quoted string), not "
+                                 f"{type(value).__name__} {value!r}")
+            setattr(obj, key, Path(value) if isinstance(current, Path) else value)
         elif isinstance(current, bool):
             if not isinstance(value, bool):
                 raise InputError(where, f"{key} must be true or false")
@@ -189,8 +192,8 @@ def _fill(obj: Any, table: dict[str, Any], where: str) -> None:
             if not isinstance(value, type(current)):
                 raise InputError(where, f"{key} must be a {type(current).__name__}")
             setattr(obj, key, value)
-        else:
-            setattr(obj, key, str(value))
+        else:  # no field of another type: a new one must get its own branch
+            raise AssertionError(f"{where}: {key} has no reader for {type(current).__name__}")
 
 
 def load_config(path: str | Path | None = None) -> CaptureConfig:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from coreepi.cli.common import Server, TokenFile, fail, parse_when, read_token
+from coreepi.cli.basics import parse_capture_time
+from coreepi.cli.common import Server, TokenFile, fail, read_token
 from coreepi.cli.inspect_args import FILE_HELP, option
 from coreepi.cli.inspect_run import identify, run_inspect
 from coreepi.errors import InputError
@@ -66,11 +67,12 @@ def submit(
     report lacks."""
     from pydantic import ValidationError
 
+    from coreepi.model.limits import TimeRangeError, check_time
     from coreepi.model.report import CrashReport
 
     if not server:
         fail("give --server URL (or $COREEPI_SERVER)")
-    when = parse_when(captured_at, "--captured-at")
+    when = parse_capture_time(captured_at, "--captured-at")
     try:
         data = json.loads(report_file.read_bytes())
         items = data if isinstance(data, list) else [data]
@@ -84,6 +86,11 @@ def submit(
         identify(report, report.host_id or host_id, report.captured_at or when)
         if not report.host_id:
             fail(f"{report_file}: crash {report.crash_id} has no host_id; give --host-id")
+        if report.captured_at is not None:  # the server's range, refused before sending
+            try:
+                check_time(report.captured_at, "captured_at")
+            except TimeRangeError as exc:
+                fail(f"{report_file}: crash {report.crash_id}: {exc}")
     _post(server, read_token(token_file), reports)
 
 

@@ -12,9 +12,21 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NoReturn
 
-__all__ = ["EXIT_INPUT_ERROR", "fail", "parse_when", "run_guarded"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_INPUT_ERROR",
+    "fail",
+    "parse_capture_time",
+    "parse_when",
+    "run_guarded",
+]
 
 EXIT_INPUT_ERROR = 2
+EXIT_BROKEN_PIPE = 141
+"""Exit status when the reader of standard output went away (``| head``):
+128 + SIGPIPE, what a shell reports for ``cat``/``seq``/``git`` killed by
+the signal, so ``set -o pipefail`` sees the same as with coreutils; never 1,
+which means a bug of ours."""
 
 
 def fail(message: str) -> NoReturn:
@@ -36,12 +48,34 @@ def parse_when(value: str | None, option: str) -> datetime | None:
              "2024-05-01 or 2024-05-01T12:00:00Z)")
 
 
+def parse_capture_time(value: str | None, option: str) -> datetime | None:
+    """:func:`parse_when`, then within the accepted time range of
+    :mod:`coreepi.model.limits` (2000 to a day past this clock), so a time
+    the server would answer with 422 is refused here, in one line, exit 2."""
+    when = parse_when(value, option)
+    if when is not None:
+        from coreepi.model.limits import TimeRangeError, check_time
+
+        try:
+            check_time(when, option)
+        except TimeRangeError as exc:
+            fail(str(exc))
+    return when
+
+
 def run_guarded(call: Callable[[], None]) -> None:
-    """Run a command: Ctrl-C is one line and exit status 130; an exception
-    that escapes is a bug of ours: one line and exit status 1 (the traceback
-    with ``COREEPI_DEBUG=1``)."""
+    """Run a command: Ctrl-C is one line and exit status 130; standard output
+    closed by its reader ends it quietly with :data:`EXIT_BROKEN_PIPE`; an
+    exception that escapes is a bug of ours: one line and exit status 1 (the
+    traceback with ``COREEPI_DEBUG=1``)."""
     try:
         call()
+        sys.stdout.flush()  # a closed pipe shows here at the latest, not at exit
+    except BrokenPipeError:
+        # what is still buffered goes nowhere, so Python's exit-time flush
+        # does not complain about the pipe again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_BROKEN_PIPE)
     except KeyboardInterrupt:
         sys.stderr.write("coreepi: interrupted\n")
         sys.exit(130)

@@ -201,11 +201,15 @@ def dump(
             _write_core(source, full, sys.stdout.buffer, Path(tempfile.gettempdir()))
             sys.stdout.buffer.flush()
         except BrokenPipeError:
-            # the reader stopped early (| head): not an error; keep Python's
-            # exit-time flush from complaining
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise  # the reader stopped early (| head): run_guarded ends quietly
         except OSError as exc:
             fail(f"stdout: {exc.strerror or exc}")
+
+
+_DEBUGGABLE = frozenset({"elf-core", "systemd-coredump"})
+"""Crash sources (``model.report.Source`` values, as text so that listing
+crashes does not import the model) whose artifact is an ELF core gdb can
+open; a JVM crash paired with its core has the core's source."""
 
 
 def debug(
@@ -236,6 +240,10 @@ def debug(
         with crash_source(data_dir, server, token_file, store) as source:
             full = source.resolve(crash_id)
             report = source.report(full)
+            if report.source not in _DEBUGGABLE:
+                # its artifact is a text log (kernel log, hs_err): gdb would read it as an executable
+                fail(f"crash {full} came from a {report.source} artifact, not a core: "
+                     f"nothing to debug (coreepi info {full} shows what it holds)")
             core = work / f"{full}.core"
             _core_to_file(source, full, core)
             dirs = [*(symbol_dir or []), *source.symbol_dirs(report)]

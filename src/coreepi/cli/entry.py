@@ -66,15 +66,10 @@ def main() -> None:
 
 
 def _inspect(arguments: dict[str, object]) -> None:
-    """``coreepi inspect`` without Typer; a closed pipe ends it as Click
-    would (exit status 1, nothing more written)."""
+    """``coreepi inspect`` without Typer (a closed pipe: see
+    :func:`coreepi.cli.basics.run_guarded`)."""
     from coreepi.cli.inspect_run import run_inspect
     from coreepi.ingest.scratch import exit_on_sigterm
 
     exit_on_sigterm()  # as the Typer app's callback does
-    try:
-        run_inspect(**arguments)  # type: ignore[arg-type]
-        sys.stdout.flush()
-    except BrokenPipeError:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the final flush must not raise again
-        sys.exit(1)
+    run_inspect(**arguments)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coreepi.cli.basics import fail, parse_when
+from coreepi.cli.basics import fail, parse_capture_time
 from coreepi.errors import InputError
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def run_inspect(core: Path, *, exe: Path | None = None, sysroot: Path | None = N
     line on stderr and exit status 2 (SystemExit)."""
     from coreepi.ingest.artifacts import inspect_file
 
-    when = parse_when(captured_at, "--captured-at")
+    when = parse_capture_time(captured_at, "--captured-at")
     try:
         reports = inspect_file(core, exe=exe, sysroot=sysroot, debug_dirs=debug_dir or (),
                                run_analysis=not no_analysis, case_defs=case_defs)

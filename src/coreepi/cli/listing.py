@@ -74,16 +74,19 @@ def jsonable(row: dict[str, Any]) -> dict[str, Any]:
 
 
 _HEAD = ("TIME (UTC)", "CRASH", "HOST", "SIGNAL", "CORE", "SIGNATURE")
+_CORE = {"stored": "yes", "not-stored": "no", "missing": "missing", "unreadable": "unreadable"}
+"""The CORE cell of each ``core_status``: the words ``coreepi info`` uses
+(an unreadable core is kept as received, but no analysis came of it)."""
 
 
 def crash_lines(rows: list[dict[str, Any]], width: int | None) -> list[str]:
     """A header and one line per crash: time (UTC, to the minute), short id,
-    host, signal, whether the core is stored, signature (or the phenotypes
-    when it has none). ``width``: cut each line's signature to fit (None: no
-    cut, e.g. for a pipe)."""
+    host, signal, what became of the core (:data:`_CORE`), signature (or the
+    phenotypes when it has none). ``width``: cut each line's signature to fit
+    (None: no cut, e.g. for a pipe)."""
     cells = [(_when(r).strftime("%Y-%m-%d %H:%M") if r.get("captured_at") else "-",
               short_id(r["crash_id"]), r.get("host_id") or "-", r.get("signal") or "-",
-              "yes" if r.get("core_status") == "stored" else "no",
+              _CORE.get(r.get("core_status") or "", "no"),
               r.get("signature") or ",".join(r.get("phenotypes") or []) or "-")
              for r in rows]
     widths = [max(len(c[i]) for c in [_HEAD, *cells]) for i in range(len(_HEAD) - 1)]

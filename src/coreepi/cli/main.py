@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -81,8 +81,7 @@ def telemetry(
     from coreepi.parse.open_input import DecompressionError
     from coreepi.parse.telemetry.logs import parse_telemetry
 
-    if not log.is_file():
-        fail(f"{log}: no such file")
+    _check_log(log)
     stopped: DecompressionError | None = None
     rows: list[tuple[str, str, str, str, str]] = []
     try:
@@ -115,6 +114,31 @@ def telemetry(
         fail(stopped.stopped_at())
     if not json_output and not rows:
         sys.stderr.write(f"coreepi: {log}: no hardware events found\n")
+
+
+def _check_log(log: Path) -> None:
+    """One line and exit 2 unless ``log`` is a file whose first 64 KiB
+    (decompressed) are text: a directory, a core or other binary is not a log."""
+    from coreepi.parse.open_input import DecompressionError, open_input
+    from coreepi.parse.sniff import text_head
+
+    if log.is_dir():
+        fail(f"{log}: is a directory, not a log file")
+    if not log.exists():
+        fail(f"{log}: no such file")
+    if not log.is_file():
+        fail(f"{log}: not a regular file (a FIFO or device is not read)")
+    try:
+        with open_input(log) as fh:
+            head = fh.read(1 << 16)
+    except DecompressionError:
+        return  # the reading says where the data stops
+    except OSError as exc:
+        fail(f"{log}: cannot read: {exc.strerror or exc}")
+    if head and text_head(head) is None:
+        what = "an ELF file (a core? coreepi inspect reads cores)" if head.startswith(
+            b"\x7fELF") else "binary content"
+        fail(f"{log}: not a log: {what}")
 
 
 def ingest(
@@ -196,7 +220,7 @@ def accepted_anything(summary: IngestSummary) -> bool:
     """Whether an ingest stored (or found already stored) anything of its input."""
     return any((summary.files_skipped, summary.hosts, summary.exposure_added,
                 summary.exposure_duplicates, summary.events_added, summary.crashes_added,
-                summary.crashes_existing, summary.crashes_paired))
+                summary.crashes_existing, summary.crashes_paired, summary.crashes_completed))
 
 
 def simulate(
@@ -402,10 +426,41 @@ def main() -> None:
     run_guarded(lambda: _run_typer(sys.argv[1:]))
 
 
+def _click_exceptions() -> Any:
+    """The exception module of the Click that Typer runs on: its own copy
+    since Typer 0.2x (``typer._click``), the click package before."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # a Typer that uses the click package
+        from click import exceptions
+    return exceptions
+
+
 def _run_typer(args: list[str]) -> None:
+    """Run the command line with Click's parsing but our ending: a usage
+    error is one line ``coreepi: error: …`` and exit status 2 (Click's own
+    ending prints a four-line usage block), ``--help`` and ``typer.Exit``
+    as Click does, a closed stdout and Ctrl-C to :func:`run_guarded`."""
     from coreepi.cli.helpfmt import tidy_help
 
+    errors = _click_exceptions()
     first = next((arg for arg in args if not arg.startswith("-")), None)
     command = typer.main.get_command(build_app(first))
     tidy_help(command)
-    command(args, prog_name="coreepi")
+    try:
+        with command.make_context("coreepi", args) as ctx:
+            command.invoke(ctx)
+    except getattr(errors, "NoArgsIsHelpError", ()) as exc:  # Click >= 8.2 (before: Exit)
+        exc.show()  # bare ``coreepi`` or ``coreepi token``: the help is the answer
+        sys.exit(exc.exit_code)
+    except errors.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "coreepi"
+        message = " ".join(exc.format_message().split())
+        fail(f"{where}: {message} (see {where} --help)")
+    except typer.Exit as exc:  # --help, --version, a command's own exit status
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        raise KeyboardInterrupt from None
+    except errors.ClickException as exc:
+        sys.stderr.write(f"coreepi: error: {' '.join(exc.format_message().split())}\n")
+        sys.exit(exc.exit_code)

@@ -8,11 +8,17 @@ transaction per artifact). Every crash is counted, also when its core is
 missing or cannot be analysed (a crash row with ``core_status``
 ``missing``/``unreadable`` and the reason).
 
-Crash ids of analysed artifacts: the artifact's own id (from its content:
-build-id, pid, tid, registers … — see the parsers) hashed with the host and
-the capture time by :func:`crash_id_on_host`, so that identical crashes on
-two hosts (containers with the same pid, no ASLR) stay two, while the same
-artifact ingested again keeps its id.
+Crash ids: a crash with a sidecar takes the sidecar's id
+(:meth:`Sidecar.crash_id`: host, capture time, attributes), whether its core
+is there, missing or unreadable, so a crash counted with its core missing is
+completed (its row replaced, not a second row added) when the core arrives
+later, and a sidecar read without its core never adds a second crash. The
+further crashes of an artifact holding several (a kernel log) take the
+artifact's own id (from its content: build-id, pid, tid, registers … — see
+the parsers) hashed with the host and the capture time by
+:func:`crash_id_on_host`, so that identical crashes on two hosts
+(containers with the same pid, no ASLR) stay two, while the same artifact
+ingested again keeps its id.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -65,6 +71,8 @@ class CoreJob:
     blob_key: str | None = None
     duplicate: bool = False
     result: SandboxResult | None = None
+    rejections: Rejections = field(default_factory=Rejections)
+    """Problems found before the analysis (a sidecar's attributes over a limit)."""
 
 
 def crash_id_on_host(report: CrashReport) -> str:
@@ -94,8 +102,7 @@ def _placeholder_report(
     except ValueError:
         source = Source.ELF_CORE
     return CrashReport(
-        crash_id=stable_crash_id("sidecar-only", sidecar.host_id,
-                                 sidecar.captured_at.isoformat(), sha256),
+        crash_id=sidecar.crash_id(),
         captured_at=sidecar.captured_at,
         host_id=sidecar.host_id,
         source=source,
@@ -251,10 +258,23 @@ class CrashIngest:
             return
         reason = sidecar.core_dropped_reason or "no core file beside the sidecar"
         report = _placeholder_report(sidecar, sha, f"core missing: {reason}", None, None)
+        if self._stored_status(sidecar) not in (None, CoreStatus.MISSING):
+            # its core was ingested before (and is gone from beside it now):
+            # the crash is stored with its core, nothing is missing
+            self.summary.crashes_existing += 1
+            self._queue([], rejections, replace, ledger, path, "crash already stored with its core")
+            return
         rejections.add(path, None, "core-missing", f"core missing ({reason}); crash counted",
                        action="kept")
         record = CrashRecord(report, sidecar.attributes, CoreStatus.MISSING, reason, str(path))
         self._queue([record], rejections, replace, ledger, path, "core missing")
+
+    def _stored_status(self, sidecar: Sidecar) -> CoreStatus | None:
+        """The core status of the stored crash of ``sidecar`` (None: not stored)."""
+        at = sidecar.captured_at
+        crash_id = sidecar.crash_id()
+        stored = self.store.crash_records(sidecar.host_id, at, at + timedelta(seconds=1))
+        return next((s.core_status for s in stored if s.report.crash_id == crash_id), None)
 
     def _report_record(self, path: Path, obj: dict[str, Any],
                        rejections: Rejections) -> CrashRecord | None:
@@ -298,7 +318,7 @@ class CrashIngest:
             self._commit([], rejections, replace, None)
             self._done(item.path, "rejected")
             return None
-        return CoreJob(item, sidecar, st)
+        return CoreJob(item, sidecar, st, rejections=rejections)
 
     def _pair(self, records: list[CrashRecord]) -> tuple[list[CrashRecord], list[CrashRecord]]:
         """(new rows, updates of stored crashes): an hs_err report and an ELF
@@ -346,7 +366,7 @@ class CrashIngest:
         ledger = LedgerEntry(str(item.path), job.stat.st_size, job.stat.st_mtime_ns, job.sha256,
                              "crash-artifact", "done")
         replace = [str(item.path)] + ([str(item.sidecar)] if item.sidecar else [])
-        rejections = Rejections()
+        rejections = job.rejections
         if job.duplicate:
             self._commit([], rejections, [], ledger)
             self._done(item.path, "same content already ingested")
@@ -354,11 +374,11 @@ class CrashIngest:
         assert result is not None
         records: list[CrashRecord] = []
         if result.ok:
-            for report in result.reports:
+            for i, report in enumerate(result.reports):
                 report.host_id = sidecar.host_id
                 if report.captured_at is None:
                     report.captured_at = sidecar.captured_at
-                report.crash_id = crash_id_on_host(report)
+                report.crash_id = sidecar.crash_id() if i == 0 else crash_id_on_host(report)
                 report.core.sha256 = job.sha256
                 report.core.stored = job.blob_key is not None
                 report.core.blob_key = job.blob_key
@@ -369,20 +389,32 @@ class CrashIngest:
                 rejections.add(item.path, None, "no-crash-found",
                                "no crash found in this artifact")
             outcome = f"{len(records)} crash(es)"
+            completed: list[CrashRecord] = []
+            if records and self._stored_status(sidecar) in (CoreStatus.MISSING,
+                                                           CoreStatus.UNREADABLE):
+                # counted before with its core missing (or unreadable): this is that crash
+                completed, records = records[:1], records[1:]
+                self.summary.crashes_completed += 1
+                outcome += ", completing the crash counted without its core"
             records, updates = self._pair(records)
-            if updates:
-                self.summary.crashes_paired += len(updates)
-                outcome += f", {len(updates)} joined to its JVM crash"
+            updates = [*completed, *updates]
+            if len(updates) > len(completed):
+                self.summary.crashes_paired += len(updates) - len(completed)
+                outcome += f", {len(updates) - len(completed)} joined to its JVM crash"
             self._commit(records, rejections, replace, ledger, updates)
             self._done(item.path, outcome)
             return
         reason = f"{result.category}: {result.error}"
         report = _placeholder_report(sidecar, job.sha256, f"core unreadable: {reason}",
                                      job.blob_key, job.stat.st_size)
-        records.append(CrashRecord(report, sidecar.attributes, CoreStatus.UNREADABLE, reason,
-                                   str(item.path)))
+        record = CrashRecord(report, sidecar.attributes, CoreStatus.UNREADABLE, reason,
+                             str(item.path))
         rejections.add(item.path, None, result.category,
                        f"{result.error}; crash counted with core_status unreadable", action="kept")
-        self._commit(records, rejections, replace, ledger)
+        if self._stored_status(sidecar) is CoreStatus.MISSING:  # the core arrived, unreadable
+            self.summary.crashes_completed += 1
+            self._commit([], rejections, replace, ledger, [record])
+        else:
+            self._commit([record], rejections, replace, ledger)
         self._done(item.path, f"unreadable ({result.category})")
 

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.fleet import ExposureInterval, HostRow, Rejections, parse_utc
 from coreepi.model.limits import check_time, trim_attributes
+from coreepi.model.report import stable_crash_id
 
 __all__ = [
     "COMPRESSION_SUFFIXES",
@@ -372,6 +373,15 @@ class Sidecar:
     attributes_note: str | None = None
     """How many attributes were dropped by which limit (None: none)."""
 
+    def crash_id(self) -> str:
+        """The id of the crash this sidecar describes (32 hex characters):
+        a hash of host, capture time and attributes, so the crash keeps its
+        id whether its core arrives before, with or after the sidecar, and
+        a crash re-sent with the same sidecar is the same crash. Two cores
+        with sidecars identical in all three are taken for one crash."""
+        attrs = json.dumps(self.attributes, sort_keys=True, default=str)
+        return stable_crash_id("sidecar", self.host_id, self.captured_at.isoformat(), attrs)
+
 
 def _json_error(exc: json.JSONDecodeError, what: str) -> SidecarError:
     return SidecarError("not-json", f"{what} is not JSON: {exc.msg} (column {exc.colno})",
@@ -391,21 +401,25 @@ def sidecar_from_object(path: Path, obj: object) -> Sidecar:
     if host_id is None or not host_id.strip():
         raise SidecarError("missing-value", "sidecar has no host_id")
     raw_time = obj.get("captured_at")
+    if raw_time is None:
+        raise SidecarError("missing-value", "sidecar has no captured_at (ISO-8601 UTC)")
     if not isinstance(raw_time, str):
-        raise SidecarError("bad-timestamp", "sidecar has no captured_at (ISO-8601 UTC)")
+        raise SidecarError("bad-timestamp",
+                           f"sidecar captured_at {raw_time!r} is not ISO-8601 UTC text")
     try:
         captured_at = check_time(parse_utc(raw_time), "captured_at")
     except ValueError as exc:
         raise SidecarError("bad-timestamp", f"sidecar captured_at: {exc}") from None
     dropped = obj.get("core_dropped_reason")
     source = obj.get("source")
-    attrs, n_dropped, limit = trim_attributes(
-        {k: v for k, v in obj.items() if k not in SIDECAR_RESERVED})
+    given = {k: v for k, v in obj.items() if k not in SIDECAR_RESERVED}
+    attrs, n_dropped, limit = trim_attributes(given)
     return Sidecar(
         path, host_id.strip(), captured_at, attrs,
         str(dropped) if dropped is not None else None,
         str(source) if source is not None else None,
-        f"{n_dropped} attributes dropped (limit {limit}, see docs/limits.md); crash kept"
+        f"{n_dropped} of {len(given)} attributes dropped (limit {limit}, see docs/limits.md); "
+        "crash kept"
         if n_dropped else None,
     )
 

@@ -30,7 +30,14 @@ from pathlib import Path
 
 from coreepi.ingest.buildid import BuildIdIndex
 from coreepi.ingest.crashes import CoreJob, CrashIngest
-from coreepi.ingest.fleet import CrashFile, Fleet, is_fleet_dir, scan_crashes, sidecar_candidates
+from coreepi.ingest.fleet import (
+    CrashFile,
+    Fleet,
+    is_fleet_dir,
+    pair_crash_files,
+    scan_crashes,
+    sidecar_candidates,
+)
 from coreepi.ingest.hostlog import ingest_host_log
 from coreepi.ingest.sandbox import Sandbox, SandboxLimits, SandboxResult
 from coreepi.ingest.scratch import scratch_dir
@@ -69,12 +76,31 @@ def _analyse_job(job: CoreJob, store: Store, runner: Sandbox, store_cores: bool)
 
 
 
+def _with_artifacts(loose: list[Path]) -> list[Path]:
+    """``loose`` files, each sidecar given without its artifact replaced by
+    that artifact when it lies beside it (paired as in a fleet directory):
+    the crash is the artifact's, not a crash whose core is missing."""
+    listings: dict[Path, dict[Path, Path]] = {}  # directory -> {sidecar: its artifact}
+    out: list[Path] = []
+    for p in loose:
+        if p.suffix == ".json" and p.parent not in listings:
+            try:
+                names = sorted(p.parent / n for n in os.listdir(p.parent))
+            except OSError:
+                names = []
+            listings[p.parent] = {f.sidecar: f.path for f in pair_crash_files(names)
+                                  if f.sidecar is not None}
+        artifact = listings.get(p.parent, {}).get(p) if p.suffix == ".json" else None
+        out.append(artifact if artifact is not None and artifact.is_file() else p)
+    return list(dict.fromkeys(out))
+
+
 def _crash_items(paths: Sequence[Path], fleets: list[Fleet]) -> list[CrashFile]:
     items: list[CrashFile] = []
     for fleet in fleets:
         if fleet.crashes is not None:
             items.extend(scan_crashes(fleet.crashes))
-    loose = [p for p in paths if p.is_file()]
+    loose = _with_artifacts([p for p in paths if p.is_file()])
     loose_set = set(loose)
     claimed: set[Path] = set()
     for p in loose:
@@ -214,15 +240,22 @@ def _run_crashes(items: list[CrashFile], store: Store, summary: IngestSummary,
 
 
 def _check_exposure_coverage(store: Store, summary: IngestSummary) -> None:
-    """Note (not reject) every crash that no exposure interval of its host covers."""
+    """Note (not reject) every crash that no exposure interval of its host
+    covers, in the words of the rule of docs/epidemiology.md ("Exposure
+    rules"), which ``report`` applies and states in its note."""
     if not store.counts().get("exposure"):
         return
+    stored = store.rejections_frame()
+    known = set(stored.loc[stored["category"] == "outside-exposure", "reason"])
     outside = [
         Rejection(artifact or crash_id, None, "outside-exposure",
                   f"crash {crash_id} of host {host_id!r} at {at.isoformat()} is outside every "
-                  "exposure interval of its host (counted, but adds to no rate)", "kept")
+                  "exposure interval of its host (counted in totals and rates; left out of "
+                  "the per-host tests and attribute ratios, see docs/epidemiology.md)", "kept")
         for crash_id, host_id, at, artifact in store.crashes_outside_exposure()
     ]
     store.replace_rejections("outside-exposure", outside)
-    summary.rejections.extend(Rejections(outside))
+    # the store keeps every crash's note; this run's summary tells only the
+    # ones it found (a crash ingested earlier was told then)
+    summary.rejections.extend(Rejections([r for r in outside if r.reason not in known]))
 

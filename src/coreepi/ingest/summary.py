@@ -42,6 +42,8 @@ class IngestSummary:
     crashes_added: int = 0
     crashes_existing: int = 0
     crashes_paired: int = 0
+    crashes_completed: int = 0
+    """Crashes counted earlier without their core, whose core arrived in this run."""
     crashes_by_status: Counter[str] = field(default_factory=Counter)
     rejections: Rejections = field(default_factory=Rejections)
     notes: list[str] = field(default_factory=list)
@@ -56,7 +58,9 @@ class IngestSummary:
             (f"crashes: {self.crashes_added} added" + (f" ({status})" if status else "")
              + f", {self.crashes_existing} already stored"
              + (f", {self.crashes_paired} joined to the stored crash of the same JVM process "
-                "(hs_err log + core)" if self.crashes_paired else "")),
+                "(hs_err log + core)" if self.crashes_paired else "")
+             + (f", {self.crashes_completed} counted earlier without their core now completed "
+                "by it" if self.crashes_completed else "")),
             f"problems: {self.rejections.summary()}",
         ]
         return out + [f"note: {n}" for n in self.notes]

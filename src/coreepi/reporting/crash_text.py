@@ -80,8 +80,10 @@ def render_identity(report: CrashReport, console: Console) -> None:
     """What the store knows of a crash besides its analysis: id, time, host,
     source, and what became of its core (``coreepi info``)."""
     core = report.core
-    if core.stored:
-        size = f", {core.size_bytes:,} bytes" if core.size_bytes is not None else ""
+    size = f", {core.size_bytes:,} bytes" if core.size_bytes is not None else ""
+    if core.stored and core.dropped_reason:  # kept as received, not analysable (list: unreadable)
+        fate = f"unreadable, kept as received{size} ({core.dropped_reason}; coreepi dump)"
+    elif core.stored:
         fate = f"stored{size} (coreepi dump / coreepi debug)"
     else:
         fate = f"not stored ({core.dropped_reason})" if core.dropped_reason else "not stored"

@@ -36,6 +36,7 @@ __all__ = [
     "fmt_ratio",
     "fmt_ratio_value",
     "headline",
+    "how_many",
     "lead_text",
 ]
 
@@ -94,6 +95,16 @@ def fmt_bound(x: float | None, status: RatioStatus | None) -> str:
     return fmt_n(x)
 
 
+def how_many(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 crash"``, ``"2 crashes"``, ``"1,204 hosts"``: ``n`` with thousands
+    separators and the noun in number (``plural`` default: noun + ``s``, or
+    + ``es`` after s, sh, ch, x)."""
+    if n == 1:
+        return f"1 {noun}"
+    many = plural or noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
+    return f"{n:,} {many}"
+
+
 def fmt_rate(x: float | None) -> str:
     """A rate or ratio with three significant digits (``n/a`` when undefined)."""
     if x is None or not math.isfinite(x):
@@ -126,7 +137,8 @@ def headline(f: FleetFindings) -> str:
     per = f.config.get("rate_per", 1000)
     return (
         f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC: "
-        f"{w.crashes:,} crashes on {w.hosts_with_crashes:,} of {w.hosts:,} hosts over "
+        f"{how_many(w.crashes, 'crash')} on {w.hosts_with_crashes:,} of "
+        f"{how_many(w.hosts, 'host')} over "
         f"{w.node_days:,.1f} node-days; {fmt_rate(w.rate)} per {per:,.0f} node-days "
         f"(95% CI {fmt_ci(w.rate_lower, w.rate_upper)}); "
         f"{w.signature_groups:,} signatures, {w.phenotype_groups:,} phenotypes"

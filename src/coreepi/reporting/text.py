@@ -29,6 +29,7 @@ from coreepi.reporting.phrases import (
     fmt_rate,
     fmt_ratio,
     headline,
+    how_many,
 )
 from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
 
@@ -89,7 +90,7 @@ def _host_line(h: HostFinding) -> Text:
 
 def _group_line(g: GroupFinding) -> Text:
     verdict = g.attribution.verdict
-    spread = f"{g.crashes:,} crashes on {g.hosts:,} host{'s' if g.hosts != 1 else ''}"
+    spread = f"{how_many(g.crashes, 'crash')} on {how_many(g.hosts, 'host')}"
     if verdict == "environment-triggered":
         trigger = _top_association(g, "environment") or _top_association(g)
         if trigger is not None:
@@ -155,8 +156,7 @@ def _section(title: str, console: Console) -> None:
 def _group_entry(g: GroupFinding) -> RenderableType:
     ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
     head = Text.assemble((g.key, "bold"))
-    plural = "s" if g.hosts != 1 else ""
-    facts = Text(f"{g.kind} · {g.crashes:,} crashes on {g.hosts:,} host{plural} · "
+    facts = Text(f"{g.kind} · {how_many(g.crashes, 'crash')} on {how_many(g.hosts, 'host')} · "
                  f"{fmt_rate(g.rate)} per 1,000 node-days (95% CI "
                  f"{fmt_ci(g.rate_lower, g.rate_upper)}) · ")
     facts.append_text(_verdict(g.attribution.verdict))

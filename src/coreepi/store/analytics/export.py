@@ -11,8 +11,10 @@ read as partitions)::
 Rows are streamed from the engine as Arrow batches (memory: one batch and the
 open partition files), written by ``pyarrow.dataset``. ``DIR`` may be local
 or ``s3://bucket/prefix`` (credentials from the usual AWS environment).
-Re-exporting replaces the table folders (``delete_matching``), so an export
-is a snapshot, never a mix of two.
+Re-exporting empties the table folders first, so an export is a snapshot,
+never a mix of two (nor a day left over from an earlier export). A table
+without rows is one empty ``part-0.parquet`` with the table's columns, so
+every table's folder is there for a reader.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from coreepi.errors import StoreError
 from coreepi.store.analytics.engines import TABLES, EngineTables
@@ -84,14 +87,20 @@ def export_parquet(et: EngineTables, root: str | os.PathLike[str]) -> ExportResu
                 count += batch.num_rows
                 yield batch
 
+        folder = f"{base}/{name}"
         try:
+            fs.delete_dir_contents(folder, missing_dir_ok=True)
             ds.write_dataset(
-                counted(reader), f"{base}/{name}", schema=reader.schema, format="parquet",
+                counted(reader), folder, schema=reader.schema, format="parquet",
                 filesystem=fs, partitioning=["day"] if column else None,
                 partitioning_flavor="hive" if column else None,
-                existing_data_behavior="delete_matching", basename_template="part-{i}.parquet",
-                max_partitions=100_000,
+                existing_data_behavior="overwrite_or_ignore",
+                basename_template="part-{i}.parquet", max_partitions=100_000,
             )
+            if not count:  # no row, no file: keep the folder and the columns for readers
+                fs.create_dir(folder)
+                pq.write_table(reader.schema.empty_table(), f"{folder}/part-0.parquet",
+                               filesystem=fs)
         except (OSError, pa.ArrowException) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(f"{os.fspath(root)}: cannot write the {name} table: {first}") from None
