@@ -137,11 +137,11 @@ def test_host_sets_capped_as_the_store_caps_them(fleet: Path, reference: tuple[A
             et.close()
 
 
-# slow: the JVM's start-up and Spark's planning cost minutes on this 2-core
-# machine (280 s at load 10, 84 s of it the session's start). A stopped session
-# was seen to break a later Dask test in the same process; not reproduced since
-# (this test, then test_scale_reanalyze.py's Dask test, in one process: both pass)
-@pytest.mark.slow
+# In the default lane: Spark for real in CI (issue 18), on the module's small
+# fleet: about 60 s on an idle 2-core machine, most of it the JVM's start-up
+# (280 s at load 10). A stopped session was once seen to break a later Dask
+# test in the same process; not reproduced since (this test, then
+# test_scale_reanalyze.py's Dask test, in one process: both pass).
 def test_spark_local_over_parquet(parquet: Path, spark: Any,
                                   reference: tuple[Any, FleetFindings]) -> None:
     et = parquet_tables(parquet, "spark")
