@@ -12,12 +12,14 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import zstandard
+from capturekit import kernel_args, report_of, run_collect, wait_ready, write_config
+from corefactory import Crash
 from fleetfactory import CoreSet, coreset  # noqa: F401
 from servekit import ServeProcess, edge_report, wait_for_jobs, zstd_bytes
 
@@ -103,3 +105,43 @@ def test_two_replicas_one_worker_one_database(replicas: list[ServeProcess], pg_u
             time.sleep(0.25)
         assert refused == {0, 1}, [r.output() for r in replicas]
         assert os.environ["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
+
+
+def test_agent_to_ui_through_postgres_and_s3(pg_url: str, s3_bucket: str, tmp_path: Path,
+                                             get_crash: Callable[[str], Crash]) -> None:
+    """The whole flow of issue 17 with real processes: `coreepi collect` spools
+    a crash, `coreepi agent` ships report and core to `coreepi serve --store
+    postgresql://… --blobs s3://…`, a `coreepi worker` analyses it, and the
+    web UI shows the analysed crash and hands out its core from the bucket."""
+    ingest, read = _token(pg_url, "ingest", "node"), _token(pg_url, "read", "sre")
+    (tmp_path / "s").mkdir()
+    server = ServeProcess(["--store", pg_url, "--blobs", s3_bucket, "--jobs", "0"],
+                          tmp_path / "s" / "serve.log")
+    try:
+        node = tmp_path / "node"
+        node.mkdir()
+        (node / "t").write_text(ingest + "\n")
+        config = write_config(node, {"server_url": server.url, "token_file": str(node / "t")},
+                              collect={"edge_analysis_seconds": 0})  # analysed centrally
+        crash = get_crash("null_deref")
+        run_collect(config, kernel_args(comm="null_deref"), crash.core)
+        [entry] = wait_ready(node / "spool", 1, timeout=180)
+        crash_id = report_of(entry)["crash_id"]
+        shipped = _cli("agent", "--config", str(config), "--once")
+        assert shipped.returncode == 0 and "delivered 1" in shipped.stdout, shipped.stderr
+
+        done = _cli("worker", "--store", pg_url, "--blobs", s3_bucket, "--once")
+        assert done.returncode == 0 and done.stdout.startswith("ran 1 jobs"), done.stderr
+        with httpx.Client(base_url=server.url, timeout=120,
+                          headers={"authorization": f"Bearer {read}"}) as ui:
+            page = ui.get(f"/crashes/{crash_id}")
+            assert page.status_code == 200 and "store_field" in page.text, page.text[:500]
+            assert "SIGSEGV" in page.text and "Download the core" in page.text
+            core = ui.get(f"/api/v1/crashes/{crash_id}/core")
+            assert core.status_code == 200
+            assert zstandard.ZstdDecompressor().stream_reader(io.BytesIO(core.content)).read() \
+                == crash.core.read_bytes()
+            counts = ui.get("/api/v1/jobs").json()["counts"]
+            assert counts["done"] == 1 and counts["dead"] == 0
+    finally:
+        server.kill()
