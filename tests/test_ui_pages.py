@@ -224,6 +224,11 @@ def test_auth(app: App, ui: UiStore) -> None:
         r = person.get(f"/login?code={code}", follow_redirects=False)
         assert r.status_code == 303
         assert person.get("/index.json").status_code == 200
+        session = person.cookies["coreepi_session"]
+        person.post("/logout")
+    with TestClient(app.app) as thief:  # a copy of the cookie dies with the logout
+        thief.cookies.set("coreepi_session", session)
+        assert thief.get("/index.json").status_code == 401
     with TestClient(app.app) as again:  # one time only
         assert again.get(f"/login?code={code}").status_code == 401
 

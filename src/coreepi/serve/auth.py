@@ -92,6 +92,13 @@ class Authenticator:
                 token_sha256=hash_token(session), created_at=datetime.now(UTC))
         return session
 
+    def end_session(self, session: str) -> None:
+        """Forget a session made by :meth:`redeem` (logout). A pasted token
+        is not a session: it stays valid until revoked (``coreepi token
+        revoke``), on every replica."""
+        with self._lock:
+            self._sessions.pop(hash_token(session), None)
+
     def stale(self) -> bool:
         return time.monotonic() - self._loaded_at > self.cache_seconds
 

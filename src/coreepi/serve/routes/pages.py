@@ -331,7 +331,10 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-async def logout() -> Response:
+async def logout(request: Request) -> Response:
+    """Deletes the cookie; a one-time-link session ends on this server too."""
+    if session := request.cookies.get(COOKIE):
+        request.app.state.auth.end_session(session)
     out = RedirectResponse("/login", status_code=303)
     out.delete_cookie(COOKIE, path="/")
     return out
