@@ -156,3 +156,22 @@ def test_export_of_a_store_without_telemetry_reads_back(tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     assert sorted(p.name for p in (out / "crashes").iterdir()) == [
         "day=2024-05-01", "day=2024-05-02"]
+
+
+def test_report_on_a_broken_or_remote_export_is_one_line(data_dir: Path, tmp_path: Path) -> None:
+    """A corrupt part file, and an s3:// export on DuckDB without its httpfs
+    extension (never downloaded: offline by default), give one line, exit 2."""
+    out = tmp_path / "export"
+    runner = CliRunner()
+    assert runner.invoke(app, ["export", "parquet", str(out), "--data-dir",
+                               str(data_dir)]).exit_code == 0
+    next((out / "crashes").rglob("*.parquet")).write_bytes(b"PAR1 not really")
+    res = runner.invoke(app, ["report", "--data-dir", str(data_dir), "--parquet", str(out),
+                              "--engine", "duckdb"])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    said = res.output.replace("\n", " ")
+    assert "the duckdb engine failed:" in said and "part-0.parquet" in said
+    res = runner.invoke(app, ["report", "--data-dir", str(data_dir), "--parquet",
+                              "s3://no-bucket/x", "--engine", "duckdb"])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "s3://no-bucket/x: cannot read the Parquet export" in res.output.replace("\n", " ")

@@ -9,10 +9,14 @@ the same on every engine. See ``docs/scale.md``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
+import duckdb
 import pandas as pd
 
+from coreepi.errors import StoreError
 from coreepi.store.analytics.engines import (
     ENGINES,
     EngineTables,
@@ -45,7 +49,19 @@ class EngineSource:
 
     def node_time_frames(self, since: datetime | None = None,
                          until: datetime | None = None) -> NodeTimeFrames:
-        return node_time_frames(self.tables, since, until)
+        with self._engine_errors():
+            return node_time_frames(self.tables, since, until)
+
+    @contextmanager
+    def _engine_errors(self) -> Iterator[None]:
+        """A failure inside DuckDB (a corrupt Parquet part, a file gone) as
+        one StoreError line naming the engine and, in DuckDB's text, the file."""
+        try:
+            yield
+        except duckdb.Error as exc:
+            text = str(exc).strip()
+            first = text.splitlines()[0] if text else type(exc).__name__
+            raise StoreError(f"the {self.tables.engine} engine failed: {first}") from None
 
     def telemetry_frame(self, since: datetime | None = None,
                         until: datetime | None = None) -> pd.DataFrame:
@@ -55,7 +71,8 @@ class EngineSource:
             t = t.filter(t.ts >= utc_literal(since))
         if until is not None:
             t = t.filter(t.ts < utc_literal(until))
-        rows = self.tables.backend.execute(t.select(*TELEMETRY_COLUMNS))
+        with self._engine_errors():
+            rows = self.tables.backend.execute(t.select(*TELEMETRY_COLUMNS))
         # microseconds, as the stores give (Spark hands over nanoseconds)
         rows["ts"] = pd.to_datetime(rows["ts"], utc=True).astype("datetime64[us, UTC]")
         rows = rows.sort_values(["ts", "event_id"], kind="stable")

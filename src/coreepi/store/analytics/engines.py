@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import ibis
 from ibis.backends import BaseBackend
 
@@ -110,9 +111,16 @@ def parquet_tables(root: str | os.PathLike[str], engine: str,
                              "make one with `coreepi export parquet DIR`")
     if engine == "duckdb":
         backend = ibis.duckdb.connect()
+        # offline by default: never download an extension (httpfs for s3://)
+        backend.raw_sql("SET autoinstall_known_extensions = false")
         backend.raw_sql("SET TimeZone = 'UTC'")
-        tables = {t: backend.read_parquet(f"{text}/{t}/**/*.parquet", table_name=t,
-                                          hive_partitioning=True) for t in TABLES}
+        try:
+            tables = {t: backend.read_parquet(f"{text}/{t}/**/*.parquet", table_name=t,
+                                              hive_partitioning=True) for t in TABLES}
+        except duckdb.Error as exc:  # a corrupt part, a missing extension, an unreachable bucket
+            backend.disconnect()
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"{text}: cannot read the Parquet export: {first}") from None
         return EngineTables(engine, backend, tables, [backend.disconnect])
     if engine != "spark":
         raise StoreError(f"--engine {engine}: a Parquet export is read by duckdb or spark")

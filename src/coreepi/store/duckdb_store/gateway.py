@@ -63,7 +63,9 @@ def _open(data_dir: Path, db_path: Path, read_only: bool) -> duckdb.DuckDBPyConn
         raise StoreError(f"{data_dir}: no coreepi store here (nothing ingested yet)")
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        return duckdb.connect(os.fspath(db_path), read_only=read_only)
+        # offline by default: DuckDB would otherwise download a missing extension
+        return duckdb.connect(os.fspath(db_path), read_only=read_only,
+                              config={"autoinstall_known_extensions": False})
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():
