@@ -99,3 +99,17 @@ def test_reanalyze_bad_where(tmp_path: Path) -> None:
                                    "--where", "report=x"])
     assert res.exit_code == 2
     assert "--where 'report=x': expected COLUMN=VALUE" in res.output
+
+
+def test_reanalyze_bad_scheduler_and_history_path(tmp_path: Path) -> None:
+    """One line, exit 2, before any work: a scheduler address Dask cannot use,
+    a --history file in a directory that does not exist."""
+    open_store(tmp_path / "d").close()
+    res = CliRunner().invoke(app, ["reanalyze", "--data-dir", str(tmp_path / "d"),
+                                   "--scheduler", "http://x"])
+    assert res.exit_code == 2, res.output
+    assert "--scheduler http://x: cannot connect (unknown address scheme" in res.output
+    res = CliRunner().invoke(app, ["reanalyze", "--data-dir", str(tmp_path / "d"),
+                                   "--history", str(tmp_path / "no" / "h.json")])
+    assert res.exit_code == 2
+    assert f"--history {tmp_path / 'no' / 'h.json'}: no such directory" in res.output

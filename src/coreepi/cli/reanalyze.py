@@ -50,6 +50,8 @@ def reanalyze(
     from coreepi.store.postgres_store import PostgresStore
 
     lo = parse_when(since, "--since")
+    if history is not None and not history.parent.is_dir():  # checked before hours of work
+        fail(f"--history {history}: no such directory {history.parent}")
     where_at = store_target(store, data_dir)
     try:
         with open_store(where_at, blobs=blobs) as opened:

@@ -237,7 +237,13 @@ def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
     cluster = None if scheduler else LocalCluster(
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
         host="127.0.0.1", silence_logs=40)
-    with Client(scheduler or cluster) as client:
+    try:
+        client_cm = Client(scheduler or cluster, timeout="20s")
+    except (OSError, ValueError, TimeoutError) as exc:  # a bad address, nobody listening
+        if cluster is not None:
+            cluster.close()
+        raise InputError(f"--scheduler {scheduler}", f"cannot connect ({exc})") from None
+    with client_cm as client:
         result.startup_seconds = time.perf_counter() - t0
         futures = client.map(analyse_one, list(todo.values()), settings=settings, pure=False)
         done: list[tuple[Target, str]] = []
