@@ -155,7 +155,11 @@ async def run_read(fn: Callable[[], T], cpu_seconds: float,
         read.start()
         try:
             with cancellable(read.scope):
-                return fn()
+                result = fn()
+            # cancelled while DuckDB finished its last task anyway (an interrupt
+            # is honoured only between tasks): the answer is still the 503
+            read.scope.check()
+            return result
         finally:
             read.ended = True
 
