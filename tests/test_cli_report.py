@@ -93,7 +93,7 @@ def test_empty_window_and_missing_data_dir(data_dir: Path, tmp_path: Path) -> No
     assert as_json.returncode == 0 and as_json.stdout == "" and "no crash" in as_json.stderr
     missing = cli("report", "--data-dir", str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
-    assert "no such data dir" in missing.stderr and missing.stdout == ""
+    assert "no coreepi store here" in missing.stderr and missing.stdout == ""
     env = cli("report", env={"COREEPI_DATA_DIR": str(tmp_path / "nope")})
     assert env.returncode == 2 and str(tmp_path / "nope") in env.stderr
 

@@ -231,7 +231,7 @@ def test_cli_formats_and_window(data_dir: Path, tmp_path: Path) -> None:
 def test_cli_empty_store(tmp_path: Path) -> None:
     runner = CliRunner()
     res = runner.invoke(app, ["report", "--data-dir", str(tmp_path / "none")])
-    assert res.exit_code == 2 and "no such data dir" in res.output
+    assert res.exit_code == 2 and "no coreepi store here" in res.output
     open_store(tmp_path / "empty").close()
     res = runner.invoke(app, ["report", "--data-dir", str(tmp_path / "empty"), "-f", "json"])
     assert res.exit_code == 0 and "nothing to report" in res.output

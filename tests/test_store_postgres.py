@@ -9,23 +9,30 @@ import os
 import subprocess
 import sys
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from coreepi.errors import StoreError
 from coreepi.model.report import AnalysisInfo, CrashReport, Source
-from coreepi.store.migrations import latest_version
+from coreepi.model.events import EventKind, TelemetryEvent
+from coreepi.model.fleet import ExposureInterval, HostRow, Rejection
+from coreepi.store.alert_records import AlertRecord, DeliveryRecord, DrainRecord, SilenceRecord
+from coreepi.store.migrations import latest_version, schema_tables
+from coreepi.store.regroup_sql import RegroupRow
 from coreepi.store import (
+    ApiToken,
     CrashRecord,
     CrashStore,
     DirectoryBlobStore,
     DuckDBStore,
     HostStore,
     JobQueue,
+    LedgerEntry,
     LedgerStore,
     PostgresStore,
+    Receipt,
     TelemetryStore,
     TokenStore,
     open_store,
@@ -136,4 +143,47 @@ def test_store_copy_is_idempotent(pg_url: str, tmp_path: Path) -> None:
         assert dst.job_counts()["queued"] == 1
     bad = _cli("store", "copy", "--from", str(tmp_path / "nothing"), "--to", pg_url)
     assert bad.returncode == 2 and "no coreepi store here" in bad.stderr
+
+
+def _fill_every_table(src: DuckDBStore) -> None:
+    """At least one row in every table of the schema (alert deliveries, a
+    keyless log, twice)."""
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    key = src.blobs.put_bytes(b"\x7fELF core")
+    src.add_hosts([HostRow("h1", {"cpu": "EPYC"}, 2)])
+    src.add_exposure([ExposureInterval("h1", at, at + timedelta(days=1), {}, 2)])
+    src.add_crashes([CrashRecord(_report("bb" * 8), {})])
+    src.add_events([TelemetryEvent(event_id="e1", host_id="h1", ts=at, kind=EventKind.MCE,
+                                   summary="mce")])
+    src.add_rejections([Rejection("/a.csv", 3, "overlap", "x")])
+    src.record_files([LedgerEntry("/f", 10, 123, "ab" * 32, "crash-artifact", "done")])
+    src.add_api_token(ApiToken("t1", "ci", ("read",), "cd" * 32, at))
+    src.add_receipts([Receipt("bb" * 8, "ef" * 32, key, at)])
+    src.enqueue_analysis("bb" * 8, key)
+    src.put_alert(AlertRecord("k1", "hardware-suspect", {"host": "h1"}, "h1 suspect", {}, "firing",
+                              at, at))
+    src.add_silence(SilenceRecord("s1", {"host": "h1"}, at, at + timedelta(days=1), "me"))
+    for attempt in (1, 2):
+        src.add_delivery(DeliveryRecord("k1", "hook", "firing", attempt, at, 500, False, "boom"))
+    src.drain_host(DrainRecord("h1", at, "me", "bad DIMM"))
+    src.record_regroup([RegroupRow("run1", "A", "B", 1, "rename", "1.0", "abc", at)])
+
+
+def test_store_copy_copies_every_table_of_the_schema(pg_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with DuckDBStore(data) as src:
+        _fill_every_table(src)
+        want = {t: src._query(f"SELECT count(*) FROM {t}").fetchone()[0] for t in schema_tables()}
+    # a table added to the migrations must get a row above, so the copy of it is checked
+    assert all(want.values()), [t for t, n in want.items() if not n]
+    for _ in range(2):  # idempotent: the second copy adds nothing, keyless logs included
+        done = _cli("store", "copy", "--from", str(data), "--to", pg_url,
+                    "--blobs", str(tmp_path / "blobs"))
+        assert done.returncode == 0, done.stderr
+        with open_store(pg_url, blobs=str(tmp_path / "blobs")) as dst:
+            got = {t: dst._query(f"SELECT count(*) FROM {t}")[0][0] for t in schema_tables()}
+        assert got == want
+    assert "alert_deliveries 0 (+2 there)" in done.stdout
+    listed = _cli("alerts", "list", "--store", pg_url)
+    assert listed.returncode == 0 and "h1 suspect" in listed.stdout
 

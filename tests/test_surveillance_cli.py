@@ -73,3 +73,27 @@ def test_bad_input_is_one_line_and_exit_2(data_dir: Path, tmp_path: Path) -> Non
     assert (r.exit_code, r.stderr) == (2, "coreepi: error: --at 'yesterday': not an ISO 8601 time\n")
     r = run(app, ["alerts", "list", "--state", "open", "--data-dir", str(data_dir)])
     assert r.exit_code == 2 and "firing or resolved" in r.stderr
+
+
+def test_a_data_dir_without_a_store_is_refused_not_created(tmp_path: Path) -> None:
+    run = CliRunner().invoke
+    nope = tmp_path / "x" / "nope"
+    hook_rules = tmp_path / "rules.toml"
+    hook_rules.write_text('[[receiver]]\nname = "hook"\nformat = "slack"\n'
+                          'url = "http://127.0.0.1:9/"\n')
+    for args in (["host", "drain", "h-002"], ["alerts", "list"],
+                 ["alerts", "silence", "--match", "kind=rising", "--hours", "2"],
+                 ["alerts", "test", "--rules", str(hook_rules)],
+                 ["watch", "--once"],
+                 ["store", "prune", "--max-age-days", "1"]):
+        r = run(app, [*args, "--data-dir", str(nope)])
+        assert (r.exit_code, r.stdout) == (2, ""), (args, r.output)
+        assert r.stderr.startswith("coreepi: error: ") and f"{nope}: no coreepi store here" \
+            in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+        assert not nope.exists(), args
+    # no --data-dir: the per-user data dir is not created either
+    xdg = tmp_path / "xdg"
+    r = run(app, ["host", "drain", "h-002"], env={"XDG_DATA_HOME": str(xdg),
+                                                  "COREEPI_DATA_DIR": None, "COREEPI_STORE": None})
+    assert r.exit_code == 2 and "no coreepi store here" in r.stderr
+    assert not xdg.exists()

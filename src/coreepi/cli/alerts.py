@@ -13,7 +13,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
+from coreepi.cli.common import store_target
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
 
 __all__ = ["register"]
 
@@ -53,7 +54,7 @@ def alerts_list(
     if state not in (None, "firing", "resolved"):
         _fail(f"--state {state!r}: firing or resolved")
     try:
-        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+        with open_store(store_target(store, data_dir), blobs=blobs) as opened:
             alerts = opened.alerts(state)
     except StoreError as exc:
         _fail(str(exc))
@@ -92,7 +93,7 @@ def alerts_silence(
     silence = SilenceRecord(uuid.uuid4().hex[:12], matchers, now, now + timedelta(hours=hours),
                             "cli", comment)
     try:
-        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+        with open_store(store_target(store, data_dir), blobs=blobs) as opened:
             opened.add_silence(silence)
     except StoreError as exc:
         _fail(str(exc))
@@ -111,7 +112,7 @@ def alerts_test(rules: RulesOpt = None, store: StoreOpt = None, blobs: BlobsOpt 
         loaded = load_rules(rules)
         if not loaded.receivers:
             _fail(f"{rules or 'the default rules'}: no [[receiver]] to send to")
-        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+        with open_store(store_target(store, data_dir), blobs=blobs) as opened:
             results = send_test(opened, loaded)
     except (InputError, StoreError) as exc:
         _fail(str(exc))
@@ -139,13 +140,14 @@ def watch(
         loaded = load_rules(rules)
     except InputError as exc:
         _fail(str(exc))
+    target = store_target(store, data_dir)
     stop = threading.Event()
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     while True:
         try:
-            with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+            with open_store(target, blobs=blobs) as opened:
                 ev = evaluate(opened, loaded, when)
         except StoreError as exc:
             _fail(str(exc))
@@ -170,7 +172,7 @@ def host_drain(
     from coreepi.store.alert_records import DrainRecord
 
     try:
-        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+        with open_store(store_target(store, data_dir), blobs=blobs) as opened:
             if host not in opened.host_ids():
                 _fail(f"host {host!r}: not in the store")
             new = opened.drain_host(DrainRecord(host, datetime.now(UTC), "cli", reason))

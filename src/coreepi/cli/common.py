@@ -26,6 +26,7 @@ __all__ = [
     "Server",
     "TokenFile",
     "data_dir_or_default",
+    "existing_store",
     "fail",
     "shown",
     "store_target",
@@ -59,17 +60,29 @@ def data_dir_or_default(data_dir: Path | None) -> Path:
     return default_data_dir()
 
 
+def existing_store(data_dir: Path, option: str = "") -> Path:
+    """``data_dir`` when it holds an embedded store; else exit 2 with one
+    line naming it (``option``: the option it came from, e.g. ``--from``).
+    A command pointed at a wrong path must not create a store there."""
+    from coreepi.store.duckdb_store import DB_NAME
+
+    if not (data_dir / DB_NAME).is_file():
+        named = f"{option} {data_dir}" if option else str(data_dir)
+        fail(f"{named}: no coreepi store here (run `coreepi ingest FLEET --data-dir "
+             f"{data_dir}` first)")
+    return data_dir
+
+
 def store_target(store: str | None, data_dir: Path | None) -> str | Path:
-    """The store a reading command opens: ``--store`` (or ``$COREEPI_STORE``),
-    else the data dir. Exit 2 with one line when it is a data dir that does
-    not exist (a reader never creates one)."""
+    """The store a command opens: ``--store`` (or ``$COREEPI_STORE``),
+    else the data dir. Exit 2 with one line when it is a data dir holding no
+    store (:func:`existing_store`: only ingesting creates one)."""
     from coreepi.store import STORE_ENV
     from coreepi.store.postgres_store import is_postgres_url
 
     target: str | Path = store or os.environ.get(STORE_ENV) or data_dir_or_default(data_dir)
-    if not is_postgres_url(str(target)) and not Path(target).is_dir():
-        fail(f"{target}: no such data dir (run `coreepi ingest FLEET --data-dir {target}` "
-             "first)")
+    if not is_postgres_url(str(target)):
+        existing_store(Path(target))
     return target
 
 

@@ -74,9 +74,11 @@ def jsonable(row: dict[str, Any]) -> dict[str, Any]:
 
 
 _HEAD = ("TIME (UTC)", "CRASH", "HOST", "SIGNAL", "CORE", "SIGNATURE")
-_CORE = {"stored": "yes", "not-stored": "no", "missing": "missing", "unreadable": "unreadable"}
+_CORE = {"stored": "yes", "not-stored": "no", "missing": "missing", "unreadable": "unreadable",
+         "pruned": "pruned"}
 """The CORE cell of each ``core_status``: the words ``coreepi info`` uses
-(an unreadable core is kept as received, but no analysis came of it)."""
+(an unreadable core is kept as received, but no analysis came of it;
+``pruned``: deleted by retention since, see :mod:`coreepi.cli.sources`)."""
 
 
 def crash_lines(rows: list[dict[str, Any]], width: int | None) -> list[str]:

@@ -85,6 +85,10 @@ def _pick(prefix: str, ids: Iterator[str] | set[str] | Callable[[str], list[str]
     return found[0]
 
 
+PRUNED = "pruned: its core was deleted by retention"
+"""What ``list`` / ``info`` / ``dump`` say of a crash whose blob retention deleted."""
+
+
 class StoreSource:
     """Crashes of the embedded store (opened read-only by the caller)."""
 
@@ -97,7 +101,7 @@ class StoreSource:
         while True:
             rows = self.store.list_crashes(since, until, host_id=host, signature=signature,
                                            limit=1000, after=after)
-            yield from rows
+            yield from self._pruned_rows(rows)
             if len(rows) < 1000:
                 return
             after = (rows[-1]["ingested_at"], rows[-1]["crash_id"])
@@ -105,17 +109,35 @@ class StoreSource:
     def resolve(self, prefix: str) -> str:
         return _pick(prefix, self.store.crash_ids_starting, self.name)
 
+    def _pruned_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` with ``core_status`` ``pruned`` where the row says stored
+        but retention (``coreepi store prune``) deleted the blob since: one
+        existence check per distinct blob of the page."""
+        keys = {r["blob_key"] for r in rows if r.get("core_status") == "stored"}
+        gone = {k for k in keys if k and not self.store.blobs.has(k)}
+        return [r | {"core_status": "pruned", "core_reason": PRUNED}
+                if r.get("core_status") == "stored" and r.get("blob_key") in gone else r
+                for r in rows]
+
     def report(self, crash_id: str) -> CrashReport:
         report = self.store.get_report(crash_id)
         if report is None:
             raise InputError(crash_id, f"no crash with this id in {self.name}")
+        core = report.core
+        if core.stored and core.blob_key and not self.store.blobs.has(core.blob_key):
+            # pruned since: say so (info, dump) rather than promise a core that is gone
+            gone = core.model_copy(update={"stored": False, "dropped_reason": PRUNED})
+            return report.model_copy(update={"core": gone})
         return report
 
     def stored_core(self, report: CrashReport, out: IO[bytes]) -> None:
         key = _blob_key(report)
         try:
             self.store.blobs.write_to(key, out)  # streamed: a core may be bigger than memory
-        except (OSError, ValueError, KeyError) as exc:
+        except KeyError:  # the report says stored: `coreepi store prune` deleted the blob since
+            raise InputError(report.crash_id, f"its core was deleted by retention (blob {key} "
+                             f"is no longer in {self.name})") from None
+        except (OSError, ValueError) as exc:
             raise InputError(report.crash_id, f"its core (blob {key}) cannot be read from "
                              f"{self.name}: {exc}") from None
 

@@ -32,6 +32,7 @@ def store_copy(
 ) -> None:
     """Copy an embedded store into a PostgreSQL store, blobs included
     (into --blobs). Idempotent: run it again and only what is missing is added."""
+    from coreepi.cli.common import existing_store
     from coreepi.errors import StoreError
     from coreepi.store import DuckDBStore, PostgresStore, default_data_dir, open_blobs
     from coreepi.store.copy import copy_store
@@ -40,8 +41,7 @@ def store_copy(
 
     if not is_postgres_url(target):
         _fail(f"--to {target!r}: not a postgresql:// URL")
-    if not (source / "coreepi.duckdb").is_file():
-        _fail(f"--from {source}: no coreepi store here")
+    existing_store(source, "--from")
     try:
         with DuckDBStore(source, read_only=True) as src, PostgresStore(
                 target, open_blobs(blobs, default_data_dir() / BLOB_DIR)) as dst:
@@ -64,14 +64,18 @@ def store_prune(
 ) -> None:
     """Blob retention: delete cores by age, then the oldest beyond a total size.
     Crash rows stay (their reports are kept); only the cores go."""
+    from coreepi.cli.common import data_dir_or_default, existing_store
     from coreepi.errors import StoreError
-    from coreepi.store import default_data_dir, open_blobs
+    from coreepi.store import open_blobs
     from coreepi.store.duckdb_store import BLOB_DIR
 
     if max_age_days is None and max_total_gb is None:
         _fail("give --max-age-days and/or --max-total-gb")
+    # without --blobs the cores are the data dir's: a wrong path is refused, not pruned as empty
+    home = data_dir_or_default(data_dir)
+    default = (home if blobs else existing_store(home, "--data-dir")) / BLOB_DIR
     try:
-        store = open_blobs(blobs, (data_dir or default_data_dir()) / BLOB_DIR)
+        store = open_blobs(blobs, default)
         result = store.prune(None if max_age_days is None else timedelta(days=max_age_days),
                              None if max_total_gb is None else int(max_total_gb * (1 << 30)))
     except StoreError as exc:

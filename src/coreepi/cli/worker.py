@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
+from coreepi.cli.common import fail, store_target
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
 
 if TYPE_CHECKING:
     from coreepi.serve.analysis import AnalysisWorker
@@ -55,14 +56,18 @@ def worker(
         raise typer.Exit(2) from None
     from coreepi.ingest.scratch import scratch_dir
 
+    if tmp_dir is not None and not tmp_dir.is_dir():
+        fail(f"--tmp-dir {tmp_dir}: no such directory")
+    target = store_target(store, data_dir)
     scratch = scratch_dir(tmp_dir)  # removed at exit, swept by the next worker if killed
     try:
-        with open_store(store_location(store, data_dir), blobs=blobs) as opened:
+        with open_store(target, blobs=blobs) as opened:
             workers = [AnalysisWorker(opened, config, scratch, stale_after=stale_after)
                        for _ in range(threads)]
             if once:
                 ran = sum(_drain(w) for w in workers)
-                sys.stdout.write(f"ran {ran} jobs; {opened.job_counts()}\n")
+                counts = ", ".join(f"{state} {n}" for state, n in opened.job_counts().items())
+                sys.stdout.write(f"ran {ran} jobs; {counts}\n")
                 return
             _serve_forever(workers)
     except StoreError as exc:

@@ -142,6 +142,8 @@ class WarmAnalyzer:
             try:
                 with open(core, "wb") as fh:
                     self.blobs.write_to(target.blob_key, fh)
+            except KeyError:  # pruned by `coreepi store prune`: named, the others go on
+                return target.crash_id, None, "its core was deleted by retention"
             except (OSError, CoreepiError) as exc:
                 return target.crash_id, None, f"blob {target.blob_key}: {exc}"
             result = self.runner.run(core)

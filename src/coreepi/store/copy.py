@@ -3,7 +3,8 @@ PostgreSQL store, idempotently.
 
 Blobs go first (a copied crash row never names a blob the destination lacks),
 streamed one at a time through a temporary file; then every table of the
-schema, raw rows in batches, each kept when its key is already there. Run
+schema (as the migrations create them), raw rows in batches, each kept when
+its key is already there (a keyless log: when an equal row is there). Run
 it again — after more ingesting into the data dir, or after an interruption
 — and only what is missing is added. Ingest rejections have no key: those
 of the files being copied are replaced, in one transaction.
@@ -17,13 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coreepi.store.duckdb_store import DuckDBStore
+from coreepi.store.migrations import schema_tables
 from coreepi.store.postgres_store import PostgresStore
 
-__all__ = ["COPIED_TABLES", "CopyResult", "copy_store"]
-
-COPIED_TABLES = ("hosts", "exposure", "crashes", "telemetry", "ingest_ledger",
-                 "ingest_rejections", "api_tokens", "crash_receipts", "analysis_jobs")
-"""Every table of the shared schema, in the order copied."""
+__all__ = ["CopyResult", "copy_store"]
 
 
 @dataclass
@@ -58,7 +56,8 @@ def copy_store(src: DuckDBStore, dst: PostgresStore,
             dst.blobs.put_file(spool, info.key)
             result.blobs_added += 1
     say(f"blobs: {result.blobs_added} added, {result.blobs_present} there")
-    for table in COPIED_TABLES:
+    # every table the migrations create, so a table added later is copied too
+    for table in schema_tables():
         added = seen = 0
         with dst.transaction():
             if table == "ingest_rejections":

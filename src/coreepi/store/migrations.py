@@ -17,9 +17,10 @@ Column names avoid reserved words (``start_ts``/``end_ts``, not
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION_TABLE", "Migration", "latest_version"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION_TABLE", "Migration", "latest_version", "schema_tables"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,3 +260,11 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 def latest_version() -> int:
     return MIGRATIONS[-1].version
+
+
+def schema_tables() -> tuple[str, ...]:
+    """Every table the migrations create, in creation order (``schema_version``
+    aside): derived from the SQL so a new table is never forgotten by whoever
+    walks them all (``coreepi store copy``)."""
+    return tuple(match.group(1) for migration in MIGRATIONS for stmt in migration.statements
+                 if (match := re.match(r"\s*CREATE TABLE (?:IF NOT EXISTS )?(\w+)", stmt)))

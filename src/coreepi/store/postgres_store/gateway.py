@@ -233,7 +233,10 @@ class PostgresGateway(Transactional):
     def import_rows(self, table: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> int:
         """Insert raw rows of ``table`` (as another store's ``export_rows``
         gives them), keeping existing rows of the same key (``ON CONFLICT DO
-        NOTHING``); returns rows inserted. Column types are the table's."""
+        NOTHING``); a table without a key (a log such as ``alert_deliveries``)
+        keeps out a row equal in every column to one already there, so a
+        repeated copy adds nothing. Returns rows inserted. Column types are
+        the table's."""
         if not rows:
             return 0
         types = dict(self._query(
@@ -244,7 +247,13 @@ class PostgresGateway(Transactional):
         if arrays:
             rows = [tuple(array_literal(v) if i in arrays and v is not None else v
                           for i, v in enumerate(row)) for row in rows]
-        return self._insert_rows(table, typed, rows).rowcount
+        keyed = self._query("SELECT count(*) FROM pg_index WHERE indrelid = ?::regclass "
+                            "AND (indisprimary OR indisunique)", [table])[0][0]
+        where = "" if keyed else (
+            f"NOT EXISTS (SELECT 1 FROM {table} AS _there WHERE " + " AND ".join(
+                f"_there.{c} IS NOT DISTINCT FROM CAST(_stage.{c} AS {t})"
+                for c, t in typed.items()) + ")")
+        return self._insert_rows(table, typed, rows, where=where).rowcount
 
     def counts(self) -> dict[str, int]:
         """Rows per table of :data:`~coreepi.store.base.COUNTED_TABLES`."""
