@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from coreepi.epi.surveillance import Detection
+from coreepi.epi.surveillance.models import ratio_evidence
 from coreepi.errors import InputError
 from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
 from coreepi.store import DuckDBStore
@@ -198,3 +199,20 @@ def test_evaluate_on_store_fires_once_delivers_and_rechecks_drain(
         assert check["signatures"] == 3 and check["others_crashes_after"] > 0
         assert check["others_node_days_after"] == pytest.approx(59 * 9)  # exposure ends 11-10
         assert check["verdict"] == "undetermined"  # neither moved nor the host's own
+
+
+def test_unbounded_ratio_reaches_the_webhook_as_json(hook: WebhookReceiver) -> None:
+    # a rate ratio k/0 (no crash elsewhere): JSON has no infinity, the evidence says so
+    ev = {**ratio_evidence(float("inf"), 24.4, float("inf")), "p_value": 1e-9,
+          "share": 0.33, "reached": "2024-05-01"}
+    d = Detection("rollout-regression",
+                  {"signature": "s", "attribute": "kernel", "value": "6.1.0-13"},
+                  pd.Timestamp(NOW), ev)
+    (t,), _ = reconcile([], [d], NOW)
+    assert t.alert.summary == ("s: rate unbounded (95% CI 24.4–unbounded) on kernel 6.1.0-13 "
+                               "since it reached 33% of node-time on 2024-05-01")
+    assert deliver(t.alert, Receiver("j", "json", hook.url), Delivery(retries=0), lambda r: None)
+    got = hook.bodies[0]["alert"]["evidence"]
+    assert (got["ratio"], got["lower"], got["upper"], got["ratio_status"]) == (
+        None, 24.4, None, "unbounded")
+

@@ -28,7 +28,7 @@ from coreepi.epi.exposure import attach_attributes
 from coreepi.epi.rates import rate_ratio
 from coreepi.epi.surveillance.clock import FleetClock, days, to_timestamp
 from coreepi.epi.surveillance.groups import windows
-from coreepi.epi.surveillance.models import Detection, DetectorParams
+from coreepi.epi.surveillance.models import Detection, DetectorParams, ratio_evidence
 
 __all__ = ["Rollout", "rollout_regressions", "rollouts"]
 
@@ -82,7 +82,8 @@ def rollout_regressions(
 ) -> list[Detection]:
     """Groups whose rate on a rolled-out value exceeds their rate on the others.
 
-    Evidence: ``ratio``, ``lower``, ``upper`` (95%), ``p_value``,
+    Evidence: ``ratio``, ``lower``, ``upper`` (95%; None when unbounded) with
+    ``ratio_status`` (:func:`~.models.ratio_evidence`), ``p_value``,
     ``crashes_on_value`` / ``node_days_on_value``, ``crashes_elsewhere`` /
     ``node_days_elsewhere`` (same days), ``share`` (largest daily share),
     ``first_seen`` and ``reached`` (ISO dates), ``tests`` (the Bonferroni
@@ -128,8 +129,8 @@ def rollout_regressions(
                 "rollout-regression",
                 {"signature": sig, "attribute": r.attribute, "value": r.value},
                 at,
-                {"ratio": float(rr.ratio[j]), "lower": float(rr.lower[j]),
-                 "upper": float(rr.upper[j]), "p_value": float(rr.p_value[j]),
+                {**ratio_evidence(rr.ratio[j], rr.lower[j], rr.upper[j]),
+                 "p_value": float(rr.p_value[j]),
                  "crashes_on_value": x1, "node_days_on_value": t1,
                  "crashes_elsewhere": x2, "node_days_elsewhere": t2, "share": r.share,
                  "first_seen": to_timestamp(r.first_seen).isoformat(),
