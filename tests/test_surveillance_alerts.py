@@ -216,3 +216,26 @@ def test_unbounded_ratio_reaches_the_webhook_as_json(hook: WebhookReceiver) -> N
     assert (got["ratio"], got["lower"], got["upper"], got["ratio_status"]) == (
         None, 24.4, None, "unbounded")
 
+
+def test_failed_delivery_is_retried_at_the_next_evaluation(tmp_path: Path) -> None:
+    # the json receiver answers 500 to the first post (no retry within the evaluation):
+    # the next evaluation sends the still-firing alert again, then never more
+    f = TimelineFleet(hosts=60, days=40, groups=3, rate_range=(1, 1),
+                      bad_hosts=(BadHost(host=5, day=25, rate=0.8),))
+    hook = WebhookReceiver(script=[500])
+    try:
+        rules = rules_from({"evaluation": {"kinds": ["hardware-suspect-host"]},
+                            "delivery": {"retries": 0},
+                            "receiver": [{"name": "j", "format": "json", "url": hook.url}]})
+        now = datetime(2026, 11, 10, tzinfo=UTC)
+        with DuckDBStore(tmp_path / "d") as store:
+            write_timeline(store, make_timeline(f, seed=4))
+            assert evaluate(store, rules, now, sleep=lambda s: None).failed == [
+                ("j", "hardware-suspect-host|host_id=h00005")]
+            again = evaluate(store, rules, now + timedelta(hours=1), sleep=lambda s: None)
+            assert again.delivered == [("j", "hardware-suspect-host|host_id=h00005")]
+            evaluate(store, rules, now + timedelta(hours=2), sleep=lambda s: None)
+            assert len(hook.bodies) == 2
+            assert [d.ok for d in store.deliveries()] == [False, True]
+    finally:
+        hook.close()
