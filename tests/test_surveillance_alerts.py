@@ -239,3 +239,31 @@ def test_failed_delivery_is_retried_at_the_next_evaluation(tmp_path: Path) -> No
             assert [d.ok for d in store.deliveries()] == [False, True]
     finally:
         hook.close()
+
+
+@pytest.mark.parametrize(("table", "key", "value", "accepted"), [
+    ("evaluation", "interval_seconds", "0", "0 < x"),
+    ("evaluation", "interval_seconds", "-5", "0 < x"),
+    ("detectors", "host_alpha", "2.0", "0 < x < 1"),
+    ("detectors", "rising_ratio", "0.5", "1 < x"),
+    ("detectors", "window_days", "-1", "0 < x"),
+    ("detectors", "rollout_share", "nan", "0 < x <= 1"),
+    ("delivery", "retries", "-3", "0 <= x"),
+    ("delivery", "timeout_seconds", "0", "0 < x"),
+])
+def test_rules_out_of_range_name_file_key_value_and_range(
+        tmp_path: Path, table: str, key: str, value: str, accepted: str) -> None:
+    f = tmp_path / "rules.toml"
+    f.write_text(f"[{table}]\n{key} = {value}\n")
+    with pytest.raises(InputError) as e:
+        load_rules(f)
+    shown = str(float(value)) if table != "delivery" or key != "retries" else value
+    assert str(e.value) == (f"{f}: {table}.{key}: {shown} is out of range "
+                            f"(accepted: {accepted})")
+
+
+def test_rules_not_utf8_is_one_error_naming_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "rules.toml"
+    f.write_bytes(b"[evaluation]\n# caf\xe9\ninterval_seconds = 60\n")
+    with pytest.raises(InputError, match=r"rules.toml: not UTF-8 text \(byte 18\)"):
+        load_rules(f)
