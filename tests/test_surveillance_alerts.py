@@ -15,6 +15,7 @@ import yaml
 from coreepi.epi.surveillance import Detection
 from coreepi.epi.surveillance.models import ratio_evidence
 from coreepi.errors import InputError
+from coreepi.reporting.surveillance import alert_summary
 from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
 from coreepi.store import DuckDBStore
 from coreepi.store.alert_records import DrainRecord, SilenceRecord
@@ -267,3 +268,15 @@ def test_rules_not_utf8_is_one_error_naming_the_file(tmp_path: Path) -> None:
     f.write_bytes(b"[evaluation]\n# caf\xe9\ninterval_seconds = 60\n")
     with pytest.raises(InputError, match=r"rules.toml: not UTF-8 text \(byte 18\)"):
         load_rules(f)
+
+
+def test_summaries_put_nouns_in_number() -> None:
+    host = Detection("hardware-suspect-host", {"host_id": "h1"}, pd.Timestamp(NOW),
+                     {"crashes": 1, "hardware_crashes": 1, "signatures": 1,
+                      "node_days": 2.0, "expected": 0.01})
+    assert alert_summary(host).startswith(
+        "host h1 looks hardware-suspect: 1 crash (1 hardware-indicative, 1 signature) in 2.0")
+    group = Detection("new-group", {"signature": "s"}, pd.Timestamp(NOW),
+                      {"crashes": 1204, "hosts": 1, "first_seen": NOW.isoformat()})
+    assert alert_summary(group) == (
+        "new crash group s: 1,204 crashes on 1 host since 2026-11-12 00:00 UTC")
