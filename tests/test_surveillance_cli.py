@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from webhook import WebhookReceiver
 
 from coreepi.cli.main import app
 from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
 from coreepi.store import DuckDBStore
-
-from webhook import WebhookReceiver
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +84,8 @@ def test_bad_rules_values_and_silence_hours_exit_2(data_dir: Path, tmp_path: Pat
     bad.write_text("[evaluation]\ninterval_seconds = 0\n")
     r = run(app, ["watch", "--data-dir", str(data_dir), "--rules", str(bad), "--once"])
     assert (r.exit_code, r.stderr) == (
-        2, f"coreepi: error: {bad}: evaluation.interval_seconds: 0.0 is out of range "
-           "(accepted: 0 < x)\n")
+        2, (f"coreepi: error: {bad}: evaluation.interval_seconds: 0.0 is out of range "
+            "(accepted: 0 < x)\n"))
     for hours in ("1e12", "inf", "nan", "-1"):
         r = run(app, ["alerts", "silence", "--match", "kind=rising", "--hours", hours,
                       "--data-dir", str(data_dir)])

@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
+from coreepi.epi.surveillance import Detection
+from coreepi.epi.surveillance.models import ratio_evidence
 from coreepi.serve import ServeConfig, create_app
 from coreepi.serve.auth import COOKIE, create_token
 from coreepi.serve.findings import group_id
 from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
 from coreepi.store import DuckDBStore
 from coreepi.store.alert_records import AlertRecord
-from coreepi.epi.surveillance import Detection
-from coreepi.epi.surveillance.models import ratio_evidence
 from coreepi.surveil import evaluate, reconcile, rules_from
 
 BAD = "h00009"

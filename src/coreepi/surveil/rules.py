@@ -27,6 +27,7 @@ Every error is one :class:`~coreepi.errors.InputError` naming the file and the k
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +96,7 @@ RANGES: dict[str, tuple[float | None, bool, float | None, bool]] = {
 
 def _in_range(value: float, bounds: tuple[float | None, bool, float | None, bool]) -> bool:
     lo, lo_in, hi, hi_in = bounds
-    if value != value:  # NaN (TOML has nan)
+    if math.isnan(value):  # TOML has nan
         return False
     return ((lo is None or value > lo or lo_in and value == lo)
             and (hi is None or value < hi or hi_in and value == hi))
