@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -57,6 +58,9 @@ def test_quasi_dispersion_hand_computed() -> None:
     assert quasi_dispersion([0, 4, 2], [2, 2, 2]) == pytest.approx(2.0)
     assert quasi_dispersion([1, 3], [2, 2]) == 1.0  # Pearson 1.0 / 1 df, floored at 1
     assert quasi_dispersion([5], [1]) == 1.0
+    with warnings.catch_warnings():  # days with no node-time (μ = 0) are left out quietly
+        warnings.simplefilter("error")
+        assert quasi_dispersion([0, 0, 4, 2], [0, 0, 2, 2]) == pytest.approx(2.0)
 
 
 def test_fleet_and_host_clocks() -> None:
