@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from coreepi.epi.surveillance import Detection
+from coreepi.epi.surveillance.models import ratio_evidence
 from coreepi.errors import InputError
+from coreepi.reporting.surveillance import alert_summary
 from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
 from coreepi.store import DuckDBStore
 from coreepi.store.alert_records import DrainRecord, SilenceRecord
@@ -198,3 +200,83 @@ def test_evaluate_on_store_fires_once_delivers_and_rechecks_drain(
         assert check["signatures"] == 3 and check["others_crashes_after"] > 0
         assert check["others_node_days_after"] == pytest.approx(59 * 9)  # exposure ends 11-10
         assert check["verdict"] == "undetermined"  # neither moved nor the host's own
+
+
+def test_unbounded_ratio_reaches_the_webhook_as_json(hook: WebhookReceiver) -> None:
+    # a rate ratio k/0 (no crash elsewhere): JSON has no infinity, the evidence says so
+    ev = {**ratio_evidence(float("inf"), 24.4, float("inf")), "p_value": 1e-9,
+          "share": 0.33, "reached": "2024-05-01"}
+    d = Detection("rollout-regression",
+                  {"signature": "s", "attribute": "kernel", "value": "6.1.0-13"},
+                  pd.Timestamp(NOW), ev)
+    (t,), _ = reconcile([], [d], NOW)
+    assert t.alert.summary == ("s: rate unbounded (95% CI 24.4–unbounded) on kernel 6.1.0-13 "
+                               "since it reached 33% of node-time on 2024-05-01")
+    assert deliver(t.alert, Receiver("j", "json", hook.url), Delivery(retries=0), lambda r: None)
+    got = hook.bodies[0]["alert"]["evidence"]
+    assert (got["ratio"], got["lower"], got["upper"], got["ratio_status"]) == (
+        None, 24.4, None, "unbounded")
+
+
+def test_failed_delivery_is_retried_at_the_next_evaluation(tmp_path: Path) -> None:
+    # the json receiver answers 500 to the first post (no retry within the evaluation):
+    # the next evaluation sends the still-firing alert again, then never more
+    f = TimelineFleet(hosts=60, days=40, groups=3, rate_range=(1, 1),
+                      bad_hosts=(BadHost(host=5, day=25, rate=0.8),))
+    hook = WebhookReceiver(script=[500])
+    try:
+        rules = rules_from({"evaluation": {"kinds": ["hardware-suspect-host"]},
+                            "delivery": {"retries": 0},
+                            "receiver": [{"name": "j", "format": "json", "url": hook.url}]})
+        now = datetime(2026, 11, 10, tzinfo=UTC)
+        with DuckDBStore(tmp_path / "d") as store:
+            write_timeline(store, make_timeline(f, seed=4))
+            assert evaluate(store, rules, now, sleep=lambda s: None).failed == [
+                ("j", "hardware-suspect-host|host_id=h00005")]
+            again = evaluate(store, rules, now + timedelta(hours=1), sleep=lambda s: None)
+            assert again.delivered == [("j", "hardware-suspect-host|host_id=h00005")]
+            evaluate(store, rules, now + timedelta(hours=2), sleep=lambda s: None)
+            assert len(hook.bodies) == 2
+            assert [d.ok for d in store.deliveries()] == [False, True]
+    finally:
+        hook.close()
+
+
+@pytest.mark.parametrize(("table", "key", "value", "accepted"), [
+    ("evaluation", "interval_seconds", "0", "0 < x"),
+    ("evaluation", "interval_seconds", "-5", "0 < x"),
+    ("detectors", "host_alpha", "2.0", "0 < x < 1"),
+    ("detectors", "rising_ratio", "0.5", "1 < x"),
+    ("detectors", "window_days", "-1", "0 < x"),
+    ("detectors", "rollout_share", "nan", "0 < x <= 1"),
+    ("delivery", "retries", "-3", "0 <= x"),
+    ("delivery", "timeout_seconds", "0", "0 < x"),
+])
+def test_rules_out_of_range_name_file_key_value_and_range(
+        tmp_path: Path, table: str, key: str, value: str, accepted: str) -> None:
+    f = tmp_path / "rules.toml"
+    f.write_text(f"[{table}]\n{key} = {value}\n")
+    with pytest.raises(InputError) as e:
+        load_rules(f)
+    shown = str(float(value)) if table != "delivery" or key != "retries" else value
+    assert str(e.value) == (f"{f}: {table}.{key}: {shown} is out of range "
+                            f"(accepted: {accepted})")
+
+
+def test_rules_not_utf8_is_one_error_naming_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "rules.toml"
+    f.write_bytes(b"[evaluation]\n# caf\xe9\ninterval_seconds = 60\n")
+    with pytest.raises(InputError, match=r"rules.toml: not UTF-8 text \(byte 18\)"):
+        load_rules(f)
+
+
+def test_summaries_put_nouns_in_number() -> None:
+    host = Detection("hardware-suspect-host", {"host_id": "h1"}, pd.Timestamp(NOW),
+                     {"crashes": 1, "hardware_crashes": 1, "signatures": 1,
+                      "node_days": 2.0, "expected": 0.01})
+    assert alert_summary(host).startswith(
+        "host h1 looks hardware-suspect: 1 crash (1 hardware-indicative, 1 signature) in 2.0")
+    group = Detection("new-group", {"signature": "s"}, pd.Timestamp(NOW),
+                      {"crashes": 1204, "hosts": 1, "first_seen": NOW.isoformat()})
+    assert alert_summary(group) == (
+        "new crash group s: 1,204 crashes on 1 host since 2026-11-12 00:00 UTC")

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from webhook import WebhookReceiver
 
 from coreepi.cli.main import app
 from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
 from coreepi.store import DuckDBStore
-
-from webhook import WebhookReceiver
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +96,23 @@ def test_a_data_dir_without_a_store_is_refused_not_created(tmp_path: Path) -> No
                                                   "COREEPI_DATA_DIR": None, "COREEPI_STORE": None})
     assert r.exit_code == 2 and "no coreepi store here" in r.stderr
     assert not xdg.exists()
+
+
+def test_bad_rules_values_and_silence_hours_exit_2(data_dir: Path, tmp_path: Path) -> None:
+    run = CliRunner().invoke
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"[evaluation]\n# caf\xe9\n")
+    r = run(app, ["alerts", "test", "--data-dir", str(data_dir), "--rules", str(bad)])
+    assert (r.exit_code, r.stderr) == (
+        2, f"coreepi: error: {bad}: not UTF-8 text (byte 18): TOML must be UTF-8\n")
+    bad.write_text("[evaluation]\ninterval_seconds = 0\n")
+    r = run(app, ["watch", "--data-dir", str(data_dir), "--rules", str(bad), "--once"])
+    assert (r.exit_code, r.stderr) == (
+        2, (f"coreepi: error: {bad}: evaluation.interval_seconds: 0.0 is out of range "
+            "(accepted: 0 < x)\n"))
+    for hours in ("1e12", "inf", "nan", "-1"):
+        r = run(app, ["alerts", "silence", "--match", "kind=rising", "--hours", hours,
+                      "--data-dir", str(data_dir)])
+        assert r.exit_code == 2, (hours, r.output)
+        assert r.stderr == (f"coreepi: error: --hours {float(hours)!r}: out of range "
+                            "(accepted: 0 to 87840)\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -57,6 +58,9 @@ def test_quasi_dispersion_hand_computed() -> None:
     assert quasi_dispersion([0, 4, 2], [2, 2, 2]) == pytest.approx(2.0)
     assert quasi_dispersion([1, 3], [2, 2]) == 1.0  # Pearson 1.0 / 1 df, floored at 1
     assert quasi_dispersion([5], [1]) == 1.0
+    with warnings.catch_warnings():  # days with no node-time (μ = 0) are left out quietly
+        warnings.simplefilter("error")
+        assert quasi_dispersion([0, 0, 4, 2], [0, 0, 2, 2]) == pytest.approx(2.0)
 
 
 def test_fleet_and_host_clocks() -> None:
@@ -219,3 +223,18 @@ def test_delay_bound_for_a_tripling_group() -> None:
     assert delay_bound_days(6.83, 3.0, 7000) == pytest.approx(1.0, abs=1e-2)
     with pytest.raises(ValueError, match="delay bound"):
         delay_bound_days(2.0, 1.0, 7000)
+
+
+def test_no_rollout_for_values_present_since_a_store_younger_than_the_window() -> None:
+    # 20 days of store against a 35-day span: the span's first days have no node-time,
+    # and a kernel held by half the fleet from the first exposed day is no rollout
+    rows = [(f"h{i}", 0.0, 20.0) for i in range(4)]
+    exposure = _exp(rows).assign(kernel=["6.1.0-13", "6.1.0-13", "6.8.0-45", "6.8.0-45"])
+    now = T0 + pd.Timedelta(days=20)
+    assert rollouts(exposure, now, DetectorParams()) == []
+    # a value that appears later in that store still is one
+    late = pd.concat([_exp([(f"h{i}", 0.0, 10.0) for i in range(4)]).assign(kernel="6.1.0-13"),
+                      _exp([(f"h{i}", 10.0, 20.0) for i in range(4)]).assign(kernel="6.9.0-1")],
+                     ignore_index=True)
+    (ro,) = rollouts(late, now, DetectorParams())
+    assert (ro.value, ro.reached) == ("6.9.0-1", float(days(T0)[0]) + 10)

@@ -14,13 +14,15 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
+from coreepi.epi.surveillance import Detection
+from coreepi.epi.surveillance.models import ratio_evidence
 from coreepi.serve import ServeConfig, create_app
 from coreepi.serve.auth import COOKIE, create_token
 from coreepi.serve.findings import group_id
 from coreepi.simulate.timeline import BadHost, TimelineFleet, make_timeline, write_timeline
 from coreepi.store import DuckDBStore
 from coreepi.store.alert_records import AlertRecord
-from coreepi.surveil import evaluate, rules_from
+from coreepi.surveil import evaluate, reconcile, rules_from
 
 BAD = "h00009"
 ORIGIN = "http://testserver"
@@ -138,3 +140,22 @@ def test_drain_from_the_page_then_recheck(served: Served) -> None:
     assert f"Re-check: <strong>{check['verdict']}</strong>" in html
     assert check["others_node_days_after"] == pytest.approx(0.0, abs=0.05)
     assert pd.Timestamp(d.drained_at) > pd.Timestamp(served.end) - pd.Timedelta(days=1)
+
+
+def test_json_views_carry_an_unbounded_ratio(served: Served) -> None:
+    # a rising group whose run had no node-time: ratio k/0, JSON-safe in the store and views
+    d = Detection("rising", {"signature": "sig_002"}, pd.Timestamp(served.end),
+                  {"baseline_crashes": 9, "baseline_node_days": 800.0, "run_crashes": 3,
+                   "run_node_days": 0.0, "run_start": served.end.isoformat(),
+                   **ratio_evidence(float("inf")), "dispersion": 1.0, "statistic": 6.2})
+    (t,), _ = reconcile([], [d], served.end)
+    served.store.put_alert(t.alert)
+    auth = {"authorization": f"Bearer {served.read}"}
+    index = served.client.get("/index.json", headers=auth)
+    assert index.status_code == 200, index.text[:300]
+    group = served.client.get(f"/groups/{group_id('signature', 'sig_002')}.json", headers=auth)
+    assert group.status_code == 200, group.text[:300]
+    (mine,) = [a for a in group.json()["alerts"] if a["kind"] == "rising"]
+    ratio = {e["name"]: e for e in mine["evidence"]}["ratio"]
+    assert (ratio["value"], ratio["text"]) == (None, "unbounded")
+    assert "(unbounded, CUSUM 6.2)" in mine["summary"]

@@ -26,6 +26,10 @@ RulesOpt = Annotated[Path | None, typer.Option(
     "--rules", envvar="COREEPI_ALERT_RULES", help="Alert rules (TOML; docs/surveillance.md).")]
 
 
+# a silence lasts at most ten years: longer is a mistake (and 1e12 hours overflows a datetime)
+MAX_SILENCE_HOURS = 24 * 366 * 10
+
+
 def _fail(message: str) -> NoReturn:
     sys.stderr.write(f"coreepi: error: {message}\n")
     raise typer.Exit(2)
@@ -74,7 +78,8 @@ def alerts_list(
 @alerts_app.command("silence")
 def alerts_silence(
     match: Annotated[list[str], typer.Option("--match", help="label=value; repeatable.")],
-    hours: Annotated[float, typer.Option(min=0.0, help="How long it lasts.")] = 24.0,
+    hours: Annotated[float, typer.Option(help=f"How long it lasts (0 to {MAX_SILENCE_HOURS:g}).")
+                     ] = 24.0,
     comment: Annotated[str, typer.Option(help="Why.")] = "",
     store: StoreOpt = None, blobs: BlobsOpt = None, data_dir: DataDir = None,
 ) -> None:
@@ -83,6 +88,8 @@ def alerts_silence(
     from coreepi.store import open_store
     from coreepi.store.alert_records import SilenceRecord
 
+    if not 0 <= hours <= MAX_SILENCE_HOURS:  # also NaN; inf or 1e12 overflow a datetime
+        _fail(f"--hours {hours!r}: out of range (accepted: 0 to {MAX_SILENCE_HOURS:g})")
     matchers = {}
     for m in match:
         name, eq, value = m.partition("=")

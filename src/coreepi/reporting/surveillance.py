@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from coreepi.epi.surveillance import Detection
+from coreepi.reporting.phrases import fmt_bound, fmt_ratio_value, how_many
 
 __all__ = ["alert_summary"]
 
@@ -15,22 +16,39 @@ def _per_1000(crashes: float, node_days: float) -> str:
     return f"{1000 * crashes / node_days:.3g}" if node_days > 0 else "∞"
 
 
+def _ratio(e: dict) -> str:
+    """The evidence's ratio (:func:`coreepi.epi.surveillance.models.ratio_evidence`):
+    ``×5.2``, or ``unbounded`` (k/0) / ``undefined (0/0)``."""
+    status = e.get("ratio_status")
+    if status in ("unbounded", "undefined"):
+        return fmt_ratio_value(None, status)
+    return f"×{float(e['ratio']):.1f}"
+
+
+def _bound(e: dict, name: str) -> str:
+    x = e.get(name)
+    return fmt_bound(None, e.get("ratio_status")) if x is None else f"{float(x):.1f}"
+
+
 def alert_summary(d: Detection) -> str:
     """One line saying what was detected, with its numbers."""
     e, s = d.evidence, d.subject
     if d.kind == "new-group":
-        return (f"new crash group {s['signature']}: {e['crashes']} crashes on {e['hosts']} hosts "
+        return (f"new crash group {s['signature']}: {how_many(int(e['crashes']), 'crash')} on "
+                f"{how_many(int(e['hosts']), 'host')} "
                 f"since {str(e['first_seen'])[:16].replace('T', ' ')} UTC")
     if d.kind == "rising":
         base = _per_1000(float(e["baseline_crashes"]), float(e["baseline_node_days"]))
         now = _per_1000(float(e["run_crashes"]), float(e["run_node_days"]))
         return (f"{s['signature']} is rising: {now} crashes per 1,000 node-days since "
-                f"{str(e['run_start'])[:16].replace('T', ' ')} UTC against {base} in its baseline (×{float(e['ratio']):.1f}, CUSUM {float(e['statistic']):.1f})")
+                f"{str(e['run_start'])[:16].replace('T', ' ')} UTC against {base} in its "
+                f"baseline ({_ratio(e)}, CUSUM {float(e['statistic']):.1f})")
     if d.kind == "rollout-regression":
-        return (f"{s['signature']}: rate ×{float(e['ratio']):.1f} (95% CI {float(e['lower']):.1f}–"
-                f"{float(e['upper']):.1f}) on {s['attribute']} {s['value']} since it reached "
+        return (f"{s['signature']}: rate {_ratio(e)} (95% CI {_bound(e, 'lower')}–"
+                f"{_bound(e, 'upper')}) on {s['attribute']} {s['value']} since it reached "
                 f"{float(e['share']) * 100:.0f}% of node-time on {e['reached']}")
-    return (f"host {s['host_id']} looks hardware-suspect: {e['crashes']} crashes "
-            f"({e['hardware_crashes']} hardware-indicative, {e['signatures']} signatures) in "
+    return (f"host {s['host_id']} looks hardware-suspect: {how_many(int(e['crashes']), 'crash')} "
+            f"({e['hardware_crashes']} hardware-indicative, "
+            f"{how_many(int(e['signatures']), 'signature')}) in "
             f"{float(e['node_days']):.1f} node-days where {float(e['expected']):.2f} were expected"
             " — recommend: drain")

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from fastapi import Request
 
 from coreepi.epi.surveillance import DetectorParams
+from coreepi.reporting.phrases import fmt_bound
 from coreepi.serve.auth import COOKIE
 from coreepi.serve.errors import ApiError
 from coreepi.serve.views import group_href, host_href
@@ -42,7 +43,9 @@ def _iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts is not None else None
 
 
-def _number(v: Any) -> str:
+def _number(v: Any, status: str | None) -> str:
+    if v is None:  # a ratio or limit with no finite value (ratio_evidence)
+        return fmt_bound(None, status)
     if isinstance(v, float):
         return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
     return f"{v:,}" if isinstance(v, int) else str(v)
@@ -59,7 +62,7 @@ def alert_rows(alerts: list[AlertRecord]) -> list[dict[str, Any]]:
         out.append({
             "key": a.key, "kind": a.kind, "state": a.state, "since": _iso(a.starts_at),
             "ends_at": _iso(a.ends_at), "summary": a.summary, "labels": a.labels,
-            "evidence": [{"name": k, "value": v, "text": _number(v)}
+            "evidence": [{"name": k, "value": v, "text": _number(v, a.evidence.get("ratio_status"))}
                          for k, v in a.evidence.items()],
             "group_href": group_href(group_id("signature", sig)) if sig else None,
             "host_href": host_href(host) if host else None,

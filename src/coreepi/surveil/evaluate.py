@@ -31,7 +31,8 @@ __all__ = ["Evaluation", "evaluate", "sample_alert", "send_test"]
 class Evaluation:
     """What one evaluation did: detections, transitions (fired / resolved),
     deliveries that succeeded and failed (receiver, alert key; with the
-    re-sends of still-firing alerts to Alertmanager receivers), and the
+    re-sends of still-firing alerts to Alertmanager receivers and to receivers
+    whose earlier deliveries failed), and the
     re-check of every drained host (:func:`coreepi.epi.surveillance.drain_recheck`
     evidence, by host)."""
 
@@ -48,17 +49,32 @@ class Evaluation:
 FIRING_INTERVALS = 4
 
 
+def _taken(store: Store, alert: AlertRecord) -> set[str]:
+    """The receivers that took ``alert``'s current state: its delivery log holds a
+    successful delivery of that state to them. The others are owed it (their
+    delivery failed, or the evaluation that fired it stopped before delivering).
+    Only the log since the key last resolved counts: a key firing again is a new alert."""
+    log = store.deliveries(alert.key)
+    since = max((i for i, d in enumerate(log) if d.state == "resolved"), default=-1) + 1
+    return {d.receiver for d in log[since:] if d.ok and d.state == alert.state}
+
+
 def _deliver_all(store: Store, rules: Rules, transitions: list[Transition],
                  still_firing: list[Transition], ev: Evaluation,
                  client: httpx.Client | None, sleep: Callable[[float], None]) -> None:
     """Transitions to every receiver; alerts still firing again to the
-    Alertmanager receivers only (their ``endsAt`` would lapse otherwise)."""
+    Alertmanager receivers (their ``endsAt`` would lapse otherwise) and to any
+    receiver that has not taken them yet (its deliveries failed: retried at
+    every evaluation until one succeeds)."""
     until = ev.now + timedelta(seconds=FIRING_INTERVALS * rules.interval_seconds)
     for t, again in [(t, False) for t in transitions] + [(t, True) for t in still_firing]:
         if t.silenced:
             continue
+        taken = _taken(store, t.alert) if again else set()
         for r in rules.receivers:
-            if r.kinds and t.alert.kind not in r.kinds or again and r.format != "alertmanager":
+            if r.kinds and t.alert.kind not in r.kinds:
+                continue
+            if again and r.format != "alertmanager" and r.name in taken:
                 continue
             ok = deliver(t.alert, r, rules.delivery, store.add_delivery, client=client,
                          sleep=sleep, firing_until=until)

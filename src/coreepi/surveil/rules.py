@@ -20,12 +20,14 @@ url = "https://hooks.slack.com/services/…"
 kinds = ["hardware-suspect-host"]   # optional: only these kinds
 ```
 
-Every error is one :class:`~coreepi.errors.InputError` naming the file and the key.
+Every error is one :class:`~coreepi.errors.InputError` naming the file and the key
+(and, for a number out of its range, the value and the range: :data:`RANGES`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,45 @@ class Rules:
     receivers: tuple[Receiver, ...] = ()
 
 
+# accepted ranges, (low, low included?, high, high included?), None: unbounded; a value
+# outside makes a detector meaningless or a loop spin (interval 0: watch busy-loops)
+_POSITIVE = (0, False, None, False)
+_AT_LEAST_1 = (1, True, None, False)
+_ABOVE_1 = (1, False, None, False)
+_PROBABILITY = (0, False, 1, False)
+RANGES: dict[str, tuple[float | None, bool, float | None, bool]] = {
+    "evaluation.interval_seconds": _POSITIVE,
+    "detectors.new_min_crashes": _AT_LEAST_1, "detectors.new_min_hosts": _AT_LEAST_1,
+    "detectors.window_days": _POSITIVE, "detectors.baseline_days": _POSITIVE,
+    "detectors.rising_ratio": _ABOVE_1, "detectors.rising_threshold": _POSITIVE,
+    "detectors.rising_min_baseline": _AT_LEAST_1,
+    "detectors.rollout_share": (0, False, 1, True),
+    "detectors.rollout_start_share": (0, True, 1, False),
+    "detectors.rollout_min_crashes": _AT_LEAST_1, "detectors.rollout_min_ratio": _POSITIVE,
+    "detectors.rollout_alpha": _PROBABILITY, "detectors.host_ratio": _ABOVE_1,
+    "detectors.host_hw_share": _PROBABILITY, "detectors.host_alpha": _PROBABILITY,
+    "detectors.host_beta": _PROBABILITY,
+    "delivery.retries": (0, True, None, False), "delivery.backoff_seconds": (0, True, None, False),
+    "delivery.timeout_seconds": _POSITIVE,
+}
+
+
+def _in_range(value: float, bounds: tuple[float | None, bool, float | None, bool]) -> bool:
+    lo, lo_in, hi, hi_in = bounds
+    if math.isnan(value):  # TOML has nan
+        return False
+    return ((lo is None or value > lo or lo_in and value == lo)
+            and (hi is None or value < hi or hi_in and value == hi))
+
+
+def _range_text(bounds: tuple[float | None, bool, float | None, bool]) -> str:
+    lo, lo_in, hi, hi_in = bounds
+    parts = [] if lo is None else [f"{lo} {'<=' if lo_in else '<'} x"]
+    if hi is not None:
+        parts.append(f"x {'<=' if hi_in else '<'} {hi}")
+    return " and ".join(parts).replace("x and x", "x")
+
+
 def _take(src: str, section: str, table: Any, allowed: dict[str, type]) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise InputError(src, f"[{section}] must be a table")
@@ -84,6 +125,10 @@ def _take(src: str, section: str, table: Any, allowed: dict[str, type]) -> dict[
         if not isinstance(value, want) or isinstance(value, bool) and want is not bool:
             raise InputError(src, f"{section}.{key}: expected {want.__name__}, "
                                   f"got {type(value).__name__} {value!r}")
+        bounds = RANGES.get(f"{section}.{key}")
+        if bounds is not None and not _in_range(value, bounds):
+            raise InputError(src, f"{section}.{key}: {value!r} is out of range "
+                                  f"(accepted: {_range_text(bounds)})")
         out[key] = value
     return out
 
@@ -149,6 +194,8 @@ def load_rules(path: str | Path | None) -> Rules:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as e:
         raise InputError(str(p), f"cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(str(p), f"not UTF-8 text (byte {e.start}): TOML must be UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(str(p), f"not valid TOML: {e}") from None
     return rules_from(data, str(p))

@@ -111,7 +111,8 @@ def quasi_dispersion(counts: npt.ArrayLike, expected: npt.ArrayLike) -> float:
     keep = mu > 0
     if keep.sum() < 2:
         return 1.0
-    chi2 = float((((x - mu) ** 2) / mu)[keep].sum())
+    # divide only the kept bins: a store younger than the baseline has μ = 0 days
+    chi2 = float((((x[keep] - mu[keep]) ** 2) / mu[keep]).sum())
     return float(max(1.0, chi2 / (keep.sum() - 1)))
 
 

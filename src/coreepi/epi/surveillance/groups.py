@@ -16,7 +16,7 @@ import pandas as pd
 
 from coreepi.epi.surveillance.clock import FleetClock, days
 from coreepi.epi.surveillance.cusum import poisson_cusum, quasi_dispersion
-from coreepi.epi.surveillance.models import Detection, DetectorParams
+from coreepi.epi.surveillance.models import Detection, DetectorParams, ratio_evidence
 
 __all__ = ["new_groups", "rising_groups", "windows"]
 
@@ -75,7 +75,9 @@ def rising_groups(
     ``rising_ratio``, threshold ``rising_threshold``) over the window's
     crashes on the fleet's node-time clock. One detection per group, at its
     first alarm. Evidence: baseline crashes / node-days, window crashes /
-    node-days (up to the alarm), their ratio, ``dispersion``, ``statistic``.
+    node-days (up to the alarm), their ratio (with ``ratio_status``: unbounded
+    when the run had no node-time; :func:`~.models.ratio_evidence`), ``dispersion``,
+    ``statistic``.
     """
     bs, ws, t_now = windows(now, params)
     clock = FleetClock.from_exposure(exposure)
@@ -118,6 +120,6 @@ def rising_groups(
             {"baseline_crashes": len(base), "baseline_node_days": base_e,
              "run_crashes": i - j + 1, "run_node_days": run_e,
              "run_start": at.iloc[win_rows[j]].isoformat(),
-             "ratio": ((i - j + 1) / run_e) / rate0 if run_e > 0 else float("inf"),
+             **ratio_evidence(((i - j + 1) / run_e) / rate0 if run_e > 0 else float("inf")),
              "dispersion": float(phi), "statistic": float(run.statistic[i])}))
     return out

@@ -25,7 +25,7 @@ import pandas as pd
 
 from coreepi.epi.surveillance.clock import FleetClock, HostClocks, days
 from coreepi.epi.surveillance.groups import windows
-from coreepi.epi.surveillance.models import Detection, DetectorParams
+from coreepi.epi.surveillance.models import Detection, DetectorParams, ratio_evidence
 from coreepi.epi.surveillance.sprt import marked_poisson_sprt, wald_bounds
 
 __all__ = ["clip_drained", "drain_recheck", "suspect_hosts"]
@@ -205,5 +205,5 @@ def drain_recheck(
     return {"host_id": host_id, "signatures": len(sigs), "host_crashes_before": host_before,
             "others_crashes_before": x_before, "others_node_days_before": e_before,
             "others_crashes_after": x_after, "others_node_days_after": e_after,
-            "ratio": float(rr.ratio), "lower": lower, "upper": float(rr.upper),
+            **ratio_evidence(rr.ratio, rr.lower, rr.upper),
             "host_share": share, "verdict": verdict}

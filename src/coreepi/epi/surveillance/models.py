@@ -14,10 +14,27 @@ from typing import Literal
 
 import pandas as pd
 
-__all__ = ["KINDS", "Detection", "DetectorParams", "Kind"]
+from coreepi.epi.models import num, ratio_status
+
+__all__ = ["KINDS", "Detection", "DetectorParams", "Kind", "ratio_evidence"]
 
 Kind = Literal["new-group", "rising", "rollout-regression", "hardware-suspect-host"]
 KINDS: tuple[Kind, ...] = ("new-group", "rising", "rollout-regression", "hardware-suspect-host")
+
+
+def ratio_evidence(ratio: float, lower: float | None = None,
+                   upper: float | None = None) -> dict[str, float | str | None]:
+    """A ratio and its 95% limits as JSON-safe evidence: ``ratio``, ``lower``,
+    ``upper`` (None when infinite or NaN; limits left out when not given) and
+    ``ratio_status`` (``finite``, ``unbounded`` for k/0, ``undefined`` for 0/0),
+    as the findings' associations carry them. Alerts go to webhooks as JSON,
+    which has no infinity."""
+    out: dict[str, float | str | None] = {"ratio": num(ratio), "ratio_status": ratio_status(ratio)}
+    if lower is not None:
+        out["lower"] = num(lower)
+    if upper is not None:
+        out["upper"] = num(upper)
+    return out
 
 
 @dataclass(frozen=True)
@@ -33,7 +50,7 @@ class Detection:
     kind: Kind
     subject: dict[str, str]
     at: pd.Timestamp
-    evidence: dict[str, float | int | str] = field(default_factory=dict)
+    evidence: dict[str, float | int | str | None] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

@@ -2,7 +2,8 @@
 
 A *rollout* of value ``v`` of attribute ``a`` (kernel, app version,
 microcode, firmware, image) within the baseline + monitoring span: ``v``
-held less than ``rollout_start_share`` of the first day's node-time and
+held less than ``rollout_start_share`` of the node-time of the first day
+that has any (a store younger than the span has none on its first days) and
 reached ``rollout_share`` of a later day's. For each group, the crashes
 and node-time on ``v`` since ``v`` first appeared are compared with those on
 every other value over the whole span read (before the rollout and
@@ -27,7 +28,7 @@ from coreepi.epi.exposure import attach_attributes
 from coreepi.epi.rates import rate_ratio
 from coreepi.epi.surveillance.clock import FleetClock, days, to_timestamp
 from coreepi.epi.surveillance.groups import windows
-from coreepi.epi.surveillance.models import Detection, DetectorParams
+from coreepi.epi.surveillance.models import Detection, DetectorParams, ratio_evidence
 
 __all__ = ["Rollout", "rollout_regressions", "rollouts"]
 
@@ -51,6 +52,11 @@ def rollouts(exposure: pd.DataFrame, now: pd.Timestamp, params: DetectorParams) 
     n_days = max(1, int(np.floor(t_now - bs)))
     edges = bs + np.arange(n_days + 1, dtype=np.float64)
     total = np.diff(FleetClock.from_exposure(exposure).at(edges))
+    if not (total > 0).any():
+        return []
+    # the starting share is the first exposed day's: a value held from then on
+    # was there before the store began, not rolled out
+    first_day = int(np.argmax(total > 0))
     out: list[Rollout] = []
     for attr in params.rollout_attributes:
         if attr not in exposure.columns:
@@ -60,7 +66,7 @@ def rollouts(exposure: pd.DataFrame, now: pd.Timestamp, params: DetectorParams) 
             clock = FleetClock.from_exposure(rows)
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.where(total > 0, np.diff(clock.at(edges)) / total, 0.0)
-            if share[0] >= params.rollout_start_share or share.max() < params.rollout_share:
+            if share[first_day] >= params.rollout_start_share or share.max() < params.rollout_share:
                 continue
             reached = int(np.argmax(share >= params.rollout_share))
             first = float(max(days(rows["start"]).min(), bs))
@@ -76,7 +82,8 @@ def rollout_regressions(
 ) -> list[Detection]:
     """Groups whose rate on a rolled-out value exceeds their rate on the others.
 
-    Evidence: ``ratio``, ``lower``, ``upper`` (95%), ``p_value``,
+    Evidence: ``ratio``, ``lower``, ``upper`` (95%; None when unbounded) with
+    ``ratio_status`` (:func:`~.models.ratio_evidence`), ``p_value``,
     ``crashes_on_value`` / ``node_days_on_value``, ``crashes_elsewhere`` /
     ``node_days_elsewhere`` (same days), ``share`` (largest daily share),
     ``first_seen`` and ``reached`` (ISO dates), ``tests`` (the Bonferroni
@@ -122,8 +129,8 @@ def rollout_regressions(
                 "rollout-regression",
                 {"signature": sig, "attribute": r.attribute, "value": r.value},
                 at,
-                {"ratio": float(rr.ratio[j]), "lower": float(rr.lower[j]),
-                 "upper": float(rr.upper[j]), "p_value": float(rr.p_value[j]),
+                {**ratio_evidence(rr.ratio[j], rr.lower[j], rr.upper[j]),
+                 "p_value": float(rr.p_value[j]),
                  "crashes_on_value": x1, "node_days_on_value": t1,
                  "crashes_elsewhere": x2, "node_days_elsewhere": t2, "share": r.share,
                  "first_seen": to_timestamp(r.first_seen).isoformat(),
