@@ -94,6 +94,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, float]:
 SLOW_READ = "/api/v1/crashes?limit=1000"
 
 
+def _slack(full_cpu: float) -> float:
+    """CPU seconds over the idle baseline still read as "nothing left running":
+    the idle server's own CPU varies by a few tenths per second (CI saw 1.01 then
+    1.32), while a read left running would add most of ``full_cpu``."""
+    return max(0.3, 0.4 * full_cpu)
+
+
 def _settled(server: ServeProcess, headers: dict[str, str]) -> float:
     """Wait for the server's first findings refresh (started at start-up by the
     /metrics group collector) to end; then the server's idle CPU over one
@@ -137,8 +144,10 @@ def test_server_cancels_a_read_past_its_cpu_budget(served: tuple[Path, str, floa
     assert r.json()["reason"] == "read-budget"
     assert "read_cpu_seconds=0.02" in r.json()["detail"]
     assert r.elapsed.total_seconds() < 60
-    # nothing left running: no more CPU than the idle server's own
-    assert cpu_later - cpu_after < idle + 0.3, (cpu_later - cpu_after, idle, full_cpu)
+    # nothing left running: no more CPU than the idle server's own, give or take
+    # the noise of that baseline (a read still running would add about a CPU-second)
+    assert cpu_later - cpu_after < idle + _slack(full_cpu), (cpu_later - cpu_after, idle,
+                                                             full_cpu)
 
 
 def _metric(url: str, name: str) -> float:
@@ -168,5 +177,6 @@ def test_a_read_whose_client_left_is_cancelled(served: tuple[Path, str, float],
         assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
     finally:
         server.kill()
-    assert cpu_later - cpu_after < idle + 0.3, (cpu_later - cpu_after, idle, full_cpu)
+    assert cpu_later - cpu_after < idle + _slack(full_cpu), (cpu_later - cpu_after, idle,
+                                                             full_cpu)
     assert "Traceback" not in server.output()
