@@ -147,6 +147,7 @@ class FindingsCache:
         self._wanted = 1  # the store's data as found at start is not covered yet
         self._last_notify = 0.0
         self._first_unseen: float | None = time.monotonic()
+        self._running = 0  # the generation the refresh under way covers (0: none)
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -203,9 +204,13 @@ class FindingsCache:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._first_unseen = self._first_unseen or time.monotonic()
-                self._last_notify = 0.0  # someone waits: skip the quiet period
-                self._cond.notify_all()
+                if self._running < generation:
+                    # no refresh under way covers it: ask for one, without the quiet
+                    # period (asking while one that covers it runs would start a
+                    # second, needless, refresh as soon as the first ends)
+                    self._first_unseen = self._first_unseen or time.monotonic()
+                    self._last_notify = 0.0
+                    self._cond.notify_all()
                 self._cond.wait(left)
             return self.snapshot
 
@@ -225,11 +230,14 @@ class FindingsCache:
                     self._cond.wait(due)
                 if self._closed:
                     return
-                covers = self._wanted
+                covers = self._running = self._wanted
                 self._first_unseen = None
             self._publish(covers)
 
     def _publish(self, covers: int) -> Snapshot:
+        """Compute and publish a snapshot covering ``covers``; clears
+        ``_running`` in the same critical section, so a waiter never sees a
+        refresh that ended as one still under way."""
         try:
             snap = compute(self.store, covers)
         except Exception as exc:  # noqa: BLE001 - shown on every page, the server stays up
@@ -239,6 +247,8 @@ class FindingsCache:
         with self._cond:
             if snap.covers >= self.snapshot.covers:
                 self.snapshot = snap
+            if self._running <= covers:
+                self._running = 0
             self.refreshes += 1
             self._cond.notify_all()
         return snap
