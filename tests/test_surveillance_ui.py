@@ -138,6 +138,9 @@ def test_drain_from_the_page_then_recheck(served: Served) -> None:
     # drained just now: no node-time has passed since, so nothing can be said yet
     assert check["verdict"] == "undetermined" and check["host_id"] == BAD
     assert f"Re-check: <strong>{check['verdict']}</strong>" in html
+    assert check["host_crashes_before"] > 0
+    assert (f"its {check['signatures']} signatures had {check['host_crashes_before']} crashes "
+            "on this host and") in html and "(s)" not in html
     assert check["others_node_days_after"] == pytest.approx(0.0, abs=0.05)
     assert pd.Timestamp(d.drained_at) > pd.Timestamp(served.end) - pd.Timedelta(days=1)
 

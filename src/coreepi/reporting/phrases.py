@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from coreepi.epi.models import Evidence, FleetFindings, RatioStatus, Tally, TelemetryLead
 
@@ -32,6 +33,7 @@ __all__ = [
     "fmt_n",
     "fmt_p",
     "fmt_q",
+    "recheck_sentence",
     "fmt_rate",
     "fmt_ratio",
     "fmt_ratio_value",
@@ -103,6 +105,27 @@ def how_many(n: int, noun: str, plural: str | None = None) -> str:
         return f"1 {noun}"
     many = plural or noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
     return f"{n:,} {many}"
+
+
+def recheck_sentence(r: dict[str, Any], baseline_days: float) -> str:
+    """One sentence for a drained host's re-check (the dict of
+    :func:`coreepi.epi.surveillance.drain_recheck`, non-finite values as
+    None) after its verdict: the counts behind it, or why there is nothing to
+    compare (no crash of the host in the ``baseline_days`` before the drain,
+    e.g. a host drained long after its crashes)."""
+    if not r["host_crashes_before"]:
+        return (f"nothing to compare: no crash on this host in the {baseline_days:g} days "
+                "before the drain, so no crash group to follow on the other hosts")
+    text = (f"its {how_many(r['signatures'], 'signature')} had "
+            f"{how_many(r['host_crashes_before'], 'crash')} on this host and "
+            f"{r['others_crashes_before']:,} elsewhere in the "
+            f"{r['others_node_days_before']:,.0f} node-days before the drain; "
+            f"{r['others_crashes_after']:,} elsewhere in the "
+            f"{r['others_node_days_after']:,.1f} node-days since")
+    if r.get("ratio") is not None and r.get("upper") is not None:
+        text += (f" (rate ratio {fmt_n(r['ratio'])}, 95% CI "
+                 f"{fmt_n(r['lower'])}–{fmt_n(r['upper'])})")
+    return text
 
 
 def fmt_rate(x: float | None) -> str:

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from fastapi import Request
 
 from coreepi.epi.surveillance import DetectorParams
-from coreepi.reporting.phrases import fmt_bound
+from coreepi.reporting.phrases import fmt_bound, recheck_sentence
 from coreepi.serve.auth import COOKIE
 from coreepi.serve.errors import ApiError
 from coreepi.serve.views import group_href, host_href
@@ -106,7 +106,8 @@ def form_token(session: str, host_id: str) -> str:
 async def drain_panel(request: Request, host_id: str, suspect: bool) -> dict[str, Any]:
     """What the host page shows about draining: ``suspect`` (a drain is
     recommended), ``drained`` (``{"at", "by", "reason"}`` or None),
-    ``recheck`` (its evidence and verdict, or None), ``can_drain`` (the
+    ``recheck`` (its evidence and verdict, or None), ``recheck_text`` (that
+    in words, :func:`coreepi.reporting.phrases.recheck_sentence`), ``can_drain`` (the
     session holds an admin token) and ``form_token`` (only then; never in
     the page's JSON)."""
     app = request.app.state
@@ -114,15 +115,17 @@ async def drain_panel(request: Request, host_id: str, suspect: bool) -> dict[str
     rules = app.config.alert_rules
     params = rules.detectors if rules else DetectorParams()
     check = await app.gateway.read(recheck, app.store, drain, params) if drain else None
+    # before node-time has passed since the drain the ratio is undefined (NaN, ∞):
+    # null in JSON, left out on the page
+    shown = ({k: None if isinstance(v, float) and not math.isfinite(v) else v
+              for k, v in check.items()} if check else None)
     admin = _admin(request) if suspect and drain is None else None
     session = _session(request)
     return {"suspect": suspect, "can_drain": admin is not None,
             "drained": {"at": drain.drained_at.isoformat(), "by": drain.drained_by,
                         "reason": drain.reason} if drain else None,
-            # before node-time has passed since the drain the ratio is undefined (NaN, ∞):
-            # null in JSON, left out on the page
-            "recheck": {k: None if isinstance(v, float) and not math.isfinite(v) else v
-                        for k, v in check.items()} if check else None,
+            "recheck": shown,
+            "recheck_text": recheck_sentence(shown, params.baseline_days) if shown else None,
             "form_token": form_token(session, host_id) if admin and session else None}
 
 

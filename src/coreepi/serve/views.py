@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from coreepi.epi import Association, Attribution, GroupFinding, HostFinding
-from coreepi.reporting.phrases import evidence_text
+from coreepi.reporting.phrases import evidence_text, how_many
 from coreepi.serve.findings import Snapshot, group_id
 
 __all__ = [
@@ -75,7 +75,7 @@ def recommendation(host: HostFinding) -> str | None:
     if verdict == "hardware-suspect":
         tel = host.telemetry
         if tel is not None and tel.hardware_events:
-            return (f"replace: drain now; {tel.hardware_events} hardware event(s) "
+            return (f"replace: drain now; {how_many(tel.hardware_events, 'hardware event')} "
                     "(MCE/EDAC/Xid/AER) preceded its crashes")
         return "drain: take it out of service and run the vendor's diagnostics"
     if verdict == "environment-triggered":
