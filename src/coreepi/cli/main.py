@@ -283,12 +283,17 @@ def demo(
     """The whole job end to end: simulate a fleet with planted diseases and real
     cores (cached after the first run), ingest it into a demo store, print the
     report, write the HTML report, and compare the findings with the truth."""
+    from rich.console import Console
+
+    from coreepi.cli.progress import IngestProgress
     from coreepi.errors import StoreError
     from coreepi.simulate.demo import run_demo
     from coreepi.simulate.workloads import BuildError
 
+    err = Console(stderr=True)
     try:
-        run_demo(data_dir, seed=seed, scenario=scenario, fresh=fresh, jobs=jobs, html=html)
+        run_demo(data_dir, seed=seed, scenario=scenario, fresh=fresh, jobs=jobs, html=html,
+                 err=err, ingest_progress=IngestProgress(err) if err.is_terminal else None)
     except (InputError, StoreError, BuildError) as exc:
         fail(str(exc))
 

@@ -158,6 +158,7 @@ def run_demo(
     cache_dir: str | os.PathLike[str] | None = None,
     out: Console | None = None,
     err: Console | None = None,
+    ingest_progress: Any = None,
 ) -> DemoResult:
     """Simulate (or reuse the cached fleet), ingest, report, compare with the truth.
 
@@ -168,8 +169,10 @@ def run_demo(
     HTML report (default: ``<data_dir>/report.html``). ``cache_dir``: the
     fleet cache (default :func:`demo_cache_dir`). ``out``/``err``: consoles
     for the report and for progress (default: stdout / stderr).
+    ``ingest_progress``: the ingest observer (``start(total)``, ``advance(path,
+    outcome)``; entered as a context manager when it is one), e.g. the CLI's
+    progress bar; default a line on ``err`` every 50 files.
     """
-    from coreepi.cli.progress import IngestProgress
     from coreepi.ingest.run import ingest
     from coreepi.reporting import build_findings, render, render_text
     from coreepi.simulate import simulate
@@ -213,8 +216,8 @@ def run_demo(
     err.print(Text(f"demo: ingesting into the demo store {data} (analyses every core)",
                    style="bold"), highlight=False)
     with open_store(data) as store:
-        observer: Any = IngestProgress(err) if err.is_terminal else _QuietProgress(err)
-        with observer if isinstance(observer, IngestProgress) else nullcontext():
+        observer = ingest_progress if ingest_progress is not None else _QuietProgress(err)
+        with observer if hasattr(observer, "__enter__") else nullcontext():
             summary = ingest([fleet], store, jobs=jobs, observer=observer)
         for line in summary.lines():
             err.print(f"  {line}", highlight=False)
