@@ -445,7 +445,8 @@ def _mutate(text: str, seed: int, ops: int) -> str:
         elif op == 4:
             junk = "".join(chr(rng.randrange(0, 0x3000)) for _ in range(rng.randrange(40)))
             lines.insert(i, junk)
-        elif op == 5 and lines:
+        elif op == 5 and lines and len(lines[i]) < 4096:
+            # bounded: repeated on the same line, 49x again and again ran out of memory
             lines[i] = lines[i] * rng.randrange(2, 50)
         elif op == 6:
             lines = lines[: rng.randrange(len(lines) + 1)]
