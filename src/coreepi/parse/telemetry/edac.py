@@ -25,7 +25,8 @@ import re
 from typing import Any, Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, make_event
 
 __all__ = ["EdacParser", "edac_fields"]
 

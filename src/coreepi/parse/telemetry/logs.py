@@ -51,9 +51,10 @@ from typing import Final
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.report import CrashReport
 from coreepi.parse.kernel.oops import _lines
+from coreepi.parse.kernel.prefixes import split_prefix
 from coreepi.parse.open_input import DecompressionError
 from coreepi.parse.telemetry.aer import AerParser
-from coreepi.parse.telemetry.base import Context, FamilyParser, split_prefix
+from coreepi.parse.telemetry.base import Context, FamilyParser
 from coreepi.parse.telemetry.console_mce import ConsoleMceParser
 from coreepi.parse.telemetry.edac import EdacParser
 from coreepi.parse.telemetry.ghes import GhesParser

@@ -36,7 +36,8 @@ import re
 from typing import Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, Record, hex_int, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, Record, hex_int, make_event
 from coreepi.parse.telemetry.mca import GAP, mce_event
 
 __all__ = ["KernelMceParser", "MemoryFailureParser"]

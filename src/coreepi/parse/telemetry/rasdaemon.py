@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, Record, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, Record, make_event
 from coreepi.parse.telemetry.mca import hex_text, mce_event
 
 __all__ = ["RasMcCtlParser", "RasdaemonTraceParser"]

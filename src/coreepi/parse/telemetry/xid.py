@@ -42,7 +42,8 @@ from importlib import resources
 from typing import Any, Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, make_event
 
 __all__ = ["XidInfo", "XidParser", "xid_info", "xid_table"]
 
