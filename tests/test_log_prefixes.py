@@ -152,3 +152,14 @@ def test_one_owner_of_the_prefix_grammar() -> None:
     for path in sorted((SRC / "telemetry").glob("*.py")):
         text = path.read_text(encoding="utf-8")
         assert not any(p in text for p in prefix_patterns), path.name
+
+
+def test_analyze_does_not_reach_into_the_kernel_parser() -> None:
+    """The taint vocabulary both sides need lives in ``model`` (both may
+    import it); analyze's phenotypes once imported ``parse.kernel.facts``."""
+    from coreepi.model.taint import OUT_OF_TREE_TAINTS, TAINT_FLAGS
+
+    analyze = ROOT / "src" / "coreepi" / "analyze"
+    for path in sorted(analyze.rglob("*.py")):
+        assert not any(m.startswith("coreepi.parse.kernel") for m in _imports(path)), path.relative_to(ROOT)
+    assert TAINT_FLAGS["M"] == "machine check exception" and OUT_OF_TREE_TAINTS == frozenset("POE")

@@ -52,7 +52,8 @@ from coreepi.model.report import (
     Thread,
     stable_crash_id,
 )
-from coreepi.parse.kernel.facts import OUT_OF_TREE_TAINTS, KernelFacts, read_facts
+from coreepi.model.taint import OUT_OF_TREE_TAINTS
+from coreepi.parse.kernel.facts import KernelFacts, read_facts
 from coreepi.parse.kernel.formats import crash_type
 from coreepi.parse.kernel.prefixes import split_prefix
 from coreepi.parse.kernel.scan import (
