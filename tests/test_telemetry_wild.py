@@ -131,3 +131,39 @@ def test_capability_banners_are_not_events() -> None:
         "EDAC skx MC3: HANDLING MCE MEMORY ERROR",
     ]
     assert list(parse_telemetry(lines)) == []
+
+
+_XID_119 = ("NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of waiting for RPC "
+            "response from GPU4 GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4).")
+
+
+@pytest.mark.parametrize("line", [
+    # the real line (tests/data/vendored/host-telemetry-gpud, dmesg -T) in each collector's shape
+    f"[Sun Feb 23 16:24:18 2025] {_XID_119}",
+    f"[ 8105.206520] {_XID_119}",
+    f"<3>[ 8105.206520] {_XID_119}",
+    f"3,1187,8105206520,-;{_XID_119}",
+    f"Feb 23 16:24:18 gpu-node-1 kernel: [ 8105.206520] {_XID_119}",
+    # the word "Fatal" in free text (the message, a process name) is not the driver's verdict
+    f"[ 8105.206520] {_XID_119.replace('(0x2081 0x4).', '(0x2081 0x4). Fatal error.')}",
+    f"[ 8105.206520] {_XID_119.replace('name=nvidia-smi', 'name=Fatal')}",
+])
+def test_xid_119_gets_one_severity_whatever_its_shape(line: str) -> None:
+    """A GSP RPC timeout is the catalog's "error", not hardware-indicative,
+    in every shape; before, "Fatal" anywhere in the message made it fatal."""
+    (event,) = parse_telemetry(line)
+    assert (event.detail["code"], event.severity, event.hardware_indicative) == (119, "error", False)
+    assert "severity_from" not in event.detail and event.component == "GPU 0000:9b:00"
+
+
+def test_nvlink5_xid_severity_is_read_where_the_driver_writes_it() -> None:
+    """NVLink5 Xids (144-150) name their unit, then Fatal / Nonfatal
+    (leptonai/gpud pull request 1160, Apache-2.0)."""
+    fatal, nonfatal = parse_telemetry([
+        "NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 "
+        "0x00000000 0x00000000 0x00000000)",
+        "NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 "
+        "0x00000000 0x00000000 0x00000000)",
+    ])
+    assert (fatal.severity, fatal.detail["severity_from"]) == ("fatal", "line")
+    assert (nonfatal.severity, nonfatal.detail["severity_from"]) == ("non-fatal", "line")
