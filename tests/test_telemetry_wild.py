@@ -167,3 +167,19 @@ def test_nvlink5_xid_severity_is_read_where_the_driver_writes_it() -> None:
     ])
     assert (fatal.severity, fatal.detail["severity_from"]) == ("fatal", "line")
     assert (nonfatal.severity, nonfatal.detail["severity_from"]) == ("non-fatal", "line")
+
+
+def test_rasdaemon_mc_event_lines_are_memory_errors() -> None:
+    """rasdaemon's mc_event lines (ras-mc-handler.c) are the EDAC events the
+    kernel's own "EDAC MC0: 1 CE …" line would be; the memory_failure_event
+    line after them is not a hardware error of its own."""
+    got = events("rasdaemon-mc-event-lines.log")
+    assert [summary(e, "source", "count", "message", "controller", "layers", "address", "grain") for e in got] == [
+        ("edac_ce", "corrected", "BANK 0 DIMM 1", "rasdaemon", 1, "Single-bit ECC", "MC0", [1], "0x80000000", "12"),
+        ("edac_ue", "uncorrected", "MC0", "rasdaemon", 1, "multi-bit ECC", "MC0", [], "0xe53218400", "0"),
+    ]
+    ce, ue = got
+    assert [e.ts.isoformat() for e in got if e.ts] == ["2023-11-21T07:48:29+00:00", "2025-03-28T05:28:48+00:00"]
+    assert (ce.detail["fields"]["row"], ce.detail["fields"]["bit_pos"]) == (8192, 5)
+    assert ue.detail["dimm_labels"] == [] and ue.detail["fields"]["row"] == 25906
+    assert ue.hardware_indicative and ce.hardware_indicative

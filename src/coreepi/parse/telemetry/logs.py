@@ -77,7 +77,7 @@ MAX_LINE_BYTES: Final = 64 * 1024
 
 _TRIGGER: Final = re.compile(
     r"Xid|EDAC|Hardware|AER|PCIe Bus Error|Memory failure|SIGBUS|events:|NVRM|Machine|MCE"
-    r"|CMCI occurred|POLLED occurred|mce_record|status=0x"
+    r"|CMCI occurred|POLLED occurred|mce_record|mc_event|status=0x"
 )
 _PARSERS: Final = (XidParser, EdacParser, KernelMceParser, ConsoleMceParser, GhesParser, AerParser,
                    McelogParser, RasMcCtlParser, RasdaemonTraceParser, MemoryFailureParser)
@@ -213,7 +213,8 @@ def event_from_crash(report: CrashReport) -> TelemetryEvent | None:
 _MARKERS: Final = re.compile(
     rb"NVRM: Xid \(|SXid \(|EDAC MC\d+: (?:\d+ )?[CU]E\b|\[Hardware Error\]: |Machine Check"
     rb"|Hardware event\. This is not a software error\.|AER: |PCIe Bus Error: "
-    rb"|^(?:Memory controller|MCE|PCIe AER) events:|Sending SIGBUS to .{1,64} due to hardware memory corruption",
+    rb"|^(?:Memory controller|MCE|PCIe AER) events:|Sending SIGBUS to .{1,64} due to hardware memory corruption"
+    rb"|\bmce_record: +\d{4}-|\bmc_event:? +(?:\[[A-Z]{1,8}\] +)?\d{4}-",
     re.MULTILINE,
 )
 
