@@ -183,3 +183,34 @@ def test_rasdaemon_mc_event_lines_are_memory_errors() -> None:
     assert (ce.detail["fields"]["row"], ce.detail["fields"]["bit_pos"]) == (8192, 5)
     assert ue.detail["dimm_labels"] == [] and ue.detail["fields"]["row"] == 25906
     assert ue.hardware_indicative and ce.hardware_indicative
+
+
+def test_machine_check_notice_folds_into_its_record() -> None:
+    """skx_edac prints each machine check it decodes; the kernel's "Machine
+    check events logged" notice of the same machine check (17 and 3 lines
+    before the prints, GHES and memory-failure lines between) is folded into
+    it: 2 machine checks, 2 mce events (before: 4, the notices counted beside)."""
+    got = events("linux-5.14-skx-edac-ghes-uc.log")
+    mces = [e for e in got if e.kind.value == "mce"]
+    assert [(e.detail.get("source"), e.component) for e in mces] == [
+        ("skx_edac", "cpu 0 bank 25"), ("skx_edac", "cpu 0 bank 255")]
+    assert not any("notice" in e.detail for e in got)
+
+
+def test_lone_notices_stay_events_and_a_record_before_a_notice_folds_it() -> None:
+    # andikleen/mcelog issue #116 (donghuaz, 2023-06-13): the notices alone, the records went to rasdaemon
+    lone = [
+        "[202072.518835] mce: [Hardware Error]: Machine check events logged",
+        "[202137.695915] mce: [Hardware Error]: Machine check events logged",
+        "[202160.831562] mce: [Hardware Error]: Machine check events logged",
+    ]
+    assert [e.detail.get("notice") for e in parse_telemetry(lone)] == ["Machine check events logged"] * 3
+    # mchehab/rasdaemon issue #155 (Sinzunza, 2024-04-08): the kernel's record, here printed before its notice
+    record = [
+        "[ 1366.830251] mce: [Hardware Error]: CPU 0: Machine Check: 0 Bank 9: 0000000000000000",
+        "[ 1366.838823] mce: [Hardware Error]: TSC 2ac997e3063c3 ",
+        "[ 1366.844468] mce: [Hardware Error]: PROCESSOR 0:50663 TIME 947185249 SOCKET 0 APIC 0 microcode 7000019",
+        "[ 1366.850000] mce: [Hardware Error]: Machine check events logged",
+    ]
+    (event,) = parse_telemetry(record)
+    assert event.component == "cpu 0 bank 9" and "notice" not in event.detail

@@ -18,6 +18,7 @@ buffers (:data:`MAX_RECORD_LINES`; ``raw`` capped at
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Protocol
@@ -30,11 +31,14 @@ __all__ = [
     "Context",
     "FamilyParser",
     "Record",
+    "first_line",
     "hex_int",
     "make_event",
 ]
 
 MAX_RECORD_LINES: Final = 64  # lines kept per multi-line record
+# make_event's "source": "NAME:FIRST[-LAST]" or "line FIRST[-LAST]"
+_WHERE: Final = re.compile(r"(?:^line |:)(\d{1,12})(?:-\d{1,12})?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,14 @@ def make_event(
         source=where,
         raw=raw,
     )
+
+
+def first_line(event: TelemetryEvent) -> int | None:
+    """The number of the line an event read by :func:`make_event` starts
+    at (read back from its ``source``); None for an event from elsewhere
+    (a crash report)."""
+    match = _WHERE.search(event.source or "")
+    return int(match.group(1)) if match is not None else None
 
 
 @dataclass

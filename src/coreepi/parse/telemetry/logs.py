@@ -57,6 +57,7 @@ from coreepi.parse.telemetry.aer import AerParser
 from coreepi.parse.telemetry.base import Context, FamilyParser
 from coreepi.parse.telemetry.console_mce import ConsoleMceParser
 from coreepi.parse.telemetry.edac import EdacParser
+from coreepi.parse.telemetry.fold import NoticeFold
 from coreepi.parse.telemetry.ghes import GhesParser
 from coreepi.parse.telemetry.mce import KernelMceParser, MemoryFailureParser
 from coreepi.parse.telemetry.mcelog import McelogParser
@@ -93,6 +94,7 @@ class TelemetryScanner:
     def __init__(self, *, host_id: str | None = None, name: str | None = None) -> None:
         self._ctx = Context(host_id=host_id, name=name)
         self._parsers: list[FamilyParser] = [cls(self._ctx) for cls in _PARSERS]
+        self._fold = NoticeFold()
         self.lines = 0
 
     def feed(self, text: str) -> list[TelemetryEvent]:
@@ -111,7 +113,7 @@ class TelemetryScanner:
                 out.extend(parser.feed(line))
             except Exception:  # noqa: BLE001 - one family's bug must not stop the others
                 parsers[index] = _PARSERS[index](self._ctx)
-        return out
+        return self._fold.take(out, self.lines)
 
     def close(self) -> list[TelemetryEvent]:
         """The events of the records still open at the end of the input."""
@@ -121,7 +123,7 @@ class TelemetryScanner:
                 out.extend(parser.flush())
             except Exception:  # noqa: BLE001, S112 - one family's bug must not stop the others
                 continue
-        return out
+        return self._fold.close(out)
 
 
 def parse_telemetry(
