@@ -47,6 +47,14 @@ NO_UPTIME: Final = "[    0.000000] "
 # fields of the text _PREFIX captured.
 _ISO_TIME: Final = r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(?P<zone>Z|[+-]\d{2}:?\d{2})?"
 _CTIME: Final = r"(?:[A-Z][a-z]{2} )?([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))? (\d{4})"
+
+
+def _uncaptured(pattern: str) -> str:
+    """``pattern`` with its plain groups made non-capturing: inside
+    _PREFIX only the whole time is kept, and every capture costs each match."""
+    return re.sub(r"(?<!\\)\((?!\?)", "(?:", pattern)
+
+
 _TAG: Final = r"kernel|[\w.\-/@]{1,64}\[\d{1,10}\]|mcelog|rasdaemon"
 # The whole prefix grammar, outermost first; every part is optional, so the
 # first (greedy) path always matches and nothing backtracks into an earlier
@@ -58,7 +66,7 @@ _PREFIX: Final = re.compile(
     r"(?P<lvl><\d{1,3}>)?(?P<debris>(?:\s+|\d+\t)(?=(?:<\d{1,3}>)?\[ *\d+\.\d+\]))?"
     # a collector's time: ISO-8601, dmesg -T, BSD syslog, or a console stamp
     # (journalctl -o short-monotonic puts its host tag after one)
-    r"(?P<time>(?P<iso>" + _ISO_TIME + r") +|\[(?P<dmt>" + _CTIME + r")\] ?"
+    r"(?P<time>(?P<iso>" + _uncaptured(_ISO_TIME) + r") +|\[(?P<dmt>" + _uncaptured(_CTIME) + r")\] ?"
     r"|(?P<bsd>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?) +"
     r"|(?P<mono>\[ *(?P<mup>\d{1,10}\.\d{1,9})\])(?:\[ *[CT]\d{1,7}\])? ?)?"
     # after a time: "host tag: " ("kernel", or a program with a pid, so that
@@ -180,7 +188,7 @@ def normalize_line(line: str) -> str:
     if found.start("kmsg") >= 0:
         usec = int(found.group("usec"))
         return f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] " + line[found.end("kmsg"):]
-    tag = found.group("tag") or found.group("tag2")
+    tag = _program(found)
     if tag is not None and tag != "kernel":
         return line
     mono = found.start("mono")

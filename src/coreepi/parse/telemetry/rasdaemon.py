@@ -227,15 +227,13 @@ def _trace_mc(ctx: Context, line: LogLine, match: re.Match[str]) -> TelemetryEve
         message, label = "", message[3:]
     where = "mc: " + where.rstrip().removesuffix(")") if paren else ""
     found = _TRACE_MC_WHERE.match(where)
-    mc = layers = address = grain = syndrome = None
-    detail_text = where
-    if found is not None:
-        mc_text, location, address, grain, syndrome = found.groups()
-        mc = int(mc_text)
-        layers = [int(x) for x in location.split(":")] if location else []
-        detail_text = where[found.end():]
+    groups: tuple[str | None, ...] = found.groups() if found is not None else (None,) * 5
+    mc_text, location, address, grain, syndrome = groups
+    detail_text = where[found.end():] if found is not None else where
     return memory_event(ctx, line, _ras_time(when + (zone or "")), count=int(count), kind=kind,
-                        message=message.strip(), label=label.strip(), mc=mc, layers=layers or [],
+                        message=message.strip(), label=label.strip(),
+                        mc=int(mc_text) if mc_text is not None else None,
+                        layers=[int(x) for x in location.split(":")] if location else [],
                         address=address, grain=grain, syndrome=syndrome, fields=edac_fields(detail_text),
                         extra={"driver_detail": detail_text.strip()[:500] or None})
 
