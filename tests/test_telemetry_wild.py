@@ -175,8 +175,9 @@ def test_rasdaemon_mc_event_lines_are_memory_errors() -> None:
     line after them is not a hardware error of its own."""
     got = events("rasdaemon-mc-event-lines.log")
     assert [summary(e, "source", "count", "message", "controller", "layers", "address", "grain") for e in got] == [
-        ("edac_ce", "corrected", "BANK 0 DIMM 1", "rasdaemon", 1, "Single-bit ECC", "MC0", [1], "0x80000000", "12"),
-        ("edac_ue", "uncorrected", "MC0", "rasdaemon", 1, "multi-bit ECC", "MC0", [], "0xe53218400", "0"),
+        ("edac_ce", "corrected", "BANK 0 DIMM 1", "rasdaemon-syslog", 1, "Single-bit ECC", "MC0", [1], "0x80000000",
+         "12"),
+        ("edac_ue", "uncorrected", "MC0", "rasdaemon-syslog", 1, "multi-bit ECC", "MC0", [], "0xe53218400", "0"),
     ]
     ce, ue = got
     assert [e.ts.isoformat() for e in got if e.ts] == ["2023-11-21T07:48:29+00:00", "2025-03-28T05:28:48+00:00"]
@@ -214,3 +215,31 @@ def test_lone_notices_stay_events_and_a_record_before_a_notice_folds_it() -> Non
     ]
     (event,) = parse_telemetry(record)
     assert event.component == "cpu 0 bank 9" and "notice" not in event.detail
+
+
+# The skx_edac file's EDAC line (real), as a syslog line.
+_EDAC_UE = ("Aug 12 08:07:13 h kernel: EDAC MC3: 1 UE memory read error on CPU_SrcID#0_MC#3_Chan#0_DIMM#0 (channel:0 "
+            "slot:0 page:0x7e025e offset:0x400 grain:32 -  err_code:0x00a0:0x0090  SystemAddress:0x7e025e400)")
+# What rasdaemon prints for that error (constructed by ras-mc-handler.c's format from the line above).
+_ECHO = ("Aug 12 08:07:13 h rasdaemon[812]: <...>-1 [000] 0.0: mc_event: 2021-08-12 08:07:13 -0700 1 Uncorrected "
+         "error: memory read error on CPU_SrcID#0_MC#3_Chan#0_DIMM#0 (mc: 3 location: 0:0:-1 address: 0x7e025e400 "
+         "grain: 5 err_code:0x00a0:0x0090 SystemAddress:0x7e025e400)")
+
+
+@pytest.mark.parametrize("lines", [
+    [_EDAC_UE, _ECHO, _EDAC_UE],  # the kernel's line, rasdaemon's echo of it, then a second error
+    [_ECHO, _EDAC_UE, _EDAC_UE],  # the echo logged first
+    [_EDAC_UE, _EDAC_UE, _ECHO, _ECHO],  # two errors, two echoes
+])
+def test_rasdaemon_echo_of_an_edac_line_counts_once(lines: list[str]) -> None:
+    """rasdaemon prints the ras:mc_event tracepoint the EDAC core's line
+    came with: in a syslog holding both, each error counts once."""
+    errors = 2
+    got = list(parse_telemetry(lines))
+    assert len(got) == errors and all(e.kind.value == "edac_ue" for e in got)
+    assert all(e.component == "CPU_SrcID#0_MC#3_Chan#0_DIMM#0" for e in got)
+
+
+def test_repeated_errors_of_one_printer_all_count() -> None:
+    assert len(list(parse_telemetry([_EDAC_UE] * 3))) == 3
+    assert len(list(parse_telemetry([_ECHO] * 3))) == 3

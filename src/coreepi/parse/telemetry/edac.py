@@ -126,6 +126,7 @@ class EdacParser:
                fields: dict[str, Any], *, truncated: bool) -> TelemetryEvent:
         corrected = kind == "CE"
         detail: dict[str, Any] = {
+            "source": "kernel",  # the EDAC core's line (rasdaemon may print the same error: fold.py)
             "controller": f"MC{mc}",
             "mc": mc,
             "count": count,

@@ -57,7 +57,7 @@ from coreepi.parse.telemetry.aer import AerParser
 from coreepi.parse.telemetry.base import Context, FamilyParser
 from coreepi.parse.telemetry.console_mce import ConsoleMceParser
 from coreepi.parse.telemetry.edac import EdacParser
-from coreepi.parse.telemetry.fold import NoticeFold
+from coreepi.parse.telemetry.fold import Fold
 from coreepi.parse.telemetry.ghes import GhesParser
 from coreepi.parse.telemetry.mce import KernelMceParser, MemoryFailureParser
 from coreepi.parse.telemetry.mcelog import McelogParser
@@ -94,7 +94,7 @@ class TelemetryScanner:
     def __init__(self, *, host_id: str | None = None, name: str | None = None) -> None:
         self._ctx = Context(host_id=host_id, name=name)
         self._parsers: list[FamilyParser] = [cls(self._ctx) for cls in _PARSERS]
-        self._fold = NoticeFold()
+        self._fold = Fold()
         self.lines = 0
 
     def feed(self, text: str) -> list[TelemetryEvent]:

@@ -132,7 +132,8 @@ class RasMcCtlParser:
         syndrome, _, driver = after.strip().partition(" ")
         layers = location.split(":")
         return memory_event(
-            self.ctx, line, _ras_time(when), count=int(count), kind=kind, message=text.strip(), label=label,
+            self.ctx, line, _ras_time(when), source="rasdaemon", count=int(count), kind=kind,
+            message=text.strip(), label=label,
             mc=int(layers[0]) if layers and layers[0].lstrip("-").isdigit() else None,
             layers=[int(x) for x in layers if x.lstrip("-").isdigit()],
             address=addr.strip() or None, grain=grain.strip() or None, syndrome=syndrome or None,
@@ -193,17 +194,20 @@ def _vendor(cpuid: int | None) -> str | None:
     return "AMD"
 
 
-def memory_event(ctx: Context, line: LogLine, when: datetime | None, *, count: int, kind: str, message: str,
-                 label: str, mc: int | None, layers: list[int], address: str | None, grain: str | None,
-                 syndrome: str | None, fields: dict[str, Any], extra: dict[str, Any]) -> TelemetryEvent:
-    """A memory-controller error as rasdaemon records it (``kind``: its
-    error type, ``Corrected`` / ``Uncorrected`` / ``Fatal`` / ``Deferred``;
-    ``label``: the DIMM label(s), "or"-separated) -> ``edac_ce`` (corrected)
-    or ``edac_ue`` (anything else)."""
+def memory_event(ctx: Context, line: LogLine, when: datetime | None, *, source: str, count: int, kind: str,
+                 message: str, label: str, mc: int | None, layers: list[int], address: str | None,
+                 grain: str | None, syndrome: str | None, fields: dict[str, Any],
+                 extra: dict[str, Any]) -> TelemetryEvent:
+    """A memory-controller error as rasdaemon records it (``source``:
+    ``rasdaemon`` for ras-mc-ctl's listing, ``rasdaemon-syslog`` for its
+    line of the event; ``kind``: its error type, ``Corrected`` /
+    ``Uncorrected`` / ``Fatal`` / ``Deferred``; ``label``: the DIMM
+    label(s), "or"-separated) -> ``edac_ce`` (corrected) or ``edac_ue``
+    (anything else)."""
     corrected = kind.lower() == "corrected"
     labels = [x.strip() for x in label.split(" or ") if x.strip() and x.strip() not in ("any memory", "unknown memory")]
     detail: dict[str, Any] = {
-        "source": "rasdaemon", **extra, "count": count, "error_type": kind,
+        "source": source, **extra, "count": count, "error_type": kind,
         "corrected": corrected, "message": message or None,
         "dimm_label": labels[0] if labels else None, "dimm_labels": labels,
         "controller": f"MC{mc}" if mc is not None else None, "layers": layers,
@@ -230,8 +234,8 @@ def _trace_mc(ctx: Context, line: LogLine, match: re.Match[str]) -> TelemetryEve
     groups: tuple[str | None, ...] = found.groups() if found is not None else (None,) * 5
     mc_text, location, address, grain, syndrome = groups
     detail_text = where[found.end():] if found is not None else where
-    return memory_event(ctx, line, _ras_time(when + (zone or "")), count=int(count), kind=kind,
-                        message=message.strip(), label=label.strip(),
+    return memory_event(ctx, line, _ras_time(when + (zone or "")), source="rasdaemon-syslog", count=int(count),
+                        kind=kind, message=message.strip(), label=label.strip(),
                         mc=int(mc_text) if mc_text is not None else None,
                         layers=[int(x) for x in location.split(":")] if location else [],
                         address=address, grain=grain, syndrome=syndrome, fields=edac_fields(detail_text),
