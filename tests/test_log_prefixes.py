@@ -37,6 +37,10 @@ _STACKED: Final[dict[str, tuple[Callable[[datetime], str], bool]]] = {
     "console server ISO": (lambda t: f"{t:%Y-%m-%dT%H:%M:%S.%f}+00:00 ", True),
     # rsyslog RFC 3339 with the kernel's stamp
     "rsyslog RFC 3339": (lambda t: f"{t:%Y-%m-%dT%H:%M:%S.%f}+00:00 node17 kernel: ", True),
+    # the journal of a service relaying dmesg (dmesg -w | logger -t dmesg), -o short-precise
+    "journal over a dmesg relay": (lambda t: f"{t:%b %d %H:%M:%S.%f} node17 dmesg[812]: ", False),
+    # ... and -o short-iso-precise
+    "journal ISO over a dmesg relay": (lambda t: f"{t:%Y-%m-%dT%H:%M:%S.%f}+0000 node17 dmesg[812]: ", True),
 }
 
 

@@ -170,11 +170,13 @@ def split_prefix(number: int, raw: str) -> LogLine:
 def normalize_line(line: str) -> str:
     """``line`` in the console form: a /dev/kmsg record becomes ``[uptime]
     message``; a collector's prefix over a printk stamp is stripped down to
-    the stamp; a wall-clock prefix without one (``dmesg -T``, ISO with a
-    zone, a syslog time with its ``host kernel:``) becomes
+    the stamp (also under another program's tag: ``dmesg -w | logger``
+    relays kernel lines); a wall-clock prefix without one (``dmesg -T``,
+    ISO with a zone, a syslog time with its ``host kernel:``) becomes
     :data:`NO_UPTIME`; ``dmesg -x`` fields and a paste's indentation go.
-    Lines of other syslog programs, and a bare date with neither zone nor
-    tag (it may be the message's own text), are left as they are."""
+    Other programs' lines without a printk stamp, and a bare date with
+    neither zone nor tag (it may be the message's own text), are left as
+    they are."""
     first = line[:1]
     if first == "[" and not line[1:2].isupper() and "kernel: " not in line:
         return line  # a console line: the scanner's common case, kept cheap
@@ -189,8 +191,8 @@ def normalize_line(line: str) -> str:
         usec = int(found.group("usec"))
         return f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] " + line[found.end("kmsg"):]
     tag = _program(found)
-    if tag is not None and tag != "kernel":
-        return line
+    if tag is not None and tag != "kernel" and found.start("stamp") < 0:
+        return line  # another program's message; with a printk stamp it is relayed kernel output
     mono = found.start("mono")
     if mono >= 0:
         if tag is not None:  # "[ 1.2] host kernel: msg"
