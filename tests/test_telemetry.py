@@ -27,7 +27,7 @@ from testdata import vendored
 
 from coreepi.model.events import EventKind, TelemetryEvent
 from coreepi.model.report import AnalysisInfo, CrashReport, ProcessInfo, SignalInfo, Source
-from coreepi.parse.telemetry.base import split_prefix
+from coreepi.parse.kernel.prefixes import split_prefix
 from coreepi.parse.open_input import DecompressionError
 from coreepi.parse.telemetry.logs import (
     event_from_crash,

@@ -131,3 +131,115 @@ def test_capability_banners_are_not_events() -> None:
         "EDAC skx MC3: HANDLING MCE MEMORY ERROR",
     ]
     assert list(parse_telemetry(lines)) == []
+
+
+_XID_119 = ("NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of waiting for RPC "
+            "response from GPU4 GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4).")
+
+
+@pytest.mark.parametrize("line", [
+    # the real line (tests/data/vendored/host-telemetry-gpud, dmesg -T) in each collector's shape
+    f"[Sun Feb 23 16:24:18 2025] {_XID_119}",
+    f"[ 8105.206520] {_XID_119}",
+    f"<3>[ 8105.206520] {_XID_119}",
+    f"3,1187,8105206520,-;{_XID_119}",
+    f"Feb 23 16:24:18 gpu-node-1 kernel: [ 8105.206520] {_XID_119}",
+    # the word "Fatal" in free text (the message, a process name) is not the driver's verdict
+    f"[ 8105.206520] {_XID_119.replace('(0x2081 0x4).', '(0x2081 0x4). Fatal error.')}",
+    f"[ 8105.206520] {_XID_119.replace('name=nvidia-smi', 'name=Fatal')}",
+])
+def test_xid_119_gets_one_severity_whatever_its_shape(line: str) -> None:
+    """A GSP RPC timeout is the catalog's "error", not hardware-indicative,
+    in every shape; before, "Fatal" anywhere in the message made it fatal."""
+    (event,) = parse_telemetry(line)
+    assert (event.detail["code"], event.severity, event.hardware_indicative) == (119, "error", False)
+    assert "severity_from" not in event.detail and event.component == "GPU 0000:9b:00"
+
+
+def test_nvlink5_xid_severity_is_read_where_the_driver_writes_it() -> None:
+    """NVLink5 Xids (144-150) name their unit, then Fatal / Nonfatal
+    (leptonai/gpud pull request 1160, Apache-2.0)."""
+    fatal, nonfatal = parse_telemetry([
+        "NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 "
+        "0x00000000 0x00000000 0x00000000)",
+        "NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 "
+        "0x00000000 0x00000000 0x00000000)",
+    ])
+    assert (fatal.severity, fatal.detail["severity_from"]) == ("fatal", "line")
+    assert (nonfatal.severity, nonfatal.detail["severity_from"]) == ("non-fatal", "line")
+
+
+def test_rasdaemon_mc_event_lines_are_memory_errors() -> None:
+    """rasdaemon's mc_event lines (ras-mc-handler.c) are the EDAC events the
+    kernel's own "EDAC MC0: 1 CE …" line would be; the memory_failure_event
+    line after them is not a hardware error of its own."""
+    got = events("rasdaemon-mc-event-lines.log")
+    assert [summary(e, "source", "count", "message", "controller", "layers", "address", "grain") for e in got] == [
+        ("edac_ce", "corrected", "BANK 0 DIMM 1", "rasdaemon-syslog", 1, "Single-bit ECC", "MC0", [1], "0x80000000",
+         "12"),
+        ("edac_ue", "uncorrected", "MC0", "rasdaemon-syslog", 1, "multi-bit ECC", "MC0", [], "0xe53218400", "0"),
+    ]
+    ce, ue = got
+    assert [e.ts.isoformat() for e in got if e.ts] == ["2023-11-21T07:48:29+00:00", "2025-03-28T05:28:48+00:00"]
+    assert (ce.detail["fields"]["row"], ce.detail["fields"]["bit_pos"]) == (8192, 5)
+    assert ue.detail["dimm_labels"] == [] and ue.detail["fields"]["row"] == 25906
+    assert ue.hardware_indicative and ce.hardware_indicative
+
+
+def test_machine_check_notice_folds_into_its_record() -> None:
+    """skx_edac prints each machine check it decodes; the kernel's "Machine
+    check events logged" notice of the same machine check (17 and 3 lines
+    before the prints, GHES and memory-failure lines between) is folded into
+    it: 2 machine checks, 2 mce events (before: 4, the notices counted beside)."""
+    got = events("linux-5.14-skx-edac-ghes-uc.log")
+    mces = [e for e in got if e.kind.value == "mce"]
+    assert [(e.detail.get("source"), e.component) for e in mces] == [
+        ("skx_edac", "cpu 0 bank 25"), ("skx_edac", "cpu 0 bank 255")]
+    assert not any("notice" in e.detail for e in got)
+
+
+def test_lone_notices_stay_events_and_a_record_before_a_notice_folds_it() -> None:
+    # andikleen/mcelog issue #116 (donghuaz, 2023-06-13): the notices alone, the records went to rasdaemon
+    lone = [
+        "[202072.518835] mce: [Hardware Error]: Machine check events logged",
+        "[202137.695915] mce: [Hardware Error]: Machine check events logged",
+        "[202160.831562] mce: [Hardware Error]: Machine check events logged",
+    ]
+    assert [e.detail.get("notice") for e in parse_telemetry(lone)] == ["Machine check events logged"] * 3
+    # mchehab/rasdaemon issue #155 (Sinzunza, 2024-04-08): the kernel's record, here printed before its notice
+    record = [
+        "[ 1366.830251] mce: [Hardware Error]: CPU 0: Machine Check: 0 Bank 9: 0000000000000000",
+        "[ 1366.838823] mce: [Hardware Error]: TSC 2ac997e3063c3 ",
+        "[ 1366.844468] mce: [Hardware Error]: PROCESSOR 0:50663 TIME 947185249 SOCKET 0 APIC 0 microcode 7000019",
+        "[ 1366.850000] mce: [Hardware Error]: Machine check events logged",
+    ]
+    (event,) = parse_telemetry(record)
+    assert event.component == "cpu 0 bank 9" and "notice" not in event.detail
+
+
+# The skx_edac file's EDAC line (real), as a syslog line.
+_EDAC_UE = ("Aug 12 08:07:13 h kernel: EDAC MC3: 1 UE memory read error on CPU_SrcID#0_MC#3_Chan#0_DIMM#0 (channel:0 "
+            "slot:0 page:0x7e025e offset:0x400 grain:32 -  err_code:0x00a0:0x0090  SystemAddress:0x7e025e400)")
+# What rasdaemon prints for that error (constructed by ras-mc-handler.c's format from the line above).
+_ECHO = ("Aug 12 08:07:13 h rasdaemon[812]: <...>-1 [000] 0.0: mc_event: 2021-08-12 08:07:13 -0700 1 Uncorrected "
+         "error: memory read error on CPU_SrcID#0_MC#3_Chan#0_DIMM#0 (mc: 3 location: 0:0:-1 address: 0x7e025e400 "
+         "grain: 5 err_code:0x00a0:0x0090 SystemAddress:0x7e025e400)")
+
+
+@pytest.mark.parametrize("lines", [
+    [_EDAC_UE, _ECHO, _EDAC_UE],  # the kernel's line, rasdaemon's echo of it, then a second error
+    [_ECHO, _EDAC_UE, _EDAC_UE],  # the echo logged first
+    [_EDAC_UE, _EDAC_UE, _ECHO, _ECHO],  # two errors, two echoes
+])
+def test_rasdaemon_echo_of_an_edac_line_counts_once(lines: list[str]) -> None:
+    """rasdaemon prints the ras:mc_event tracepoint the EDAC core's line
+    came with: in a syslog holding both, each error counts once."""
+    errors = 2
+    got = list(parse_telemetry(lines))
+    assert len(got) == errors and all(e.kind.value == "edac_ue" for e in got)
+    assert all(e.component == "CPU_SrcID#0_MC#3_Chan#0_DIMM#0" for e in got)
+
+
+def test_repeated_errors_of_one_printer_all_count() -> None:
+    assert len(list(parse_telemetry([_EDAC_UE] * 3))) == 3
+    assert len(list(parse_telemetry([_ECHO] * 3))) == 3

@@ -36,7 +36,7 @@ from coreepi.model.report import CrashReport, stable_crash_id
 from coreepi.parse.kernel.oops import iter_kernel_log
 from coreepi.parse.kernel.scan import ScanLimits
 from coreepi.parse.open_input import DecompressionError, input_lines
-from coreepi.parse.telemetry.base import split_prefix
+from coreepi.parse.kernel.prefixes import split_prefix
 from coreepi.parse.telemetry.logs import MAX_LINE_BYTES, TelemetryScanner
 from coreepi.store import CoreStatus, CrashRecord, LedgerEntry, Store, sha256_file
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from coreepi.analyze.context import AnalysisContext
 from coreepi.analyze.phenotypes.base import PhenotypeRule, register
 from coreepi.model.report import Phenotype
-from coreepi.parse.kernel.facts import TAINT_FLAGS
+from coreepi.model.taint import TAINT_FLAGS
 
 
 @register

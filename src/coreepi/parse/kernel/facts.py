@@ -29,19 +29,8 @@ from typing import Final
 from coreepi.model.report import Frame
 from coreepi.parse.kernel.trace import read_frames
 
-__all__ = ["KernelFacts", "TAINT_FLAGS", "read_facts", "wrap_joiner"]
+__all__ = ["KernelFacts", "read_facts", "wrap_joiner"]
 
-# Taint letter -> meaning (kernel/panic.c taint_flags[]).
-TAINT_FLAGS: Final = {
-    "P": "proprietary module loaded", "F": "module force-loaded", "S": "SMP on unsafe CPU",
-    "R": "module force-unloaded", "M": "machine check exception", "B": "bad page referenced",
-    "U": "user request", "D": "kernel died recently (oops)", "A": "ACPI table overridden",
-    "W": "warning issued", "C": "staging driver loaded", "I": "firmware bug workaround",
-    "O": "out-of-tree module loaded", "E": "unsigned module loaded", "L": "soft lockup occurred",
-    "K": "kernel live-patched", "X": "auxiliary taint", "T": "built with struct randomization",
-    "N": "test module loaded", "J": "fwctl used",
-}
-OUT_OF_TREE_TAINTS: Final = frozenset("POE")
 
 # Taint letters; RHEL appends a run of dashes (its own support flags), which
 # are not letters. The greedy letters stop before a lower-case release.

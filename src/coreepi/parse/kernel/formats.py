@@ -36,7 +36,7 @@ from coreepi.parse.kernel.frames import (
     stall_frame,
 )
 
-__all__ = ["OOPS_KINDS", "OopsKind", "TitleFormat", "crash_type", "render", "title_search"]
+__all__ = ["OOPS_KINDS", "OopsKind", "TitleFormat", "crash_type", "header_function", "render", "title_search"]
 
 
 @dataclass(frozen=True)
@@ -520,6 +520,22 @@ _TYPES: Final = (
     ("BUG", "BUG"), ("kernel BUG", "BUG"), ("INFO:", "INFO"),
 )
 _MCE_RE: Final = re.compile(r"[Mm]achine [Cc]heck|\bMCE\b")
+
+
+# A symbolised function with offset/size on a report's first line: KASAN's
+# "BUG: KASAN: use-after-free in copy_from_iter+0xf30/0x15e0", WARNING's
+# "WARNING: CPU: 2 PID: 2636 at ipc/shm.c:162 shm_open.isra.5.part.6+0x74/0x80".
+_HEADER_FUNCTION: Final = re.compile(r"(?<![\w.])([A-Za-z_][\w.]{0,200})\+0x[0-9a-f]+/0x[0-9a-f]+")
+
+
+def header_function(line: str) -> str | None:
+    """The function a report's first line names (``shm_open.isra.5.part.6``
+    for the WARNING above), or None. The last resort for the guilty frame
+    of a report whose call trace was lost, where syzbot writes the
+    placeholder ``in corrupted``: the function the kernel itself blamed
+    beats a title that names no function."""
+    match = _HEADER_FUNCTION.search(line)
+    return match.group(1) if match is not None else None
 
 
 def crash_type(title: str, header: str = "") -> str:

@@ -52,8 +52,10 @@ from coreepi.model.report import (
     Thread,
     stable_crash_id,
 )
-from coreepi.parse.kernel.facts import OUT_OF_TREE_TAINTS, KernelFacts, read_facts
+from coreepi.model.taint import OUT_OF_TREE_TAINTS
+from coreepi.parse.kernel.facts import KernelFacts, read_facts
 from coreepi.parse.kernel.formats import crash_type
+from coreepi.parse.kernel.prefixes import split_prefix
 from coreepi.parse.kernel.scan import (
     ScanLimits,
     ScannedReport,
@@ -63,7 +65,6 @@ from coreepi.parse.kernel.scan import (
 )
 from coreepi.parse.open_input import binary_lines, input_lines
 from coreepi.parse.sniff import text_head
-from coreepi.parse.telemetry.base import split_prefix
 
 __all__ = ["ScanLimits", "iter_kernel_log", "looks_like_kernel_log", "parse_kernel_log"]
 

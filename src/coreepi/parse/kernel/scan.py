@@ -40,6 +40,7 @@ from coreepi.parse.kernel.formats import (
     REPORT_START_IGNORES,
     OopsKind,
     TitleFormat,
+    header_function,
     render,
     title_search,
 )
@@ -536,6 +537,7 @@ def title_report(rep: ScannedReport) -> TitleResult:
         nonlocal functions
         if functions is None:
             functions = [f.function or "" for f in read_frames(rep.facts_lines)]
+            functions.append(header_function(rep.oops_line) or "")  # the last resort
         return fallback_frame(stack, functions)
 
     text = "\n".join(rep.lines[: rep.title_end]) + "\n"

@@ -1,76 +1,44 @@
-"""Shared pieces of the hardware-telemetry parsers: one log line with its
-time, and how a family parser turns lines into :class:`TelemetryEvent` s.
+"""Shared pieces of the hardware-telemetry parsers: how a family parser
+turns log lines into :class:`TelemetryEvent` s.
 
-A :class:`LogLine` is a line of a kernel log or tool output with the
-collector's prefix taken off (``dmesg`` / ``dmesg -T`` / ``dmesg -x`` /
-``/dev/kmsg`` / syslog / journal / ISO-8601 prefixes) and its time kept:
-``uptime`` (seconds since boot, from ``[  123.456789]`` or a kmsg record)
-and ``ts`` (UTC wall clock, when the prefix has one with a year).
+Lines come in as :class:`~coreepi.parse.kernel.prefixes.LogLine` s, read by
+the one prefix reader of kernel logs
+(:func:`~coreepi.parse.kernel.prefixes.split_prefix`: ``dmesg`` / ``dmesg
+-T`` / ``dmesg -x`` / ``/dev/kmsg`` / syslog / journal / ISO-8601
+prefixes, stacked or not), with their times: ``uptime`` (seconds since
+boot) and ``ts`` (UTC wall clock, when the prefix has one with a year).
 
 Each family parser (``telemetry_mce``, ``telemetry_edac``,
 ``telemetry_xid``, ``telemetry_aer``) implements :class:`FamilyParser`: it
 is fed every line, returns the events it completed, and returns the rest on
 ``flush()`` at the end of the input. Multi-line records are held in bounded
-buffers (:data:`MAX_RECORD_LINES`, :data:`MAX_RAW_CHARS`).
+buffers (:data:`MAX_RECORD_LINES`; ``raw`` capped at
+:data:`~coreepi.parse.kernel.prefixes.MAX_RAW_CHARS`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any, Final, Protocol
 
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
+from coreepi.parse.kernel.prefixes import MAX_RAW_CHARS, LogLine
 
 __all__ = [
-    "MAX_RAW_CHARS",
     "MAX_RECORD_LINES",
     "Context",
     "FamilyParser",
-    "LogLine",
     "Record",
+    "first_line",
     "hex_int",
     "make_event",
-    "split_prefix",
 ]
 
-MAX_RAW_CHARS: Final = 4096  # TelemetryEvent.raw cap
 MAX_RECORD_LINES: Final = 64  # lines kept per multi-line record
-MAX_MESSAGE_CHARS: Final = 8192  # longer messages are cut before matching
-
-_KMSG: Final = re.compile(r"^(\d{1,3}),(\d+),(\d+),[^;]{0,16};")
-_DMESG_X: Final = re.compile(r"^[a-z]{2,8} *:[a-z]{2,8} *: ")
-_LEVEL: Final = re.compile(r"^<\d{1,3}>")
-_ISO: Final = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?"
-    r"(Z|[+-]\d{2}:?\d{2})? +"
-)
-_DMESG_T: Final = re.compile(
-    r"^\[(?:[A-Z][a-z]{2} )?([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))? (\d{4})\] ?"
-)
-_BSD: Final = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))? +")
-_CONSOLE: Final = re.compile(r"^\[ *(\d{1,10}\.\d{1,9})\](?:\[ *[CT]\d{1,7}\])? ?")
-# "host kernel: ", "host mcelog[665]: " after a syslog / journal time; the tag
-# must be "kernel" or carry a pid so that "EDAC MC0: " is never taken for one.
-_HOST_TAG: Final = re.compile(r"^(\S{1,255}) (kernel|[\w.\-/@]{1,64}\[\d{1,10}\]|mcelog|rasdaemon): ")
-_TAG_ONLY: Final = re.compile(r"^(kernel|[\w.\-/@]{1,64}\[\d{1,10}\]|mcelog|rasdaemon): ")
-_MONTHS: Final = {m: i for i, m in enumerate(
-    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One input line. ``message`` is the text without the collector's and
-    the console's prefixes; ``raw`` the line as read (capped)."""
-
-    number: int
-    raw: str
-    message: str
-    ts: datetime | None = None
-    uptime: float | None = None
-    program: str | None = None  # syslog tag without pid: "kernel", "mcelog" …
-    wallclock_text: str | None = None  # a time without a year (BSD syslog)
+# make_event's "source": "NAME:FIRST[-LAST]" or "line FIRST[-LAST]"
+_WHERE: Final = re.compile(r"(?:^line |:)(\d{1,12})(?:-\d{1,12})?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,115 +62,6 @@ class FamilyParser(Protocol):
     def flush(self) -> list[TelemetryEvent]:
         """The end of the log: the events of the records still open."""
         ...
-
-
-def _fraction(text: str | None) -> int:
-    return int((text or "0")[:6].ljust(6, "0"))
-
-
-def _tz(text: str | None) -> timezone:
-    if not text or text == "Z":
-        return UTC
-    sign = -1 if text[0] == "-" else 1
-    digits = text[1:].replace(":", "")
-    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0)))
-
-
-def _iso(match: re.Match[str]) -> datetime | None:
-    y, mo, d, h, mi, s, frac, zone = match.groups()
-    try:
-        when = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), _fraction(frac), tzinfo=_tz(zone))
-        return when.astimezone(UTC)
-    except (ValueError, OverflowError):
-        return None
-
-
-def _dmesg_t(match: re.Match[str]) -> datetime | None:
-    mon, day, h, mi, s, frac, year = match.groups()
-    try:
-        return datetime(int(year), _MONTHS[mon], int(day), int(h), int(mi), int(s), _fraction(frac), tzinfo=UTC)
-    except (KeyError, ValueError, OverflowError):
-        return None
-
-
-def split_prefix(number: int, raw: str) -> LogLine:
-    """Take a line's prefixes off and read its time. Never raises.
-
-    Understood: ``/dev/kmsg`` records (``6,3964,206764307,-;msg``), ``dmesg
-    -x`` (``kern  :warn  : ``), ``<4>`` levels, ISO-8601 times (journal
-    ``-o short-iso``, rsyslog RFC 3339, ``dmesg --time-format iso`` with its
-    comma), ``dmesg -T`` (``[Sun Feb 23 16:24:18 2025]``), BSD syslog
-    (``Mar 19 10:32:12 host kernel:``; no year, so no ``ts``), console
-    ``[  123.456789]`` with an optional ``[ T123]`` caller, and the ``host
-    tag:`` that follows a syslog time. Wall clocks without a zone are taken
-    as UTC (``dmesg -T`` prints the host's local time: set TZ=UTC).
-    """
-    text = raw[:MAX_MESSAGE_CHARS].rstrip("\r")
-    ts: datetime | None = None
-    uptime: float | None = None
-    program: str | None = None
-    wall_text: str | None = None
-    match = _KMSG.match(text)
-    if match is not None:
-        uptime = int(match.group(3)) / 1e6
-        text = text[match.end():]
-    elif text[:1].islower():
-        match = _DMESG_X.match(text)
-        if match is not None:
-            text = text[match.end():]
-    if text.startswith("<"):
-        match = _LEVEL.match(text)
-        if match is not None:
-            text = text[match.end():]
-    after_time = False
-    first = text[:1]
-    if first.isdigit():
-        match = _ISO.match(text)
-        if match is not None:
-            ts = _iso(match)
-            text = text[match.end():]
-            after_time = True
-    elif first == "[":
-        match = _DMESG_T.match(text)
-        if match is not None:
-            ts = _dmesg_t(match)
-            text = text[match.end():]
-        else:
-            match = _CONSOLE.match(text)
-            if match is not None:
-                uptime = float(match.group(1))
-                text = text[match.end():]
-                after_time = True  # journalctl -o short-monotonic: "[ 1.2] host kernel: "
-    elif first.isupper():
-        match = _BSD.match(text)
-        if match is not None and match.group(1) in _MONTHS:
-            wall_text = text[: match.end()].strip()
-            text = text[match.end():]
-            after_time = True
-    if after_time:
-        match = _HOST_TAG.match(text)
-        if match is not None:
-            program = match.group(2).split("[", 1)[0]
-            text = text[match.end():]
-        elif wall_text is not None or ts is not None:
-            match = _TAG_ONLY.match(text)
-            if match is not None:
-                program = match.group(1).split("[", 1)[0]
-                text = text[match.end():]
-    if text.startswith("[") and uptime is None:
-        match = _CONSOLE.match(text)
-        if match is not None:
-            uptime = float(match.group(1))
-            text = text[match.end():]
-    elif text.startswith("<"):
-        match = _LEVEL.match(text)
-        if match is not None:
-            text = text[match.end():]
-            match = _CONSOLE.match(text)
-            if match is not None and uptime is None:
-                uptime = float(match.group(1))
-                text = text[match.end():]
-    return LogLine(number, raw[:MAX_RAW_CHARS], text, ts, uptime, program, wall_text)
 
 
 def hex_int(text: str | None) -> int | None:
@@ -272,6 +131,14 @@ def make_event(
         source=where,
         raw=raw,
     )
+
+
+def first_line(event: TelemetryEvent) -> int | None:
+    """The number of the line an event read by :func:`make_event` starts
+    at (read back from its ``source``); None for an event from elsewhere
+    (a crash report)."""
+    match = _WHERE.search(event.source or "")
+    return int(match.group(1)) if match is not None else None
 
 
 @dataclass

@@ -50,7 +50,8 @@ import re
 from typing import Final
 
 from coreepi.model.events import TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, Record, hex_int
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, Record, hex_int
 from coreepi.parse.telemetry.mca import GAP, mce_event
 
 __all__ = ["ConsoleMceParser"]

@@ -25,7 +25,8 @@ import re
 from typing import Any, Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, make_event
 
 __all__ = ["EdacParser", "edac_fields"]
 
@@ -125,6 +126,7 @@ class EdacParser:
                fields: dict[str, Any], *, truncated: bool) -> TelemetryEvent:
         corrected = kind == "CE"
         detail: dict[str, Any] = {
+            "source": "kernel",  # the EDAC core's line (rasdaemon may print the same error: fold.py)
             "controller": f"MC{mc}",
             "mc": mc,
             "count": count,

@@ -11,7 +11,8 @@ import re
 from typing import Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, Record, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, Record, make_event
 from coreepi.parse.telemetry.mca import GAP
 
 __all__ = ["GhesParser"]

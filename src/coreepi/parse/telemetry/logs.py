@@ -51,11 +51,13 @@ from typing import Final
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.report import CrashReport
 from coreepi.parse.kernel.oops import _lines
+from coreepi.parse.kernel.prefixes import split_prefix
 from coreepi.parse.open_input import DecompressionError
 from coreepi.parse.telemetry.aer import AerParser
-from coreepi.parse.telemetry.base import Context, FamilyParser, split_prefix
+from coreepi.parse.telemetry.base import Context, FamilyParser
 from coreepi.parse.telemetry.console_mce import ConsoleMceParser
 from coreepi.parse.telemetry.edac import EdacParser
+from coreepi.parse.telemetry.fold import Fold
 from coreepi.parse.telemetry.ghes import GhesParser
 from coreepi.parse.telemetry.mce import KernelMceParser, MemoryFailureParser
 from coreepi.parse.telemetry.mcelog import McelogParser
@@ -76,7 +78,7 @@ MAX_LINE_BYTES: Final = 64 * 1024
 
 _TRIGGER: Final = re.compile(
     r"Xid|EDAC|Hardware|AER|PCIe Bus Error|Memory failure|SIGBUS|events:|NVRM|Machine|MCE"
-    r"|CMCI occurred|POLLED occurred|mce_record|status=0x"
+    r"|CMCI occurred|POLLED occurred|mce_record|mc_event|status=0x"
 )
 _PARSERS: Final = (XidParser, EdacParser, KernelMceParser, ConsoleMceParser, GhesParser, AerParser,
                    McelogParser, RasMcCtlParser, RasdaemonTraceParser, MemoryFailureParser)
@@ -92,6 +94,7 @@ class TelemetryScanner:
     def __init__(self, *, host_id: str | None = None, name: str | None = None) -> None:
         self._ctx = Context(host_id=host_id, name=name)
         self._parsers: list[FamilyParser] = [cls(self._ctx) for cls in _PARSERS]
+        self._fold = Fold()
         self.lines = 0
 
     def feed(self, text: str) -> list[TelemetryEvent]:
@@ -110,7 +113,7 @@ class TelemetryScanner:
                 out.extend(parser.feed(line))
             except Exception:  # noqa: BLE001 - one family's bug must not stop the others
                 parsers[index] = _PARSERS[index](self._ctx)
-        return out
+        return self._fold.take(out, self.lines)
 
     def close(self) -> list[TelemetryEvent]:
         """The events of the records still open at the end of the input."""
@@ -120,7 +123,7 @@ class TelemetryScanner:
                 out.extend(parser.flush())
             except Exception:  # noqa: BLE001, S112 - one family's bug must not stop the others
                 continue
-        return out
+        return self._fold.close(out)
 
 
 def parse_telemetry(
@@ -212,7 +215,8 @@ def event_from_crash(report: CrashReport) -> TelemetryEvent | None:
 _MARKERS: Final = re.compile(
     rb"NVRM: Xid \(|SXid \(|EDAC MC\d+: (?:\d+ )?[CU]E\b|\[Hardware Error\]: |Machine Check"
     rb"|Hardware event\. This is not a software error\.|AER: |PCIe Bus Error: "
-    rb"|^(?:Memory controller|MCE|PCIe AER) events:|Sending SIGBUS to .{1,64} due to hardware memory corruption",
+    rb"|^(?:Memory controller|MCE|PCIe AER) events:|Sending SIGBUS to .{1,64} due to hardware memory corruption"
+    rb"|\bmce_record: +\d{4}-|\bmc_event:? +(?:\[[A-Z]{1,8}\] +)?\d{4}-",
     re.MULTILINE,
 )
 

@@ -19,8 +19,10 @@ memory-failure handler's).
       [Hardware Error]: Error Addr: 0x0000000450f3b7c0
       [Hardware Error]: IPID: 0x0000009600350f00, Syndrome: 0x0000ccd10a800200
 
-  ``mce: [Hardware Error]: Machine check events logged`` alone (details
-  went to mcelog) is an event only when no detailed record is near it.
+  ``mce: [Hardware Error]: Machine check events logged`` is a ``notice``
+  event, folded into the record of the same machine check by
+  :mod:`coreepi.parse.telemetry.fold` (an event of its own only when no
+  printer's record is near it: the details went to mcelog).
 
 The kernel's memory-failure handler (``mm/memory-failure.c``,
 ``kill_proc``): ``Memory failure: 0x1234: Sending SIGBUS to app:4567 due to
@@ -36,7 +38,8 @@ import re
 from typing import Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, Record, hex_int, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, Record, hex_int, make_event
 from coreepi.parse.telemetry.mca import GAP, mce_event
 
 __all__ = ["KernelMceParser", "MemoryFailureParser"]
@@ -77,21 +80,15 @@ class KernelMceParser:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._open: Record | None = None
-        self._last_closed = -10**9
-        self._notice: LogLine | None = None
 
     def _expire(self, number: int, out: list[TelemetryEvent]) -> None:
         if self._open is not None and number - self._open.last > GAP:
             out.extend(self._close())
-        if self._notice is not None and number - self._notice.number > 2 * GAP:
-            out.append(self._notice_event(self._notice))
-            self._notice = None
 
     def _close(self) -> list[TelemetryEvent]:
         record, self._open = self._open, None
         if record is None:
             return []
-        self._last_closed = record.last
         f = record.fields
         if f.get("status") is None and f.get("bank") is None and not f.get("panic"):
             return []
@@ -101,12 +98,11 @@ class KernelMceParser:
         out.extend(self._close())
         self._open = Record("kernel")
         self._open.add(line)
-        self._notice = None  # a detailed record follows the notice
         return self._open
 
     def feed(self, line: LogLine) -> list[TelemetryEvent]:
         out: list[TelemetryEvent] = []
-        if self._open is not None or self._notice is not None:
+        if self._open is not None:
             self._expire(line.number, out)
         message = line.message
         index = message.find(_HW_ERR)
@@ -142,8 +138,7 @@ class KernelMceParser:
                                  amd_status_flags=[x for x in flags.split("|") if x and x != "-"])
             return
         if body.startswith(_NOTICE):
-            if self._open is None and line.number - self._last_closed > 2 * GAP and self._notice is None:
-                self._notice = line
+            out.append(self._notice_event(line))
             return
         record = self._open
         if body.startswith("Machine check: "):
@@ -202,11 +197,7 @@ class KernelMceParser:
                           detail={"source": "kernel", "notice": _NOTICE})
 
     def flush(self) -> list[TelemetryEvent]:
-        out = self._close()
-        if self._notice is not None:
-            out.append(self._notice_event(self._notice))
-            self._notice = None
-        return out
+        return self._close()
 
 
 # --------------------------------------------------------------------------- memory failure

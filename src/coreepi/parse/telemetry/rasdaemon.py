@@ -5,7 +5,12 @@
   events:`` (-> ``aer``) and ``MCE events:`` sections, one record a line
   (an MCE record line pasted without its header too);
 * **rasdaemon's syslog** line of each machine check (``mce_record: DATE
-  bank=…, status= …, cpu= N, socketid= N, addr= …``) -> ``mce``.
+  bank=…, status= …, cpu= N, socketid= N, addr= …``) -> ``mce``;
+* **rasdaemon's syslog** line of each memory-controller error
+  (``ras-mc-handler.c``, ``ras_mc_event_handler``: ``mc_event DATE 1
+  Corrected error: MSG on LABEL (mc: 0 location: 0:0:-1 address: 0x…
+  grain: 6 syndrome: 0x… DRIVER DETAIL)``) -> ``edac_ce`` / ``edac_ue``,
+  as the EDAC core's own ``EDAC MC0: 1 CE …`` line would.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, Record, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, Record, make_event
 from coreepi.parse.telemetry.mca import hex_text, mce_event
 
 __all__ = ["RasMcCtlParser", "RasdaemonTraceParser"]
@@ -44,6 +50,21 @@ _TRACE_KV: Final = re.compile(
     r"\b(bank|status|cpu|socketid|ip|misc|addr|mcgcap|apicid|cs)=\s*([0-9a-fA-F]{1,16})\b"
 )
 _TRACE_DECIMAL: Final = frozenset({"cpu", "socketid"})
+# rasdaemon's syslog line of a memory-controller error (ras-mc-handler.c,
+# ras_mc_event_handler): after the trace header, "mc_event" ("mc_event:"
+# with older libtraceevent; an event level "[CRIT]" with rasdaemon's
+# event-level patch), the local time (rasdaemon 0.4 added ".usec" and
+# "(ts = sec.usec)"), then "N <Type> error[s]:" and the rest.
+_TRACE_MC: Final = re.compile(
+    r"\bmc_event:?\s+(?:\[[A-Z]{1,8}\]\s+)?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d{1,9})?( [+-]\d{4})?"
+    r"(?:\(\d{1,20} = \d{1,12}\.\d{1,9}\))?\s+(\d{1,10}) (\w{1,20}) errors?:(.*)$"
+)
+# "(mc: 0 location: 0:0:-1 address: 0x… grain: 6 syndrome: 0x… DETAIL)":
+# layers print only when known, address and syndrome only when not 0.
+_TRACE_MC_WHERE: Final = re.compile(
+    r"mc: (\d{1,4})(?: location: (-?\d{1,5}(?::-?\d{1,5}){0,2}))?(?: address: (0x[0-9a-fA-F]{1,16}))?"
+    r"(?: grain: (\d{1,20}))?(?: syndrome: (0x[0-9a-fA-F]{1,16}))? ?"
+)
 _RAS_SECTIONS: Final = {"Memory controller events:": "mc", "PCIe AER events:": "aer", "MCE events:": "mce"}
 
 
@@ -109,23 +130,14 @@ class RasMcCtlParser:
         addr, _, after = after.partition(", grain ")
         grain, _, after = after.partition(", syndrome ")
         syndrome, _, driver = after.strip().partition(" ")
-        corrected = kind.lower() == "corrected"
         layers = location.split(":")
-        labels = [x.strip() for x in label.split(" or ") if x.strip() and x.strip() not in ("any memory", "unknown memory")]
-        detail: dict[str, Any] = {
-            "source": "rasdaemon", "record_id": int(rid), "count": int(count), "error_type": kind,
-            "corrected": corrected, "message": text.strip() or None,
-            "dimm_label": labels[0] if labels else None, "dimm_labels": labels,
-            "controller": f"MC{layers[0]}" if layers and layers[0].lstrip("-").isdigit() else None,
-            "layers": [int(x) for x in layers if x.lstrip("-").isdigit()],
-            "address": addr.strip() or None, "grain": grain.strip() or None, "syndrome": syndrome or None,
-            "fields": edac_fields(driver),
-        }
-        component = labels[0] if labels else detail["controller"]
-        what = "corrected" if corrected else kind.lower()
-        summary = f"{count} {what} memory error(s) on {component or 'unknown memory'} (rasdaemon)"
-        return make_event(self.ctx, [line], EventKind.EDAC_CE if corrected else EventKind.EDAC_UE, summary,
-                          severity=what, component=component, detail=detail, ts=_ras_time(when))
+        return memory_event(
+            self.ctx, line, _ras_time(when), source="rasdaemon", count=int(count), kind=kind,
+            message=text.strip(), label=label,
+            mc=int(layers[0]) if layers and layers[0].lstrip("-").isdigit() else None,
+            layers=[int(x) for x in layers if x.lstrip("-").isdigit()],
+            address=addr.strip() or None, grain=grain.strip() or None, syndrome=syndrome or None,
+            fields=edac_fields(driver), extra={"record_id": int(rid)})
 
     def _aer(self, line: LogLine, match: re.Match[str]) -> TelemetryEvent:
         rid, when, device, kind, message = match.groups()
@@ -182,9 +194,59 @@ def _vendor(cpuid: int | None) -> str | None:
     return "AMD"
 
 
+def memory_event(ctx: Context, line: LogLine, when: datetime | None, *, source: str, count: int, kind: str,
+                 message: str, label: str, mc: int | None, layers: list[int], address: str | None,
+                 grain: str | None, syndrome: str | None, fields: dict[str, Any],
+                 extra: dict[str, Any]) -> TelemetryEvent:
+    """A memory-controller error as rasdaemon records it (``source``:
+    ``rasdaemon`` for ras-mc-ctl's listing, ``rasdaemon-syslog`` for its
+    line of the event; ``kind``: its error type, ``Corrected`` /
+    ``Uncorrected`` / ``Fatal`` / ``Deferred``; ``label``: the DIMM
+    label(s), "or"-separated) -> ``edac_ce`` (corrected) or ``edac_ue``
+    (anything else)."""
+    corrected = kind.lower() == "corrected"
+    labels = [x.strip() for x in label.split(" or ") if x.strip() and x.strip() not in ("any memory", "unknown memory")]
+    detail: dict[str, Any] = {
+        "source": source, **extra, "count": count, "error_type": kind,
+        "corrected": corrected, "message": message or None,
+        "dimm_label": labels[0] if labels else None, "dimm_labels": labels,
+        "controller": f"MC{mc}" if mc is not None else None, "layers": layers,
+        "address": address, "grain": grain, "syndrome": syndrome, "fields": fields,
+    }
+    component = labels[0] if labels else detail["controller"]
+    what = "corrected" if corrected else kind.lower()
+    summary = f"{count} {what} memory error(s) on {component or 'unknown memory'} (rasdaemon)"
+    return make_event(ctx, [line], EventKind.EDAC_CE if corrected else EventKind.EDAC_UE, summary,
+                      severity=what, component=component, detail=detail, ts=when)
+
+
+def _trace_mc(ctx: Context, line: LogLine, match: re.Match[str]) -> TelemetryEvent:
+    """rasdaemon's syslog line of a memory-controller error -> its event."""
+    from coreepi.parse.telemetry.edac import edac_fields
+
+    when, zone, count, kind, rest = match.groups()
+    head, paren, where = rest.partition("(mc: ")
+    message, _, label = head.strip().partition(" on ")
+    if message.startswith("on "):  # no message, a label
+        message, label = "", message[3:]
+    where = "mc: " + where.rstrip().removesuffix(")") if paren else ""
+    found = _TRACE_MC_WHERE.match(where)
+    groups: tuple[str | None, ...] = found.groups() if found is not None else (None,) * 5
+    mc_text, location, address, grain, syndrome = groups
+    detail_text = where[found.end():] if found is not None else where
+    return memory_event(ctx, line, _ras_time(when + (zone or "")), source="rasdaemon-syslog", count=int(count),
+                        kind=kind, message=message.strip(), label=label.strip(),
+                        mc=int(mc_text) if mc_text is not None else None,
+                        layers=[int(x) for x in location.split(":")] if location else [],
+                        address=address, grain=grain, syndrome=syndrome, fields=edac_fields(detail_text),
+                        extra={"driver_detail": detail_text.strip()[:500] or None})
+
+
 class RasdaemonTraceParser:
     """rasdaemon's syslog line of each machine check (``rasdaemon[PID]:
-    <...>-TID [CPU] SECS: mce_record: DATE bank=2, status= 9400…, …``)."""
+    <...>-TID [CPU] SECS: mce_record: DATE bank=2, status= 9400…, …``) and
+    of each memory-controller error (``… mc_event DATE 1 Corrected error:
+    … (mc: 0 …)``)."""
 
     busy = False
 
@@ -192,6 +254,9 @@ class RasdaemonTraceParser:
         self.ctx = ctx
 
     def feed(self, line: LogLine) -> list[TelemetryEvent]:
+        if "mc_event" in line.message:
+            match = _TRACE_MC.search(line.message)
+            return [_trace_mc(self.ctx, line, match)] if match is not None else []
         if "mce_record:" not in line.message:
             return []
         match = _TRACE_MCE.search(line.message)

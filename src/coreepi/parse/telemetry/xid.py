@@ -7,9 +7,11 @@ The NVIDIA driver (``NVRM``) prints one line per Xid::
     NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.
     NVRM: Xid (0000:01:00): 31, Ch 0000000b, engmask 00000120, intr 10000000     (older drivers)
 
-NVLink5 Xids (144-150) carry their own severity (``…: 149, NETIR_LINK_EVT
-Fatal XC0 …``, ``…: 145, RLW_RXPIPE Nonfatal …``); it overrides the
-catalog's. A GPU that falls off the bus while the driver probes it gets no
+NVLink5 Xids (144-150) carry their own severity after the unit name
+(``…: 149, NETIR_LINK_EVT Fatal XC0 …``, ``…: 145, RLW_RXPIPE Nonfatal
+…``); it overrides the catalog's. The word elsewhere in a message is free
+text: it changes nothing (an Xid 119 GSP timeout is the catalog's "error"
+whatever its message says). A GPU that falls off the bus while the driver probes it gets no
 Xid line, only::
 
     NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.
@@ -42,7 +44,8 @@ from importlib import resources
 from typing import Any, Final
 
 from coreepi.model.events import EventKind, TelemetryEvent
-from coreepi.parse.telemetry.base import Context, LogLine, make_event
+from coreepi.parse.kernel.prefixes import LogLine
+from coreepi.parse.telemetry.base import Context, make_event
 
 __all__ = ["XidInfo", "XidParser", "xid_info", "xid_table"]
 
@@ -57,7 +60,12 @@ _MAX_GPUS: Final = 256
 _PCI: Final = r"(?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?"
 _OFF_BUS: Final = re.compile(r"NVRM: GPU (?:at )?" + _PCI + r": GPU has fallen off the bus")
 _THE_GPU: Final = re.compile(r"NVRM: The NVIDIA GPU " + _PCI + r"\s*$")
-_OWN_SEVERITY: Final = re.compile(r"\b(Fatal|Nonfatal|Non-fatal)\b")
+# NVLink5 Xids (144-150) state their severity right after the unit that
+# raised them ("NETIR_LINK_EVT Fatal XC0 …", "SAW_MVB Nonfatal XC0 …"); only
+# there is the word the driver's verdict. Anywhere else ("… GSP! … Fatal",
+# a process named Fatal) it is free text and the catalog's severity stands,
+# so one Xid line always gets one severity.
+_OWN_SEVERITY: Final = re.compile(r"[A-Z][A-Z0-9_]{0,63} (Fatal|Nonfatal|Non-fatal)\b")
 _FELL_OFF: Final = 79
 _SAME_FALL_LINES: Final = 100  # an Xid 79 and the off-bus message this close are one fall
 _OFF_BUS_LINES: Final = 3  # "The NVIDIA GPU …" is continued on at most this many lines
@@ -240,7 +248,7 @@ class XidParser:
                 usual_cause=info.cause, nvidia_action=info.action, documentation=_load()[1],
             )
             name, hardware, severity = info.name, info.hardware_indicative, info.severity
-        own = _OWN_SEVERITY.search(text)
+        own = _OWN_SEVERITY.match(text)
         if own is not None:  # the driver's own verdict beats the catalog's
             severity = "fatal" if own.group(1) == "Fatal" else "non-fatal"
             detail["severity_from"] = "line"

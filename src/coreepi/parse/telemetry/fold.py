@@ -1,0 +1,102 @@
+"""One hardware error printed twice in one log counts once.
+
+* **The machine-check notice.** ``mce: [Hardware Error]: Machine check
+  events logged`` (``mce_notify_irq``, ``arch/x86/kernel/cpu/mce/core.c``)
+  says only that a machine check was logged. The machine check itself is
+  printed by whoever decodes it: the kernel's own ``CPU n: Machine Check:
+  …`` record, skx_edac / i10nm_edac's print of it, rasdaemon's
+  ``mce_record`` line, mcelog — a few lines away, in either order (the
+  decoders run from a work queue; GHES and memory-failure lines often come
+  between). A notice with a machine-check record of any printer within
+  :data:`FOLD_LINES` lines is folded into it (not emitted); a notice with
+  none near (the details went only to mcelog's own file) stays an ``mce``
+  event of its own (``detail.notice``).
+* **rasdaemon's echo of an EDAC line.** The kernel's EDAC core prints
+  ``EDAC MC0: 1 CE … on DIMM (…)`` and raises the ``ras:mc_event``
+  tracepoint, which rasdaemon prints again as its ``mc_event`` line: in a
+  syslog holding both, an ``edac_*`` event of one printer (``source``
+  ``kernel`` / ``rasdaemon-syslog``) with the same kind, controller, count
+  and DIMM labels as one of the other printer within :data:`FOLD_LINES`
+  lines is that error again, folded into the first one (each first one
+  takes at most one echo, so repeated errors on one DIMM still count).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, Final
+
+from coreepi.model.events import EventKind, TelemetryEvent
+from coreepi.parse.telemetry.base import MAX_RECORD_LINES, first_line
+from coreepi.parse.telemetry.mca import GAP
+
+__all__ = ["FOLD_LINES", "Fold"]
+
+# How far (in lines, either way) two prints of one error may be. A real
+# skx_edac print came 17 lines after its notice, a GHES record and
+# memory-failure lines between (tests/data/telemetry-wild/linux-5.14-…).
+FOLD_LINES: Final = 4 * GAP
+# How long a notice waits for a record that starts after it: a record is
+# emitted when it closes, up to its own length and a GAP after its start.
+_HOLD_LINES: Final = FOLD_LINES + MAX_RECORD_LINES + GAP
+_RECENT: Final = 64  # recent records / memory errors kept for the look back
+_MEMORY_PRINTERS: Final = frozenset({"kernel", "rasdaemon-syslog"})
+
+
+def _memory_key(event: TelemetryEvent) -> tuple[Any, ...]:
+    d = event.detail
+    return (event.kind, d.get("controller"), d.get("count"), tuple(d.get("dimm_labels") or ()))
+
+
+class Fold:
+    """Feed it every batch of events in log order (:meth:`take`, with the
+    number of the line just read), then :meth:`close`. Bounded: a notice is
+    held at most :data:`_HOLD_LINES` lines, :data:`_RECENT` prints are
+    remembered."""
+
+    def __init__(self) -> None:
+        self._pending: deque[tuple[int, TelemetryEvent]] = deque()
+        self._records: deque[int] = deque(maxlen=_RECENT)
+        self._memory: deque[tuple[int, str, tuple[Any, ...]]] = deque(maxlen=_RECENT)
+
+    def take(self, events: Iterable[TelemetryEvent], line_number: int) -> list[TelemetryEvent]:
+        """The events to emit now: ``events`` without the second prints,
+        plus the held notices no record can reach any more."""
+        out: list[TelemetryEvent] = []
+        for event in events:
+            first = first_line(event)
+            if first is not None and event.kind is EventKind.MCE:
+                self._machine_check(event, first, out)
+            elif first is not None and event.detail.get("source") in _MEMORY_PRINTERS:
+                self._memory_error(event, first, out)
+            else:
+                out.append(event)
+        while self._pending and line_number - self._pending[0][0] > _HOLD_LINES:
+            out.append(self._pending.popleft()[1])
+        return out
+
+    def close(self, events: Iterable[TelemetryEvent]) -> list[TelemetryEvent]:
+        """The last events of the log, and every notice still held."""
+        out = self.take(events, 0)
+        out.extend(event for _, event in self._pending)
+        self._pending.clear()
+        return out
+
+    def _machine_check(self, event: TelemetryEvent, first: int, out: list[TelemetryEvent]) -> None:
+        if "notice" in event.detail:
+            if not any(abs(first - r) <= FOLD_LINES for r in self._records):
+                self._pending.append((first, event))
+            return
+        self._records.append(first)
+        self._pending = deque(p for p in self._pending if abs(p[0] - first) > FOLD_LINES)
+        out.append(event)
+
+    def _memory_error(self, event: TelemetryEvent, first: int, out: list[TelemetryEvent]) -> None:
+        printer, key = str(event.detail["source"]), _memory_key(event)
+        for index, (line, other, seen) in enumerate(self._memory):
+            if other != printer and seen == key and abs(first - line) <= FOLD_LINES:
+                del self._memory[index]  # that first print has had its echo
+                return
+        self._memory.append((first, printer, key))
+        out.append(event)
