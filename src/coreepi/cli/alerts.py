@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from coreepi.cli.common import store_target
+from coreepi.cli.common import TOKEN_ENV, TokenFile, read_token, store_target
 from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
 
 __all__ = ["register"]
@@ -25,6 +25,14 @@ host_app = typer.Typer(help="Act on hosts: drain a hardware-suspect one.", no_ar
 RulesOpt = Annotated[Path | None, typer.Option(
     "--rules", envvar="COREEPI_ALERT_RULES", help="Alert rules (TOML; docs/surveillance.md).")]
 
+
+DrainServer = Annotated[str | None, typer.Option(
+    "--server", envvar="COREEPI_SERVER", metavar="URL", show_envvar=True,
+    help="Drain through a `coreepi serve` at URL instead of the local store "
+    f"(an admin token: ${TOKEN_ENV} or --token-file).")]
+
+# `watch --at` may run ahead of this machine's clock by this much (another node's clock)
+AT_SKEW = timedelta(minutes=5)
 
 # a silence lasts at most ten years: longer is a mistake (and 1e12 hours overflows a datetime)
 MAX_SILENCE_HOURS = 24 * 366 * 10
@@ -110,7 +118,9 @@ def alerts_silence(
 @alerts_app.command("test")
 def alerts_test(rules: RulesOpt = None, store: StoreOpt = None, blobs: BlobsOpt = None,
                 data_dir: DataDir = None) -> None:
-    """Send a sample alert to every receiver of --rules; exit 1 when one failed."""
+    """Send a sample alert to every receiver of --rules (each attempt in the
+    delivery log: `coreepi alerts deliveries`); exit 1 when one failed, with
+    one line per failed receiver naming it and the reason."""
     from coreepi.errors import InputError, StoreError
     from coreepi.store import open_store
     from coreepi.surveil import load_rules, send_test
@@ -123,10 +133,49 @@ def alerts_test(rules: RulesOpt = None, store: StoreOpt = None, blobs: BlobsOpt 
             results = send_test(opened, loaded)
     except (InputError, StoreError) as exc:
         _fail(str(exc))
-    for name, ok in results:
-        sys.stdout.write(f"{name}: {'delivered' if ok else 'FAILED (see the delivery log)'}\n")
-    if not all(ok for _, ok in results):
+    urls = {r.name: r.url for r in loaded.receivers}
+    for last in results:
+        if last.ok:
+            sys.stdout.write(f"{last.receiver}: delivered\n")
+        else:
+            tries = "attempt" if last.attempt == 1 else "attempts"
+            sys.stderr.write(f"coreepi: error: receiver {last.receiver} ({urls[last.receiver]}): "
+                             f"not delivered after {last.attempt} {tries}: {last.error}\n")
+    if not all(last.ok for last in results):
         raise typer.Exit(1)
+
+
+@alerts_app.command("deliveries")
+def alerts_deliveries(
+    store: StoreOpt = None, blobs: BlobsOpt = None, data_dir: DataDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+    failed: Annotated[bool, typer.Option("--failed", help="Only failed attempts.")] = False,
+    receiver: Annotated[str | None, typer.Option(help="Only this receiver's.")] = None,
+) -> None:
+    """The delivery log: every attempt to send an alert (or `alerts test`'s
+    sample) to a receiver, oldest first, with its HTTP status and the reason
+    it failed."""
+    from coreepi.errors import StoreError
+    from coreepi.store import open_store
+
+    try:
+        with open_store(store_target(store, data_dir), blobs=blobs, read_only=True) as opened:
+            log = opened.deliveries()
+    except StoreError as exc:
+        _fail(str(exc))
+    log = [d for d in log if (not failed or not d.ok) and receiver in (None, d.receiver)]
+    if as_json:
+        sys.stdout.write(json.dumps([{
+            "alert_key": d.alert_key, "receiver": d.receiver, "state": d.state,
+            "attempt": d.attempt, "at": d.at.isoformat(), "status": d.status, "ok": d.ok,
+            "error": d.error} for d in log], indent=2) + "\n")
+        return
+    for d in log:
+        result = "delivered" if d.ok else f"FAILED {d.error}"
+        sys.stdout.write(f"{d.at:%Y-%m-%d %H:%M:%S} {d.receiver} #{d.attempt} {d.state} "
+                         f"{d.alert_key}: {result}\n")
+    if not log:
+        sys.stdout.write("no deliveries\n")
 
 
 def watch(
@@ -148,6 +197,8 @@ def watch(
     except InputError as exc:
         _fail(str(exc))
     target = store_target(store, data_dir)
+    if when is not None:
+        _check_at(target, blobs, when)
     stop = threading.Event()
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -166,18 +217,59 @@ def watch(
             return
 
 
+def _check_at(target: str | Path, blobs: Path | None, when: datetime) -> None:
+    """Exit 2 unless ``when`` (``--at``) is within the store's data: not
+    after now (a replay evaluates the past), not before its first crash or
+    node-time (nothing to evaluate: every detector would stay silent)."""
+    from coreepi.errors import StoreError
+    from coreepi.store import open_store
+
+    shown = when.isoformat()
+    if when > datetime.now(UTC) + AT_SKEW:
+        _fail(f"--at {shown}: in the future (a replay evaluates a past time)")
+    try:
+        with open_store(target, blobs=blobs, read_only=True) as opened:
+            empty = (opened.count_crashes(until=when) == 0
+                     and opened.exposure_frame(until=when).empty)
+    except StoreError as exc:
+        _fail(str(exc))
+    if empty:
+        _fail(f"--at {shown}: before the store's first crash and node-time (nothing to evaluate)")
+
+
+def _drain_remote(server: str, token: str | None, host: str, reason: str) -> bool:
+    """``POST /api/v1/hosts/HOST/drain`` on ``server``: True when newly drained.
+    Raises InputError (unreachable, refused token, unknown host …)."""
+    from urllib.parse import quote
+
+    from coreepi.cli.client import ApiClient
+
+    with ApiClient(server, token) as client:
+        _, answer = client.post_json(f"/hosts/{quote(host, safe='')}/drain",
+                                     json.dumps({"reason": reason}).encode())
+    return not answer.get("already", False)
+
+
 @host_app.command("drain")
 def host_drain(
     host: Annotated[str, typer.Argument(help="The host_id to drain.")],
     reason: Annotated[str, typer.Option(help="Why (kept with the drain).")] = "",
     store: StoreOpt = None, blobs: BlobsOpt = None, data_dir: DataDir = None,
+    server: DrainServer = None, token_file: TokenFile = None,
 ) -> None:
     """Mark a host drained: its exposure stops counting from now, and the
     surveillance re-checks whether its crash groups stopped with it."""
-    from coreepi.errors import StoreError
+    from coreepi.errors import InputError, StoreError
     from coreepi.store import open_store
     from coreepi.store.alert_records import DrainRecord
 
+    if server:
+        try:
+            new = _drain_remote(server, read_token(token_file), host, reason)
+        except InputError as exc:
+            _fail(str(exc))
+        sys.stdout.write(f"{host}: {'drained' if new else 'already drained'}\n")
+        return
     try:
         with open_store(store_target(store, data_dir), blobs=blobs) as opened:
             if host not in opened.host_ids():

@@ -18,7 +18,7 @@ import httpx
 import pandas as pd
 
 from coreepi.epi.surveillance import Detection, detect, drain_recheck
-from coreepi.store.alert_records import AlertRecord
+from coreepi.store.alert_records import AlertRecord, DeliveryRecord
 from coreepi.store.base import Store
 from coreepi.surveil.alerts import Transition, reconcile
 from coreepi.surveil.delivery import deliver
@@ -124,9 +124,19 @@ def sample_alert(now: datetime | None = None) -> AlertRecord:
 
 
 def send_test(store: Store, rules: Rules, *, client: httpx.Client | None = None,
-              sleep: Callable[[float], None] = time.sleep) -> list[tuple[str, bool]]:
-    """Send :func:`sample_alert` to every receiver (logged like any delivery);
-    ``[(receiver, delivered?)]``."""
+              sleep: Callable[[float], None] = time.sleep) -> list[DeliveryRecord]:
+    """Send :func:`sample_alert` to every receiver (every attempt logged like
+    any delivery); the last attempt of each receiver, in the rules' order
+    (``ok``; else ``error``: the reason, and ``attempt``: how many were made)."""
     alert = sample_alert()
-    return [(r.name, deliver(alert, r, rules.delivery, store.add_delivery, client=client,
-                             sleep=sleep)) for r in rules.receivers]
+    last: list[DeliveryRecord] = []
+
+    def log(record: DeliveryRecord) -> None:
+        store.add_delivery(record)
+        last.append(record)
+
+    out = []
+    for r in rules.receivers:
+        deliver(alert, r, rules.delivery, log, client=client, sleep=sleep)
+        out.append(last[-1])
+    return out
