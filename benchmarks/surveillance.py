@@ -7,8 +7,9 @@ one-day intervals; per-host shares of each group gamma-distributed, shape
 detectors at successive ``now`` (each evaluation sees only crashes up to
 ``now``). Parts:
 
-null      stationary fleets (40 groups, 0.5–20 crashes/day, 12 weeks):
-          alerts per 1,000 group-weeks (rising: weekly windows; every kind);
+null      stationary fleets (40 signature groups, 0.5–20 crashes/day, in 8
+          phenotype groups, 12 weeks): alerts per 1,000 group-weeks (rising:
+          weekly windows; every kind; signature and phenotype groups);
           healthy hosts flagged
 rising    one group ×3 at a random time (baseline ``--rise-rates``/day):
           delay from the change to the alarm (median, 95th percentile), beside
@@ -19,6 +20,9 @@ rollout   kernel 6.8.0-45 rolled out over 4 days, one group ×5 on it:
 badhost   one host (0.5 crashes/day, half hardware-indicative) among 1,000:
           its crash number at the alarm (counting all its crashes since it
           went bad); other hosts flagged in those fleets
+frontier  the host test without a threshold (for choosing A): the largest
+          healthy-host statistic on null fleets; the bad host's crash number
+          at each A
 scale     every detector over a 1M-crash fleet (frames in memory): wall and
           CPU seconds of this process (wall depends on the machine's load)
 
@@ -26,6 +30,7 @@ Run by hand (not a test)::
 
     .venv/bin/python benchmarks/surveillance.py [--seeds 20] [--parts null,rising,...]
         [--null-seed-base 1000]   # e.g. 9000: fresh null fleets, not the ones tuned on
+        [--bad-seed-base 4000]    # e.g. 4100: fresh bad-host fleets
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from coreepi.epi.surveillance import DetectorParams, delay_bound_days, detect, rising_groups
-from coreepi.epi.surveillance import rollout_regressions, suspect_hosts, wald_bounds
+from coreepi.epi.surveillance import host_runs, rollout_regressions, suspect_hosts, wald_bounds
 from coreepi.simulate.timeline import BadHost, KernelRollout, Rise, TimelineFleet, make_timeline
 
 
@@ -61,10 +66,13 @@ def null_part(seeds: int, p: DetectorParams, shape: float, base: int) -> dict[st
     for seed in range(seeds):
         tl = make_timeline(f, seed=base + seed)
         keys: set[str] = set()
+        # signature groups and phenotype groups (detect runs new/rising on both)
+        n_groups = f.groups + (tl.crashes["phenotypes"].explode().nunique() if p.phenotype_groups
+                               else 0)
         for day in range(35, 85, 7):  # weekly windows after a 4-week baseline
             found = detect(tl.crashes, tl.exposure, _at(f, day), p)
             keys |= {f"{d.key}@{day}" if d.kind == "rising" else d.key for d in found}
-            group_weeks += f.groups
+            group_weeks += n_groups
         for k in keys:
             kind = k.split("|")[0]
             alerts[kind] = alerts.get(kind, 0) + 1
@@ -130,13 +138,11 @@ def rollout_part(seeds: int, p: DetectorParams, shape: float) -> dict[str, float
             "seeds": seeds}
 
 
-def badhost_part(seeds: int, p: DetectorParams, shape: float) -> dict[str, float]:
+def badhost_part(seeds: int, p: DetectorParams, shape: float, base: int) -> dict[str, float]:
     ranks: list[float] = []
     others = 0
     for seed in range(seeds):
-        f = TimelineFleet(days=50, groups=40, host_shape=shape,
-                          bad_hosts=(BadHost(host=17, day=20.0, rate=0.5, hw_fraction=0.5),))
-        tl = make_timeline(f, seed=4000 + seed)
+        f, tl = _bad_fleet(base + seed, shape)
         found = suspect_hosts(tl.crashes, tl.exposure, _at(f, 50), p)
         others += sum(d.subject["host_id"] != "h00017" for d in found)
         mine = [d for d in found if d.subject["host_id"] == "h00017"]
@@ -150,7 +156,52 @@ def badhost_part(seeds: int, p: DetectorParams, shape: float) -> dict[str, float
     r = np.array(ranks)
     return {"median_crash_number": float(np.median(r)), "p90_crash_number": float(np.quantile(r, 0.9)),
             "sprt_bounds_nats": wald_bounds(p.host_alpha, p.host_beta),
-            "missed": int(np.isinf(r).sum()), "other_hosts_flagged": others, "seeds": seeds}
+            "missed": int(np.isinf(r).sum()), "other_hosts_flagged": others,
+            "seeds": f"{base}-{base + seeds - 1}"}
+
+
+def _bad_fleet(seed: int, shape: float) -> tuple[TimelineFleet, object]:
+    f = TimelineFleet(days=50, groups=40, host_shape=shape,
+                      bad_hosts=(BadHost(host=17, day=20.0, rate=0.5, hw_fraction=0.5),))
+    return f, make_timeline(f, seed=seed)
+
+
+def frontier_part(seeds: int, p: DetectorParams, shape: float, null_base: int,
+                  bad_base: int) -> dict[str, object]:
+    """The host test's trade-off without a threshold: on null fleets the
+    largest statistic any healthy host reached (weekly evaluations, as in
+    ``null``); in bad-host fleets the bad host's crash number (since it went
+    bad) when its statistic first reached each A. Thresholds are chosen here,
+    on seeds other than the ones reported."""
+    # no alarm stops a run: A far above any statistic reached
+    free = DetectorParams(**{**p.__dict__, "host_alpha": 1e-200})
+    floor = 6.0
+    null_max: list[float] = []
+    f = TimelineFleet(days=84, groups=40, host_shape=shape)
+    for seed in range(seeds):
+        tl = make_timeline(f, seed=null_base + seed)
+        top = floor
+        for day in range(35, 85, 7):
+            for _, _, run, _ in host_runs(tl.crashes, tl.exposure, _at(f, day), free,
+                                          min_reach=floor):
+                top = max(top, float(run.statistic.max()))
+        null_max.append(top)
+    grid = [float(a) for a in np.arange(8.0, 16.01, 0.5)]
+    numbers: dict[float, list[float]] = {a: [] for a in grid}
+    for seed in range(seeds):
+        fb, tl = _bad_fleet(bad_base + seed, shape)
+        went_bad = _at(fb, 20.0)
+        for host, g, run, _ in host_runs(tl.crashes, tl.exposure, _at(fb, 50), free, min_reach=0):
+            if host != "h00017":
+                continue
+            since = np.cumsum((g["captured_at"] >= went_bad).to_numpy())
+            for a in grid:
+                hit = np.flatnonzero(run.statistic >= a)
+                numbers[a].append(float(since[hit[0]]) if len(hit) else np.inf)
+    return {"null_max_statistic": sorted(null_max, reverse=True)[:10],
+            "null_seeds": f"{null_base}-{null_base + seeds - 1}",
+            "bad_seeds": f"{bad_base}-{bad_base + seeds - 1}",
+            "median_crash_number_at_A": {f"{a:.1f}": float(np.median(v)) for a, v in numbers.items()}}
 
 
 def scale_part(p: DetectorParams) -> dict[str, float]:
@@ -175,6 +226,7 @@ def main() -> int:
     ap.add_argument("--rise-rates", default="2,5,10")
     ap.add_argument("--host-shape", type=float, default=0.5)
     ap.add_argument("--null-seed-base", type=int, default=1000)
+    ap.add_argument("--bad-seed-base", type=int, default=4000)
     ap.add_argument("--json-out")
     a = ap.parse_args()
     p = DetectorParams()
@@ -191,7 +243,10 @@ def main() -> int:
         elif part == "rollout":
             out[part] = rollout_part(a.seeds, p, a.host_shape)
         elif part == "badhost":
-            out[part] = badhost_part(a.seeds, p, a.host_shape)
+            out[part] = badhost_part(a.seeds, p, a.host_shape, a.bad_seed_base)
+        elif part == "frontier":
+            out[part] = frontier_part(a.seeds, p, a.host_shape, a.null_seed_base,
+                                      a.bad_seed_base)
         elif part == "scale":
             out[part] = scale_part(p)
         sys.stderr.write(f"{part}: {time.perf_counter() - t0:.0f} s\n")

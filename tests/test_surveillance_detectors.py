@@ -11,7 +11,8 @@ import pytest
 
 from coreepi.epi.surveillance import (
     DetectorParams, FleetClock, HostClocks, clip_drained, days, detect, drain_recheck, new_groups,
-    poisson_cusum, quasi_dispersion, rising_groups, rollout_regressions, rollouts,
+    phenotype_crashes, poisson_cusum, polya_concentration, quasi_dispersion, rising_groups,
+    signature_llr, rollout_regressions, rollouts,
     suspect_hosts, marked_poisson_sprt, wald_bounds, delay_bound_days,
 )  # fmt: skip
 from coreepi.simulate.timeline import BadHost, KernelRollout, Rise, TimelineFleet, make_timeline
@@ -134,13 +135,19 @@ def test_bad_host_flagged_online_and_null_fleet_quiet() -> None:
     now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
     found = suspect_hosts(tl.crashes, tl.exposure, now, DetectorParams())
     assert [d.subject["host_id"] for d in found] == ["h00007"]
-    # Wald's SPRT (A = ln(0.9 / 1e-6) = 13.7 nats): flagged at its third hardware-indicative
+    # Wald's SPRT (A = ln(0.5 / 1e-6) = 13.1 nats): flagged at its third hardware-indicative
     # crash (days 20.9, 25.4, 38.0), the LLR there the first over A
     mine = tl.crashes[(tl.crashes["host_id"] == "h00007")
                       & (tl.crashes["hardware_phenotypes"].str.len() > 0)]
     assert found[0].at == mine["captured_at"].iloc[2]
     assert found[0].evidence["hardware_crashes"] == 3
-    assert found[0].evidence["threshold"] == pytest.approx(np.log(0.9 / 1e-6))
+    assert found[0].evidence["threshold"] == pytest.approx(np.log(0.5 / 1e-6))
+    # with the Pólya urn (host_scatter) the host's own repeats (sig_008 ×2, sig_003 ×2
+    # since day 32) count against it: the signature terms sum lower, the same crash tips it
+    urn = suspect_hosts(tl.crashes, tl.exposure, now, DetectorParams(host_scatter=True))
+    assert [d.at for d in urn] == [mine["captured_at"].iloc[2]]
+    assert urn[0].evidence["signature_llr"] == pytest.approx(-3.57, abs=0.01)
+    assert found[0].evidence["signature_llr"] == pytest.approx(-1.72, abs=0.01)
     assert found[0].evidence["statistic"] >= found[0].evidence["threshold"]
     null = make_timeline(TimelineFleet(hosts=300, days=42, groups=10), seed=11)
     assert detect(null.crashes, null.exposure, now) == []
@@ -238,3 +245,58 @@ def test_no_rollout_for_values_present_since_a_store_younger_than_the_window() -
                      ignore_index=True)
     (ro,) = rollouts(late, now, DetectorParams())
     assert (ro.value, ro.reached) == ("6.9.0-1", float(days(T0)[0]) + 10)
+
+
+def test_new_and_rising_by_phenotype_group() -> None:
+    # three signatures, each rare, one new phenotype across them: only the phenotype
+    # group reaches k = 3 crashes on m = 2 hosts
+    p = DetectorParams(window_days=7, new_min_crashes=3, new_min_hosts=2)
+    crashes = _crashes([("a", 1, "s0"), ("a", 30, "s0"), ("a", 31, "s1"), ("b", 32, "s2"),
+                        ("c", 33, "s3"), ("a", 34, "s0")])
+    crashes["phenotypes"] = [["null-deref"], ["null-deref"], ["stack-overflow"],
+                             ["stack-overflow", "abort-with-message"], ["stack-overflow"], []]
+    now = T0 + pd.Timedelta(days=35)
+    assert new_groups(crashes, now, p) == []
+    found = detect(crashes, _exp([("a", 0, 35), ("b", 0, 35), ("c", 0, 35)]), now, p,
+                   kinds=["new-group"])
+    assert [(d.key, d.at, d.evidence["crashes"], d.evidence["hosts"]) for d in found] == [
+        ("new-group|phenotype=stack-overflow", T0 + pd.Timedelta(days=33), 3, 3)]
+    off = DetectorParams(window_days=7, new_min_crashes=3, new_min_hosts=2,
+                         phenotype_groups=False)
+    assert detect(crashes, _exp([("a", 0, 35)]), now, off, kinds=["new-group"]) == []
+    # rising: six signatures of one phenotype, each ×3 from day 38 — the phenotype
+    # group (6 × the crashes) is found; with the signatures at 2/day each, it is found
+    # earlier than any one of them
+    f = TimelineFleet(hosts=200, days=42, groups=6, rate_range=(2, 2),
+                      rises=tuple(Rise(group=g, day=38.0) for g in range(6)))
+    tl = make_timeline(f, seed=3)
+    tl.crashes["phenotypes"] = [["null-deref"]] * len(tl.crashes)
+    now = pd.Timestamp(f.start, tz="UTC") + pd.Timedelta(days=42)
+    found = rising_groups(phenotype_crashes(tl.crashes), tl.exposure, now, DetectorParams(),
+                          by="phenotype")
+    assert [d.key for d in found] == ["rising|phenotype=null-deref"]
+    sigs = rising_groups(tl.crashes, tl.exposure, now, DetectorParams())
+    assert found[0].at < min([d.at for d in sigs], default=now)
+    assert 2 < found[0].evidence["ratio"] < 5
+
+
+def test_polya_concentration_and_signature_llr_hand_computed() -> None:
+    host = pd.Series(["a", "a", "b", "b"])
+    assert polya_concentration(host, pd.Series(["x", "x", "y", "y"])) == 0.0
+    assert polya_concentration(host, pd.Series(["x", "y", "y", "x"])) == 1e6
+    # 3 hosts: a "x x", b "x y", c "y y": R = (2 + 0 + 2) / 6 = 2/3, Q = ½ → a = (1/3)/(1/6) = 2
+    host3 = pd.Series(["a", "a", "b", "b", "c", "c"])
+    sig3 = pd.Series(["x", "x", "x", "y", "y", "y"])
+    assert polya_concentration(host3, sig3) == pytest.approx(2.0)
+    span = pd.DataFrame({"host_id": host3, "signature": sig3, "t": [1, 2, 1, 2, 1, 2]})
+    strata = pd.Series("", index=["a", "b", "c"])
+    llr = signature_llr(span, strata, 2.0)
+    # host a's 2nd crash (x): the others have x 1, y 3 of 4; K = 2 → q_x = 1.5/5.5;
+    # the urn after one x: (2·q_x + 1)/(2 + 1); H1: 1/3
+    q_x = 1.5 / 5.5
+    assert llr.iloc[1] == pytest.approx(math.log((1 / 3) / ((2 * q_x + 1) / 3)))
+    # host b's 2nd crash (y) after an x: the others (a: x x, c: y y) have y 2 of 4 →
+    # q_y = 2.5/5.5; the urn 2·q_y/3: ln(5.5/5), a new signature for it is evidence
+    assert llr.iloc[3] == pytest.approx(math.log(5.5 / 5))
+    # first crashes: the fleet's share alone (q_x for a: the others' x 1 of 4)
+    assert llr.iloc[0] == pytest.approx(math.log((1 / 3) / q_x))

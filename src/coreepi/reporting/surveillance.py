@@ -30,17 +30,22 @@ def _bound(e: dict, name: str) -> str:
     return fmt_bound(None, e.get("ratio_status")) if x is None else f"{float(x):.1f}"
 
 
+def _group(subject: dict[str, str]) -> str:
+    """A signature group by its signature; a phenotype group as "phenotype NAME"."""
+    return subject["signature"] if "signature" in subject else f"phenotype {subject['phenotype']}"
+
+
 def alert_summary(d: Detection) -> str:
     """One line saying what was detected, with its numbers."""
     e, s = d.evidence, d.subject
     if d.kind == "new-group":
-        return (f"new crash group {s['signature']}: {how_many(int(e['crashes']), 'crash')} on "
+        return (f"new crash group {_group(s)}: {how_many(int(e['crashes']), 'crash')} on "
                 f"{how_many(int(e['hosts']), 'host')} "
                 f"since {str(e['first_seen'])[:16].replace('T', ' ')} UTC")
     if d.kind == "rising":
         base = _per_1000(float(e["baseline_crashes"]), float(e["baseline_node_days"]))
         now = _per_1000(float(e["run_crashes"]), float(e["run_node_days"]))
-        return (f"{s['signature']} is rising: {now} crashes per 1,000 node-days since "
+        return (f"{_group(s)} is rising: {now} crashes per 1,000 node-days since "
                 f"{str(e['run_start'])[:16].replace('T', ' ')} UTC against {base} in its "
                 f"baseline ({_ratio(e)}, CUSUM {float(e['statistic']):.1f})")
     if d.kind == "rollout-regression":

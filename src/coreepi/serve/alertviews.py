@@ -59,26 +59,30 @@ def alert_rows(alerts: list[AlertRecord]) -> list[dict[str, Any]]:
     out = []
     for a in sorted(alerts, key=lambda a: (a.state != "firing", -a.starts_at.timestamp())):
         sig, host = a.labels.get("signature"), a.labels.get("host_id")
+        pheno = a.labels.get("phenotype")
         out.append({
             "key": a.key, "kind": a.kind, "state": a.state, "since": _iso(a.starts_at),
             "ends_at": _iso(a.ends_at), "summary": a.summary, "labels": a.labels,
             "evidence": [{"name": k, "value": v, "text": _number(v, a.evidence.get("ratio_status"))}
                          for k, v in a.evidence.items()],
-            "group_href": group_href(group_id("signature", sig)) if sig else None,
+            "group_href": (group_href(group_id("signature", sig)) if sig else
+                           group_href(group_id("phenotype", pheno)) if pheno else None),
             "host_href": host_href(host) if host else None,
         })
     return out
 
 
 async def page_alerts(request: Request, *, state: str | None = None,
-                      signature: str | None = None, host_id: str | None = None) -> list[dict[str, Any]]:
-    """The stored alerts (of ``state``; about ``signature`` / ``host_id``
-    when given) as :func:`alert_rows`."""
+                      signature: str | None = None, host_id: str | None = None,
+                      phenotype: str | None = None) -> list[dict[str, Any]]:
+    """The stored alerts (of ``state``; about ``signature`` / ``host_id`` /
+    ``phenotype`` when given) as :func:`alert_rows`."""
     app = request.app.state
     rows = await app.gateway.read(app.store.alerts, state)
     keep = [a for a in rows
             if (signature is None or a.labels.get("signature") == signature)
-            and (host_id is None or a.labels.get("host_id") == host_id)]
+            and (host_id is None or a.labels.get("host_id") == host_id)
+            and (phenotype is None or a.labels.get("phenotype") == phenotype)]
     return alert_rows(keep)
 
 

@@ -12,7 +12,9 @@ A fleet: ``hosts`` hosts observed in one-day intervals for ``days`` days;
 ``groups`` signatures with fleet-wide rates (crashes/day) spread
 log-uniformly over ``rate_range``, each host's share drawn from a gamma
 with shape ``host_shape`` (overdispersed hosts); a background of
-hardware-indicative crashes at ``hw_rate`` per host-day. Planted changes:
+hardware-indicative crashes at ``hw_rate`` per host-day. Every crash has
+its group's phenotype (``SW_PHENOTYPES[group % 5]``) in ``phenotypes``,
+and its hardware phenotype, if any, in both columns. Planted changes:
 a group whose rate is multiplied from a day on (:class:`Rise`), a kernel
 rollout that multiplies a group's rate on the new kernel (:class:`KernelRollout`),
 a bad host (:class:`BadHost`).
@@ -32,6 +34,10 @@ from coreepi.store import CrashRecord, Store
 __all__ = ["BadHost", "KernelRollout", "Rise", "Timeline", "TimelineFleet", "make_timeline", "write_timeline"]
 
 HW_PHENOTYPES = ("sigbus-mce", "illegal-instruction", "possible-bit-flip")
+# each signature group's own (software) phenotype: group g has SW_PHENOTYPES[g % 5], so a
+# phenotype group gathers several signature groups, as in a real fleet
+SW_PHENOTYPES = ("null-deref", "abort-with-message", "return-to-null", "stack-overflow",
+                 "pc-not-executable")
 
 
 @dataclass(frozen=True)
@@ -153,13 +159,16 @@ def make_timeline(f: TimelineFleet, seed: int) -> Timeline:
         "captured_at": t0 + pd.to_timedelta(t, unit="D"),
         "signature": np.array([f"sig_{x:03d}" for x in range(f.groups)], dtype=object)[grp],
         "hardware_phenotypes": [[p] if m else [] for p, m in zip(pheno, hw, strict=True)],
+        "phenotypes": [[SW_PHENOTYPES[g % len(SW_PHENOTYPES)], p] if m
+                       else [SW_PHENOTYPES[g % len(SW_PHENOTYPES)]]
+                       for g, p, m in zip(grp, pheno, hw, strict=True)],
     })
     return Timeline(crashes, _exposure(f, switch, t0), rates, switch)
 
 
 def write_timeline(store: Store, tl: Timeline) -> int:
     """Store a (small) timeline: hosts, exposure and one ready-made CrashReport
-    per crash (SIGSEGV, its signature, its hardware phenotype); returns the
+    per crash (SIGSEGV, its signature, its phenotypes); returns the
     crashes written. For end-to-end tests of the evaluation on a real store."""
     hosts = pd.unique(tl.exposure["host_id"])
     store.add_hosts(HostRow(h, {}, 0) for h in hosts)
@@ -169,7 +178,8 @@ def write_timeline(store: Store, tl: Timeline) -> int:
     records = [CrashRecord(CrashReport(
         crash_id=c.crash_id, host_id=c.host_id, captured_at=c.captured_at.floor("us").to_pydatetime(),
         source=Source.ELF_CORE, signal=SignalInfo(number=11, name="SIGSEGV"),
-        phenotypes=[Phenotype(name=p, hardware_indicative=True) for p in c.hardware_phenotypes],
+        phenotypes=[Phenotype(name=p, hardware_indicative=p in c.hardware_phenotypes)
+                    for p in c.phenotypes],
         signature=Signature(signature=c.signature),
         analysis=AnalysisInfo(analyzer_version="timeline")))
         for c in tl.crashes.itertuples(index=False)]

@@ -17,16 +17,24 @@ from coreepi.epi.surveillance.cusum import (
     poisson_cusum,
     quasi_dispersion,
 )
-from coreepi.epi.surveillance.groups import new_groups, rising_groups, windows
-from coreepi.epi.surveillance.hosts import clip_drained, drain_recheck, suspect_hosts
+from coreepi.epi.surveillance.groups import (
+    GroupBy,
+    new_groups,
+    phenotype_crashes,
+    rising_groups,
+    windows,
+)
+from coreepi.epi.surveillance.hosts import clip_drained, drain_recheck, host_runs, suspect_hosts
 from coreepi.epi.surveillance.models import KINDS, Detection, DetectorParams, Kind
 from coreepi.epi.surveillance.rollout import Rollout, rollout_regressions, rollouts
+from coreepi.epi.surveillance.scatter import polya_concentration, signature_llr
 from coreepi.epi.surveillance.sprt import SprtRun, marked_poisson_sprt, wald_bounds
 
 __all__ = [
-    "KINDS", "CusumRun", "Detection", "DetectorParams", "FleetClock", "HostClocks", "Kind",
-    "Rollout", "SprtRun", "clip_drained", "days", "delay_bound_days", "detect", "drain_recheck", "marked_poisson_sprt",
-    "new_groups", "poisson_cusum", "quasi_dispersion", "rising_groups", "rollout_regressions",
+    "KINDS", "CusumRun", "GroupBy", "Detection", "DetectorParams", "FleetClock", "HostClocks", "Kind",
+    "Rollout", "SprtRun", "clip_drained", "days", "delay_bound_days", "detect", "drain_recheck", "host_runs",
+    "marked_poisson_sprt", "polya_concentration", "signature_llr",
+    "new_groups", "phenotype_crashes", "poisson_cusum", "quasi_dispersion", "rising_groups", "rollout_regressions",
     "rollouts", "suspect_hosts", "to_timestamp", "wald_bounds", "windows",
 ]  # fmt: skip
 
@@ -42,15 +50,22 @@ def detect(
     kinds: Iterable[Kind] = KINDS,
 ) -> list[Detection]:
     """Every detector of ``kinds`` over the frames up to ``now``, drained
-    hosts' exposure cut at their drain time; detections by kind then time."""
+    hosts' exposure cut at their drain time; detections by kind then time.
+    ``new-group`` and ``rising`` run on signature groups and, when the
+    crash frame has ``phenotypes`` and ``params.phenotype_groups`` is on,
+    on phenotype groups (a phenotype is new when absent from the frames
+    before the window: the store keeps no older phenotype list)."""
     p = params or DetectorParams()
     exp = clip_drained(exposure, drained or {})
     wanted = set(kinds)
+    pheno = phenotype_crashes(crashes) if p.phenotype_groups else phenotype_crashes(crashes[[]])
     out: list[Detection] = []
     if "new-group" in wanted:
         out += new_groups(crashes, now, p, known_signatures)
+        out += new_groups(pheno, now, p, by="phenotype")
     if "rising" in wanted:
         out += rising_groups(crashes, exp, now, p)
+        out += rising_groups(pheno, exp, now, p, by="phenotype")
     if "rollout-regression" in wanted:
         out += rollout_regressions(crashes, exp, now, p)
     if "hardware-suspect-host" in wanted:

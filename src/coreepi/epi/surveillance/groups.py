@@ -1,7 +1,11 @@
-"""Group detectors: a new signature, and a known one rising against its baseline.
+"""Group detectors: a new group, and a known one rising against its baseline.
 
-Inputs are the analytics' frames: crashes (``host_id``, ``captured_at``
-UTC, ``signature``) and exposure (``host_id``, ``start``, ``end``); times
+Groups are signature groups (column ``signature``) or phenotype groups
+(column ``phenotype`` of :func:`phenotype_crashes`: one row per crash and
+phenotype, so a crash with two phenotypes is in both groups, as in the
+findings' phenotype family). Inputs are the analytics' frames: crashes
+(``host_id``, ``captured_at`` UTC, the group column) and exposure
+(``host_id``, ``start``, ``end``); times
 are cut at ``now`` (nothing after it is read, so a replay sees what a live
 evaluation would have seen). Windows: the monitoring window is
 ``[now - window_days, now]``; the baseline the ``baseline_days`` before it.
@@ -10,6 +14,7 @@ evaluation would have seen). Windows: the monitoring window is
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -18,7 +23,9 @@ from coreepi.epi.surveillance.clock import FleetClock, days
 from coreepi.epi.surveillance.cusum import poisson_cusum, quasi_dispersion
 from coreepi.epi.surveillance.models import Detection, DetectorParams, ratio_evidence
 
-__all__ = ["new_groups", "rising_groups", "windows"]
+__all__ = ["GroupBy", "new_groups", "phenotype_crashes", "rising_groups", "windows"]
+
+GroupBy = Literal["signature", "phenotype"]
 
 
 def windows(now: pd.Timestamp, params: DetectorParams) -> tuple[float, float, float]:
@@ -28,33 +35,49 @@ def windows(now: pd.Timestamp, params: DetectorParams) -> tuple[float, float, fl
     return ws - params.baseline_days, ws, t_now
 
 
+def phenotype_crashes(crashes: pd.DataFrame) -> pd.DataFrame:
+    """One row per crash and phenotype: ``host_id``, ``captured_at``,
+    ``phenotype`` (from the crash frame's ``phenotypes`` lists; a crash
+    without one has no row). Empty (those columns) when the frame has no
+    ``phenotypes`` column."""
+    if "phenotypes" not in crashes.columns or crashes.empty:
+        return pd.DataFrame({"host_id": pd.Series(dtype=object),
+                             "captured_at": pd.Series(dtype="datetime64[ns, UTC]"),
+                             "phenotype": pd.Series(dtype=object)})
+    ex = crashes[["host_id", "captured_at", "phenotypes"]].explode("phenotypes")
+    ex = ex[ex["phenotypes"].notna()].rename(columns={"phenotypes": "phenotype"})
+    return ex.reset_index(drop=True)
+
+
 def new_groups(
     crashes: pd.DataFrame,
     now: pd.Timestamp,
     params: DetectorParams,
     known: Iterable[str] = (),
+    by: GroupBy = "signature",
 ) -> list[Detection]:
-    """Signatures first seen in the monitoring window that reached
-    ``new_min_crashes`` crashes on ``new_min_hosts`` hosts by ``now``.
+    """Groups (column ``by``) first seen in the monitoring window that
+    reached ``new_min_crashes`` crashes on ``new_min_hosts`` hosts by ``now``.
 
-    A signature is known when ``crashes`` has it before the window or it is
+    A group is known when ``crashes`` has it before the window or it is
     in ``known`` (the store's signatures older than the frames read).
-    ``at`` is the crash that met both thresholds. Evidence: ``crashes``,
-    ``hosts`` (by now), ``first_seen`` (ISO).
+    ``at`` is the crash that met both thresholds; the subject is
+    ``{by: group}``. Evidence: ``crashes``, ``hosts`` (by now),
+    ``first_seen`` (ISO).
     """
     _, ws, t_now = windows(now, params)
     t = days(crashes["captured_at"])
-    before = set(crashes["signature"][t < ws].dropna().unique()) | set(known)
-    recent = crashes.loc[(t >= ws) & (t <= t_now), ["signature", "host_id", "captured_at"]]
-    recent = recent[recent["signature"].notna() & ~recent["signature"].isin(before)]
+    before = set(crashes[by][t < ws].dropna().unique()) | set(known)
+    recent = crashes.loc[(t >= ws) & (t <= t_now), [by, "host_id", "captured_at"]]
+    recent = recent[recent[by].notna() & ~recent[by].isin(before)]
     out: list[Detection] = []
-    for sig, g in recent.sort_values("captured_at").groupby("signature", sort=True):
+    for sig, g in recent.sort_values("captured_at").groupby(by, sort=True):
         n_hosts = (~g["host_id"].duplicated()).cumsum().to_numpy()
         n = np.arange(1, len(g) + 1)
         met = np.flatnonzero((n >= params.new_min_crashes) & (n_hosts >= params.new_min_hosts))
         if len(met):
             out.append(Detection(
-                "new-group", {"signature": str(sig)}, g["captured_at"].iloc[met[0]],
+                "new-group", {by: str(sig)}, g["captured_at"].iloc[met[0]],
                 {"crashes": len(g), "hosts": int(n_hosts[-1]),
                  "first_seen": g["captured_at"].iloc[0].isoformat()}))
     return out
@@ -65,16 +88,17 @@ def rising_groups(
     exposure: pd.DataFrame,
     now: pd.Timestamp,
     params: DetectorParams,
+    by: GroupBy = "signature",
 ) -> list[Detection]:
-    """Groups whose rate in the monitoring window rose against their baseline.
+    """Groups (column ``by``) whose rate in the monitoring window rose against their baseline.
 
-    Per signature with at least ``rising_min_baseline`` baseline crashes:
+    Per group with at least ``rising_min_baseline`` baseline crashes:
     ``λ0`` = baseline crashes / fleet node-days of the baseline, the
     dispersion ``φ`` of its daily counts (:func:`~.cusum.quasi_dispersion`),
     then the Poisson CUSUM (:func:`~.cusum.poisson_cusum`, shift
     ``rising_ratio``, threshold ``rising_threshold``) over the window's
     crashes on the fleet's node-time clock. One detection per group, at its
-    first alarm. Evidence: baseline crashes / node-days, window crashes /
+    first alarm; the subject is ``{by: group}``. Evidence: baseline crashes / node-days, window crashes /
     node-days (up to the alarm), their ratio (with ``ratio_status``: unbounded
     when the run had no node-time; :func:`~.models.ratio_evidence`), ``dispersion``,
     ``statistic``.
@@ -82,9 +106,9 @@ def rising_groups(
     bs, ws, t_now = windows(now, params)
     clock = FleetClock.from_exposure(exposure)
     t = days(crashes["captured_at"])
-    keep = (t >= bs) & (t <= t_now) & crashes["signature"].notna().to_numpy()
+    keep = (t >= bs) & (t <= t_now) & crashes[by].notna().to_numpy()
     # row positions, not timestamps: a tz-aware column to numpy costs seconds per 1M rows
-    frame = pd.DataFrame({"signature": crashes["signature"].to_numpy()[keep], "t": t[keep],
+    frame = pd.DataFrame({"group": crashes[by].to_numpy()[keep], "t": t[keep],
                           "row": np.flatnonzero(keep)})
     at = crashes["captured_at"]
     n_days = int(np.ceil(params.baseline_days))
@@ -95,7 +119,7 @@ def rising_groups(
     out: list[Detection] = []
     if base_e <= 0:
         return out
-    for sig, g in frame.groupby("signature", sort=True):
+    for sig, g in frame.groupby("group", sort=True):
         g = g.sort_values("t")
         times = g["t"].to_numpy()
         base = times[times < ws]
@@ -116,7 +140,7 @@ def rising_groups(
         # the run that alarmed: from its first crash to the alarm (the shift's estimate)
         run_e = float(e_at[i] - (e_at[j - 1] if j > 0 else e_ws))
         out.append(Detection(
-            "rising", {"signature": str(sig)}, at.iloc[win_rows[i]],
+            "rising", {by: str(sig)}, at.iloc[win_rows[i]],
             {"baseline_crashes": len(base), "baseline_node_days": base_e,
              "run_crashes": i - j + 1, "run_node_days": run_e,
              "run_start": at.iloc[win_rows[j]].isoformat(),

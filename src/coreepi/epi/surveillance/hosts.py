@@ -20,15 +20,18 @@ crash, the chance of another is 1 in 3.3).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
 from coreepi.epi.surveillance.clock import FleetClock, HostClocks, days
 from coreepi.epi.surveillance.groups import windows
 from coreepi.epi.surveillance.models import Detection, DetectorParams, ratio_evidence
-from coreepi.epi.surveillance.sprt import marked_poisson_sprt, wald_bounds
+from coreepi.epi.surveillance.scatter import MAX_CONCENTRATION, polya_concentration, signature_llr
+from coreepi.epi.surveillance.sprt import SprtRun, marked_poisson_sprt, wald_bounds
 
-__all__ = ["clip_drained", "drain_recheck", "suspect_hosts"]
+__all__ = ["clip_drained", "drain_recheck", "host_runs", "suspect_hosts"]
 
 
 def clip_drained(exposure: pd.DataFrame, drained: dict[str, pd.Timestamp]) -> pd.DataFrame:
@@ -69,24 +72,74 @@ def _strata(exposure: pd.DataFrame, column: str) -> pd.Series:
     return top.set_index("host_id")["v"].reindex(hosts).fillna("")
 
 
-def _signature_llr(span: pd.DataFrame, frame: pd.DataFrame, strata: pd.Series) -> pd.Series:
-    """Per crash of ``frame``: ``ln((1/(K+1)) / q)``, q the share of its
-    signature among the stratum's other hosts' crashes (+½ each of the K
-    signatures seen and one unseen): a faulty machine crashes wherever it
-    is, so under H1 the signature does not follow the fleet's frequencies."""
-    st = span["host_id"].map(strata).fillna("")
-    per = pd.DataFrame({"st": st, "sig": span["signature"].fillna(""), "h": span["host_id"]})
-    k = per["sig"].nunique()
-    in_st = per.groupby(["st", "sig"]).size()
-    n_st = per.groupby("st").size()
-    mine = per.groupby(["h", "sig"]).size()
-    n_h = per.groupby("h").size()
-    f = per.loc[frame.index]
-    c = in_st.reindex(pd.MultiIndex.from_arrays([f["st"], f["sig"]])).to_numpy() - \
-        mine.reindex(pd.MultiIndex.from_arrays([f["h"], f["sig"]])).to_numpy()
-    n = n_st.reindex(f["st"]).to_numpy() - n_h.reindex(f["h"]).to_numpy()
-    q = (c + 0.5) / (n + 0.5 * (k + 1))
-    return pd.Series(np.log(1.0 / (k + 1) / q), index=frame.index)
+def _own(frame: pd.DataFrame, exposure: pd.DataFrame, clocks: HostClocks, strata: pd.Series,
+         bs: float, t_now: float) -> pd.DataFrame:
+    """Per host: ``stratum``, node-days ``e0`` at ``bs`` and ``e`` over the
+    span, crashes ``n`` and ``hw`` in it, and its stratum's ``rate0`` and
+    ``share0`` without it (leave-one-out, so a bad host does not raise its
+    own bar; ½ added so a stratum without a hardware crash has p0 > 0)."""
+    own = pd.DataFrame({"stratum": strata})
+    ids = own.index.to_numpy()
+    own["e0"] = clocks.at(ids, np.full(len(ids), bs))
+    own["e"] = clocks.at(ids, np.full(len(ids), t_now)) - own["e0"]
+    counts = frame.groupby("host_id")["hw"].agg(["size", "sum"])
+    own["n"] = counts["size"].reindex(own.index).fillna(0)
+    own["hw"] = counts["sum"].reindex(own.index).fillna(0)
+    rest = own.groupby("stratum")[["e", "n", "hw"]].transform("sum") - own[["e", "n", "hw"]]
+    own["rate0"] = rest["n"].clip(lower=0.5) / rest["e"].clip(lower=1e-9)
+    own["share0"] = (rest["hw"] + 0.5) / (rest["n"] + 1.0)
+    return own
+
+
+def host_runs(
+    crashes: pd.DataFrame,
+    exposure: pd.DataFrame,
+    now: pd.Timestamp,
+    params: DetectorParams,
+    *,
+    min_reach: float | None = None,
+) -> Iterator[tuple[str, pd.DataFrame, SprtRun, pd.Series]]:
+    """The SPRT of every host that could reach ``min_reach`` nats (default:
+    Wald's A of ``params``) over baseline + window up to ``now``:
+    ``(host_id, its crashes in the span by time — columns captured_at,
+    signature, t, hw, e (its node-days), sig_llr —, the run, its row of
+    the host table: stratum, e0, rate0, share0 …)``, by host_id.
+
+    A crash adds ``ln ρ``, the phenotype term and the signature term
+    (:func:`~.scatter.signature_llr`, when ``host_signatures``); a host
+    whose positive terms add up to less than ``min_reach`` cannot reach it
+    (node-time only subtracts) and is skipped without running.
+    """
+    bs, _, t_now = windows(now, params)
+    t = days(crashes["captured_at"])
+    span = (t >= bs) & (t <= t_now)
+    frame = crashes.loc[span, ["host_id", "captured_at", "signature"]].assign(
+        t=t[span], hw=_hardware(crashes)[span])
+    if FleetClock.from_exposure(exposure).between(bs, t_now) <= 0 or frame.empty:
+        return
+    clocks = HostClocks.from_exposure(exposure)
+    strata = _strata(exposure, params.host_stratum)
+    own = _own(frame, exposure, clocks, strata, bs, t_now)
+    r, p1 = params.host_ratio, params.host_hw_share
+    if params.host_signatures:
+        a = (polya_concentration(frame["host_id"], frame["signature"]) if params.host_scatter
+             else MAX_CONCENTRATION)
+        frame["sig_llr"] = signature_llr(frame, strata, a)
+    else:
+        frame["sig_llr"] = 0.0
+    share0 = frame["host_id"].map(own["share0"]).to_numpy()
+    gain = (np.log(r) + np.where(frame["hw"], np.log(p1 / share0), np.log((1 - p1) / (1 - share0)))
+            + frame["sig_llr"].to_numpy())
+    reach = pd.Series(np.clip(gain, 0, None)).groupby(frame["host_id"].to_numpy()).sum()
+    upper = wald_bounds(params.host_alpha, params.host_beta)[0] if min_reach is None else min_reach
+    frame = frame[frame["host_id"].isin(reach.index[reach >= upper])].sort_values(["host_id", "t"])
+    frame["e"] = clocks.at(frame["host_id"].to_numpy(), frame["t"].to_numpy())
+    for host, g in frame.groupby("host_id", sort=True):
+        h = own.loc[host]
+        yield str(host), g, marked_poisson_sprt(
+            g["e"].to_numpy(), g["hw"].to_numpy(), float(h["rate0"]), r, float(h["share0"]), p1,
+            params.host_alpha, params.host_beta, exposure_start=float(h["e0"]),
+            extra=g["sig_llr"].to_numpy()), h
 
 
 def suspect_hosts(
@@ -101,60 +154,25 @@ def suspect_hosts(
     ``crashes`` and ``hardware_crashes`` (up to the alarm, in the span
     read), ``node_days`` (the host's), ``expected`` (crashes at its
     stratum's rate), ``statistic`` (the LLR, nats), ``threshold`` (A),
-    ``signatures`` (distinct), ``rate0`` (the stratum's crashes per
-    node-day, without the host), ``share0`` (its hardware-indicative share),
-    ``stratum`` (the ``host_stratum`` value; "" for the whole fleet).
+    ``signatures`` (distinct), ``signature_llr`` (the signature terms'
+    sum, nats), ``rate0`` (the stratum's crashes per node-day, without the
+    host), ``share0`` (its hardware-indicative share), ``stratum`` (the
+    ``host_stratum`` value; "" for the whole fleet).
     """
-    bs, _, t_now = windows(now, params)
-    t = days(crashes["captured_at"])
-    span = (t >= bs) & (t <= t_now)
-    frame = crashes.loc[span, ["host_id", "captured_at", "signature"]].assign(
-        t=t[span], hw=_hardware(crashes)[span])
-    if FleetClock.from_exposure(exposure).between(bs, t_now) <= 0 or frame.empty:
-        return []
-    clocks = HostClocks.from_exposure(exposure)
-    strata = _strata(exposure, params.host_stratum)
-    own = pd.DataFrame({"stratum": strata})
-    ids = own.index.to_numpy()
-    own["e0"] = clocks.at(ids, np.full(len(ids), bs))
-    own["e"] = clocks.at(ids, np.full(len(ids), t_now)) - own["e0"]
-    counts = frame.groupby("host_id")["hw"].agg(["size", "sum"])
-    own["n"] = counts["size"].reindex(own.index).fillna(0)
-    own["hw"] = counts["sum"].reindex(own.index).fillna(0)
-    tot = own.groupby("stratum")[["e", "n", "hw"]].transform("sum")
-    # leave-one-out: the stratum without this host, so a bad host does not raise its bar
-    rest = tot - own[["e", "n", "hw"]]
-    own["rate0"] = rest["n"].clip(lower=0.5) / rest["e"].clip(lower=1e-9)
-    own["share0"] = (rest["hw"] + 0.5) / (rest["n"] + 1.0)
     upper, _ = wald_bounds(params.host_alpha, params.host_beta)
-    r, p1 = params.host_ratio, params.host_hw_share
-    g_hw = np.log(r) + np.log(p1 / own["share0"])
-    g_other = np.log(r) + np.log((1 - p1) / (1 - own["share0"]))
-    # a host whose crashes could not reach A even without the drift: skip its loop
-    reach = own["hw"] * g_hw + own["n"].sub(own["hw"]) * g_other.clip(lower=0)
-    candidates = own.index[(own["n"] > 0) & (reach >= upper)]
-    frame = frame[frame["host_id"].isin(candidates)].sort_values(["host_id", "t"])
-    frame["e"] = clocks.at(frame["host_id"].to_numpy(), frame["t"].to_numpy())
-    frame["sig_llr"] = (_signature_llr(crashes.loc[span], frame, strata)
-                        if params.host_signatures else 0.0)
     out: list[Detection] = []
-    for host, g in frame.groupby("host_id", sort=True):
-        h = own.loc[host]
-        e0 = float(h["e0"])
-        run = marked_poisson_sprt(g["e"].to_numpy(), g["hw"].to_numpy(), float(h["rate0"]), r,
-                                  float(h["share0"]), p1, params.host_alpha, params.host_beta,
-                                  exposure_start=e0,
-                                  extra=g["sig_llr"].to_numpy())
+    for host, g, run, h in host_runs(crashes, exposure, now, params):
         if run.alarm < 0:
             continue
         i = run.alarm
-        e_h = float(g["e"].iloc[i] - e0)
+        e_h = float(g["e"].iloc[i] - h["e0"])
         out.append(Detection(
-            "hardware-suspect-host", {"host_id": str(host)}, g["captured_at"].iloc[i],
+            "hardware-suspect-host", {"host_id": host}, g["captured_at"].iloc[i],
             {"crashes": i + 1, "hardware_crashes": int(g["hw"].iloc[: i + 1].sum()),
              "node_days": e_h, "expected": float(h["rate0"]) * e_h,
              "statistic": float(run.statistic[i]), "threshold": upper,
              "signatures": int(g["signature"].iloc[: i + 1].nunique()),
+             "signature_llr": float(g["sig_llr"].iloc[: i + 1].sum()),
              "rate0": float(h["rate0"]), "share0": float(h["share0"]),
              "stratum": str(h["stratum"])}))
     return out

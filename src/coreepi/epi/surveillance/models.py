@@ -75,6 +75,8 @@ class DetectorParams:
     rising_ratio: float = 3.0
     rising_threshold: float = 12.0
     rising_min_baseline: int = 10
+    # new and rising also by phenotype group (each phenotype of a crash is a group)
+    phenotype_groups: bool = True
     # rollout regression
     rollout_attributes: tuple[str, ...] = ("kernel", "app_version", "microcode", "firmware", "image")
     rollout_share: float = 0.30
@@ -86,6 +88,11 @@ class DetectorParams:
     host_ratio: float = 3.0
     host_hw_share: float = 0.3
     host_alpha: float = 1e-6
-    host_beta: float = 0.1
+    host_beta: float = 0.5
     host_stratum: str = "cpu_model"
     host_signatures: bool = True
+    # the signature term's H0 also learns each host's own signatures (Pólya urn, its
+    # concentration fitted on the fleet): a host's new signatures count as evidence.
+    # Off: on the benchmark's fleets it made the healthy hosts' tail heavier than it
+    # helped the bad host (docs/surveillance.md, "The host test")
+    host_scatter: bool = False

@@ -193,6 +193,8 @@ async def group(name: str, request: Request) -> Response:
         state = request.app.state
         history = await state.gateway.read(state.store.group_lineage, g.key)
         data["lineage"] = lineage_rows(history, g.key, snap.groups)
+    elif data is not None and g is not None and g.kind == "phenotype":
+        data["alerts"] = await page_alerts(request, phenotype=g.key)
     title = f"Group {g.key}" if g else "Group"
     return await _page(request, "group.html", data, as_json, title, st)
 
