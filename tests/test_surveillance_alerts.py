@@ -280,3 +280,18 @@ def test_summaries_put_nouns_in_number() -> None:
                       {"crashes": 1204, "hosts": 1, "first_seen": NOW.isoformat()})
     assert alert_summary(group) == (
         "new crash group s: 1,204 crashes on 1 host since 2026-11-12 00:00 UTC")
+
+
+def test_phenotype_group_summaries_name_the_phenotype() -> None:
+    new = Detection("new-group", {"phenotype": "stack-overflow"}, pd.Timestamp(NOW),
+                    {"crashes": 3, "hosts": 2, "first_seen": NOW.isoformat()})
+    assert alert_summary(new) == (
+        "new crash group phenotype stack-overflow: 3 crashes on 2 hosts since 2026-11-12 00:00 UTC")
+    rising = Detection("rising", {"phenotype": "null-deref"}, pd.Timestamp(NOW),
+                       {"baseline_crashes": 56, "baseline_node_days": 28000.0, "run_crashes": 30,
+                        "run_node_days": 5000.0, "run_start": NOW.isoformat(), "ratio": 3.0,
+                        "ratio_status": "finite", "dispersion": 1.0, "statistic": 12.5})
+    assert alert_summary(rising) == (
+        "phenotype null-deref is rising: 6 crashes per 1,000 node-days since 2026-11-12 00:00 "
+        "UTC against 2 in its baseline (×3.0, CUSUM 12.5)")
+    assert rising.key == "rising|phenotype=null-deref"

@@ -86,6 +86,22 @@ def test_group_page_shows_its_resolved_alert(served: Served) -> None:
     assert "Alerts about this group" not in other
 
 
+def test_phenotype_group_page_shows_its_alert(served: Served) -> None:
+    # the timeline gives group 0's crashes the phenotype null-deref
+    t = served.end - timedelta(days=1)
+    served.store.put_alert(AlertRecord(
+        "rising|phenotype=null-deref", "rising", {"kind": "rising", "phenotype": "null-deref"},
+        "phenotype null-deref is rising: 90 crashes per 1,000 node-days", {"run_crashes": 9},
+        "firing", t, t))
+    page = f"/groups/{group_id('phenotype', 'null-deref')}"
+    html = _page(served, page, served.read)
+    assert "Alerts about this group" in html and "phenotype null-deref is rising" in html
+    listed = _page(served, "/", served.read)
+    assert f'href="{page}"' in listed
+    other = _page(served, f"/groups/{group_id('phenotype', 'return-to-null')}", served.read)
+    assert "Alerts about this group" not in other
+
+
 def test_host_page_drain_form_needs_an_admin_session(served: Served) -> None:
     html = _page(served, f"/hosts/{BAD}", served.read)
     assert "Alerts about this host" in html and "Log in with an <code>admin</code> token" in html
