@@ -47,7 +47,8 @@ import pandas as pd
 
 from coreepi.epi.surveillance import DetectorParams, delay_bound_days, detect, rising_groups
 from coreepi.epi.surveillance import host_runs, rollout_regressions, suspect_hosts, wald_bounds
-from coreepi.simulate.timeline import BadHost, KernelRollout, Rise, TimelineFleet, make_timeline
+from coreepi.simulate.timeline import BadHost, KernelRollout, Rise, Timeline, TimelineFleet
+from coreepi.simulate.timeline import make_timeline
 
 
 def _at(f: TimelineFleet, day: float) -> pd.Timestamp:
@@ -160,7 +161,7 @@ def badhost_part(seeds: int, p: DetectorParams, shape: float, base: int) -> dict
             "seeds": f"{base}-{base + seeds - 1}"}
 
 
-def _bad_fleet(seed: int, shape: float) -> tuple[TimelineFleet, object]:
+def _bad_fleet(seed: int, shape: float) -> tuple[TimelineFleet, Timeline]:
     f = TimelineFleet(days=50, groups=40, host_shape=shape,
                       bad_hosts=(BadHost(host=17, day=20.0, rate=0.5, hw_fraction=0.5),))
     return f, make_timeline(f, seed=seed)
