@@ -171,3 +171,10 @@ def test_server_source_agrees_with_the_store(fleet: CliFleet, server: tuple[str,
     assert cli("list", "--server", url, "--token-file", str(tokfile)).returncode == 0
     gone = cli("list", "--server", "http://127.0.0.1:9", env={"COREEPI_TOKEN": token})
     assert gone.returncode == 2 and "cannot reach the server" in gone.stderr
+    # a read token cannot submit: the missing scope said once
+    report = tmp_path / "r.json"
+    report.write_text(cli("inspect", str(list(fleet.cores.values())[0]), "--json",
+                          "--host-id", "h1").stdout)
+    denied = cli("submit", str(report), "--server", url, env={"COREEPI_TOKEN": token})
+    assert denied.returncode == 2 and denied.stderr.count("\n") == 1, denied.stderr
+    assert "lacks the 'ingest' scope" in denied.stderr and denied.stderr.count("scope") == 1

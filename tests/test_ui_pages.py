@@ -217,6 +217,9 @@ def test_auth(app: App, ui: UiStore) -> None:
         assert r.status_code == 200 and r.url.path == "/hosts"
         assert person.get("/api/v1/groups").status_code == 200  # the cookie reads the API
         assert person.post("/api/v1/tokens", json={"scopes": ["read"]}).status_code == 401
+        page = person.get("/logout")  # typed or bookmarked: a page with the button
+        assert page.status_code == 200 and 'action="/logout"' in page.text
+        assert person.get("/groups.json").status_code == 200  # a GET logs nobody out
         person.post("/logout")
         assert person.get("/groups.json").status_code == 401
     code = app.app.state.auth.login_code()

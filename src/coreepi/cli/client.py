@@ -61,7 +61,9 @@ class ApiClient:
                     "; give a token with $COREEPI_TOKEN or --token-file")
             raise InputError(where, f"401 unauthorized: {detail}{hint}")
         if response.status_code == 403:
-            raise InputError(where, f"403 forbidden: {detail} (this token lacks the scope)")
+            # the server's detail names the missing scope; older servers' did not
+            hint = "" if "scope" in detail else " (this token lacks the scope)"
+            raise InputError(where, f"403 forbidden: {detail}{hint}")
         raise InputError(where, f"{response.status_code}: {detail}")
 
     def get_json(self, path: str, **params: Any) -> Any:

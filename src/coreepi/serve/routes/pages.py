@@ -332,6 +332,14 @@ async def login(request: Request) -> Response:
     return _with_cookie(request, token, next_url)
 
 
+@router.get("/logout")
+async def logout_page(request: Request) -> Response:
+    """A typed or bookmarked /logout: a page with the Log out button (logging out
+    stays a POST, so no other site can end a session with a link or an image)."""
+    return TEMPLATES.TemplateResponse(request, "logout.html", {
+        "title": "Log out", "findings": None, "path": "/logout", "query": ""})
+
+
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     """Deletes the cookie; a one-time-link session ends on this server too."""
