@@ -15,7 +15,7 @@ import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -204,3 +204,15 @@ def test_old_library_with_a_reserved_gap_under_sysroot(tmp_path: Path) -> None:
     assert lib.debug_file == str(sysroot / where / "test-core-lib.so")
     gap = FileMapping(0x7F67F2AB0000, 0x7F67F2CAF000, 0x1000, lib.path)
     assert gap in [FileMapping(m.start, m.end, m.offset, m.path or "") for m in report.memory_map]
+
+
+def test_mapped_data_file_is_not_a_module(get_crash: Callable[[str], Crash]) -> None:
+    """sigbus@kernel maps a 16-byte data file (no ELF header: not a module).
+    The file is at its recorded path; it is neither checked as a module's
+    file nor warned about."""
+    crash = get_crash("sigbus@kernel")
+    data = next(f[3] for f in crash.notes.files if f[3].endswith("sixteen-bytes"))
+    report = inspect_core(crash.core, exe=crash.binary)
+    assert Path(data).read_bytes()[:4] != b"\x7fELF"
+    assert data not in _warnings(report)
+    assert all(m.path != data for m in report.modules)

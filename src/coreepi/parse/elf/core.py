@@ -41,7 +41,12 @@ from coreepi.parse.elf.linkmap import LinkMapObject, link_map_objects
 from coreepi.parse.elf.memory import ProcessMemory, file_build_id
 from coreepi.parse.elf.notes import AT_NAMES, CoreNotes, FileMapping, read_notes
 from coreepi.parse.elf.python_frames import is_cpython, python_runtime
-from coreepi.parse.elf.unidentified import build_id_in_core, exe_refusal, local_files
+from coreepi.parse.elf.unidentified import (
+    build_id_in_core,
+    exe_refusal,
+    local_files,
+    maps_elf_header,
+)
 from coreepi.parse.elf.unwind import Unwinding, UnwoundFrame, is_drgn_error, unwind_core
 
 __all__ = ["ParsedCore", "open_core", "parse_core"]
@@ -130,7 +135,8 @@ def open_core(
             unwinding = None
         if unwinding is not None:
             warnings.extend(unwinding.warnings)
-        modules = _modules(core, unwinding, notes, link_map)
+        modules = _modules(core, unwinding, notes, link_map,
+                           os.fspath(sysroot) if sysroot is not None else None)
         drgn_paths = {m.path for m in unwinding.modules} if unwinding is not None else set()
         unread = [m.path for m in modules if m.path not in drgn_paths]
         if unread:
@@ -298,10 +304,12 @@ def _files_from_link_map(
 
 
 def _modules(
-    core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes, link_map: list[LinkMapObject]
+    core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes, link_map: list[LinkMapObject],
+    sysroot: str | None,
 ) -> list[Module]:
     """Modules from drgn, plus the ELF files of NT_FILE that drgn left out
-    (those have no build-id). The main executable comes first (it is the one
+    (those have no build-id; ``sysroot``: where their files may be, to tell
+    a data file from one when the core lacks its first page). The main executable comes first (it is the one
     AT_ENTRY falls in). ``link_map``: for a core without NT_FILE, names drgn's
     unnamed main module."""
     modules: list[Module] = []
@@ -338,20 +346,11 @@ def _modules(
     modules += [
         Module(path=p, base=lo, end=hi, build_id=build_id_in_core(core, heads.get(p, [])))
         for p, (lo, hi) in spans.items()
-        if _maps_elf_header(core, heads.get(p, []))
+        if maps_elf_header(core, heads.get(p, []), sysroot)
     ]
     entry = notes.auxv.get(AT_ENTRY)
     modules.sort(key=lambda m: (not (entry is not None and m.base <= entry < m.end), m.base))
     return modules
-
-
-def _maps_elf_header(core: CoreFile, heads: list[FileMapping]) -> bool:
-    """True when a file is mapped from file offset 0 (``heads``) and that page
-    starts with the ELF magic (when the page is not in the core, assume it does)."""
-    for f in heads:
-        head = core.read(f.start, 4)
-        return head is None or head == b"\x7fELF"
-    return False
 
 
 class _ModuleFinder:

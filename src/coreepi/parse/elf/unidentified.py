@@ -23,7 +23,9 @@ from coreepi.parse.elf.elfimage import gnu_build_id
 from coreepi.parse.elf.exe_check import dynamic_address, exe_mismatch
 from coreepi.parse.elf.notes import CoreNotes, FileMapping
 
-__all__ = ["AT_ENTRY", "LocalFile", "build_id_in_core", "exe_refusal", "local_files"]
+__all__ = [
+    "AT_ENTRY", "LocalFile", "build_id_in_core", "exe_refusal", "local_files", "maps_elf_header",
+]
 
 AT_ENTRY = 9
 _NOT_FILES = ("/dev/", "/memfd:", "/SYSV")  # mappings of no ELF file on disk
@@ -48,7 +50,9 @@ def local_files(core: CoreFile, notes: CoreNotes, *, exe: str | None, sysroot: s
     states no build-id for and for which a fitting file is found. ``exe``:
     the user's executable, already checked (:func:`exe_refusal`). A file
     under ``sysroot`` or at the recorded path that does not fit is said in
-    ``warnings`` ("…; not used") and not used."""
+    ``warnings`` ("…; not used") and not used. Mapped data files (a locale
+    archive, a database: no ELF header, :func:`maps_elf_header`) are left
+    alone."""
     main = _main_path(notes)
     by_path: dict[str, list[FileMapping]] = {}
     for f in notes.files:
@@ -57,8 +61,8 @@ def local_files(core: CoreFile, notes: CoreNotes, *, exe: str | None, sysroot: s
     found = []
     for name, mappings in by_path.items():
         heads = [f for f in mappings if f.offset == 0]
-        if not heads or build_id_in_core(core, heads) is not None:
-            continue  # not mapped from its ELF header, or drgn checks it by build-id
+        if not maps_elf_header(core, heads, sysroot) or build_id_in_core(core, heads) is not None:
+            continue  # not an ELF object, or one drgn checks by build-id
         if name == main and exe is not None:
             found.append(_local(name, mappings, exe))
             continue
@@ -75,6 +79,29 @@ def local_files(core: CoreFile, notes: CoreNotes, *, exe: str | None, sysroot: s
                 break
             warnings.append(f"{candidate}: {reason}, so it is not the core's {name}; not used")
     return found
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def maps_elf_header(core: CoreFile, heads: Sequence[FileMapping],
+                    sysroot: str | None = None) -> bool:
+    """True when a file is mapped from file offset 0 (``heads``) and that page
+    starts with the ELF magic. When the core lacks that page, the file itself
+    tells (under ``sysroot``, else at its path); with neither, assume it does."""
+    for f in heads:
+        head = core.read(f.start, 4)
+        if head is not None:
+            return head == b"\x7fELF"
+        at_hand = [os.path.join(sysroot, f.path.lstrip("/"))] if sysroot is not None else []
+        on_disk = [p for p in [*at_hand, f.path] if os.path.isfile(p)]
+        return _is_elf(on_disk[0]) if on_disk else True
+    return False
 
 
 def _local(name: str, mappings: list[FileMapping], path: str) -> LocalFile:
