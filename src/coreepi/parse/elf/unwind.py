@@ -358,7 +358,7 @@ class _CfiCache:
         for path in dict.fromkeys([module.loaded_file, module.debug_file]):
             if path and os.path.isfile(path):
                 indexes.append(CfiIndex.from_elf(path))
-        if not indexes and _is_vdso(module.path):
+        if not indexes and module.path.startswith(("linux-vdso", "linux-gate", "[vdso")):
             try:
                 image = self._prog.read(module.base, min(module.end - module.base, 1 << 20))
                 indexes.append(CfiIndex.from_elf(image))
