@@ -13,6 +13,7 @@ then times, on each core, over ``--runs`` runs (after one untimed warm-up run
 per tool, which also checks that the tool found the crash):
 
     coreepi inspect CORE --exe PROG --json         (--view text: without --json)
+    the same with --baseline's command             (as coreepi-base, e.g. main's tree)
     gdb -batch -nx -ex 'set debuginfod enabled off' -ex 'thread apply all bt' PROG CORE
     eu-stack --core CORE --executable PROG          (if installed)
 
@@ -186,8 +187,8 @@ def _env() -> dict[str, str]:
 # tools
 
 
-def tool_commands(coreepi: list[str], prog: Path, core: Path,
-                  view: str = "json") -> dict[str, list[str]]:
+def tool_commands(coreepi: list[str], prog: Path, core: Path, view: str = "json",
+                  baseline: list[str] | None = None) -> dict[str, list[str]]:
     gdb = [
         "gdb", "-batch", "-nx",
         "-ex", "set debuginfod enabled off",
@@ -199,6 +200,8 @@ def tool_commands(coreepi: list[str], prog: Path, core: Path,
                     *(["--json"] if view == "json" else [])],
         "gdb": gdb,
     }
+    if baseline:  # another coreepi (e.g. main's tree), timed in the same rounds
+        tools["coreepi-base"] = [*baseline, *tools["coreepi"][len(coreepi):]]
     if shutil.which("eu-stack"):
         tools["eu-stack"] = ["eu-stack", "--core", str(core), "--executable", str(prog)]
     return tools
@@ -207,6 +210,8 @@ def tool_commands(coreepi: list[str], prog: Path, core: Path,
 def validate(tool: str, output: str, case: Case) -> str | None:
     """Why the tool's output does not show the crash, or None when it does."""
     want_threads = case.threads + 1
+    if tool == "coreepi-base":
+        tool = "coreepi"
     if tool == "coreepi" and not output.lstrip().startswith(("{", "[")):  # the text view
         if "killed by SIGSEGV" not in output or "crash+0x" not in output:
             return "text view without the signal or a frame in crash()"
@@ -336,7 +341,7 @@ def print_table(results: list[Result], runs: int) -> None:
         )
     by = {(r.case, r.tool): r for r in results}
     case_names = list(dict.fromkeys(r.case for r in results))
-    others = [t for t in ("gdb", "eu-stack") if any(r.tool == t for r in results)]
+    others = [t for t in ("gdb", "eu-stack", "coreepi-base") if any(r.tool == t for r in results)]
     print(
         "\nRatios of medians, coreepi / other tool (< 1 means coreepi is faster), "
         "wall time and CPU time:\n"
@@ -429,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", help="comma-separated subset of the case names")
     ap.add_argument("--tools", default="coreepi,gdb,eu-stack", help="comma-separated tools to time")
     ap.add_argument("--coreepi", help="coreepi command (default: the one beside this Python)")
+    ap.add_argument("--baseline", help="a second coreepi command to time as coreepi-base in the "
+                    "same rounds, e.g. 'env PYTHONPATH=<main>/src .venv/bin/python -m coreepi'")
     ap.add_argument("--json-out", type=Path, help="write all samples and the summary here")
     ap.add_argument("--view", choices=("json", "text"), default="json",
                     help="what coreepi prints: the CrashReport JSON (default) or the text view")
@@ -439,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         if shutil.which(os.environ.get("CC", "gcc") if tool == "gcc" else tool) is None:
             raise SystemExit(f"{tool} is needed to build the programs and make the cores")
     coreepi = args.coreepi.split() if args.coreepi else default_coreepi()
-    wanted_tools = set(args.tools.split(","))
+    baseline = args.baseline.split() if args.baseline else None
+    wanted_tools = set(args.tools.split(",")) | ({"coreepi-base"} if baseline else set())
     case_list = cases(args.heap_mib, args.threads)
     selected = [c for c in case_list if not args.cases or c.name in args.cases.split(",")]
     if not selected:
@@ -463,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         for case in selected:
             core = cores[case.name]
             commands = {
-                t: cmd for t, cmd in tool_commands(coreepi, prog, core, args.view).items()
+                t: cmd
+                for t, cmd in tool_commands(coreepi, prog, core, args.view, baseline).items()
                 if t in wanted_tools
             }
             print(f"timing {case.name} ({case.description}):", flush=True)

@@ -83,6 +83,7 @@ class Variant:
     source: str
     flags: tuple[str, ...] = ("-g", "-O0", "-fno-omit-frame-pointer")
     stripped: bool = False
+    build_id: bool = True  # False: linked with --build-id=none (nothing to match files by)
 
     @property
     def cxx(self) -> bool:
@@ -438,7 +439,8 @@ class CoreFactory:
         outdir.mkdir(exist_ok=True)
         out = outdir / v.name
         compiler = "g++" if v.cxx else "gcc"
-        argv = [compiler, *v.flags, "-Wall", "-pthread", "-Wl,--build-id", "-o", out]
+        build_id = "-Wl,--build-id" if v.build_id else "-Wl,--build-id=none"
+        argv = [compiler, *v.flags, "-Wall", "-pthread", build_id, "-o", out]
         argv.append(CRASHERS_DIR / v.source)
         proc = _run(argv)
         if proc.returncode != 0:

@@ -44,6 +44,7 @@ import elfutils_peer as eu  # noqa: E402
 from testdata import shared, shared_missing  # noqa: E402
 
 from coreepi.errors import UnsupportedArchError  # noqa: E402
+from coreepi.ingest.artifacts import inspect_core  # noqa: E402
 from coreepi.model.report import CrashReport, Frame, FrameTrust, Module  # noqa: E402
 from coreepi.parse.elf.core import parse_core  # noqa: E402
 from coreepi.parse.elf.corefile import CoreFile  # noqa: E402
@@ -598,6 +599,35 @@ def test_core_without_executable(elfutils_env: Env) -> None:
     warnings = "\n".join(report.analysis.warnings)
     assert "/root/elfutils/build/a.out" in warnings
     assert "/usr/lib64/libc-2.17.so" in warnings
+
+
+@pytest.mark.parametrize("core", ["backtrace.x86_64.core", "backtrace.x86_64.fp.core"])
+def test_without_executable_frame_pointers_as_far_as_eu_stack(elfutils_env: Env, core: str) -> None:
+    """Without the executable the code is in neither the core (only the ELF
+    header page of the text) nor a file, so no caller can be checked for a
+    call before its return address: the frame-pointer chain is all there
+    is. eu-stack follows it; coreepi once cut the stack after frame 0
+    ("does not return after a call", from bytes it could not read)."""
+    report = inspect_core(elfutils_env.dir / core)
+    peer = eu.stack(Path(core), None, cwd=elfutils_env.dir)
+    crashed = report.crashed_thread
+    assert crashed is not None
+    theirs = next(t for t in peer.threads if t.tid == crashed.tid)
+    assert [f.pc for f in crashed.frames] == [f.pc for f in theirs.frames]
+    assert len(crashed.frames) == 5
+    trusts = [f.trust for f in crashed.frames]
+    assert trusts == [FrameTrust.CONTEXT] + [FrameTrust.FRAME_POINTER] * 4
+
+
+def test_frame_pointer_loop_is_cut(elfutils_env: Env) -> None:
+    """backtrace.x86_64.core's main thread: its saved rbp points at itself,
+    and drgn's frame-pointer fallback followed it 512 times (one frame
+    repeated to the frame limit). The repeat ends the unwinding."""
+    report = parse_core(elfutils_env.dir / "backtrace.x86_64.core")
+    main = next(t for t in report.threads if t.tid == 23096)
+    assert [(f.pc, f.sp) for f in main.frames] == [
+        (0x404880, 0x7FFF1BC88540), (0x6DEFD0, 0x128F890)]
+    assert main.unwind_error == "frame #2 repeats an earlier frame (pc and sp): unwinding loop; cut"
 
 
 @pytest.mark.parametrize(("exe", "reason"), [

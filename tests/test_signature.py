@@ -197,8 +197,15 @@ def test_extra_lists_extend_and_can_replace(tmp_path: Path) -> None:
 
 
 def test_bad_list_line_is_an_error(tmp_path: Path) -> None:
-    (tmp_path / "irrelevant.txt").write_text("([unclosed\n")
-    with pytest.raises(ValueError, match="irrelevant.txt"):
+    (tmp_path / "irrelevant.txt").write_text("fine_one\n([unclosed\nfine_two\n")
+    with pytest.raises(ValueError, match=r"irrelevant.txt: '\(\[unclosed'"):
+        SignatureGenerator(SignatureConfig(list_dirs=(tmp_path,)))
+
+
+def test_lines_that_only_clash_together_are_an_error(tmp_path: Path) -> None:
+    """Each line compiles alone; joined, two groups share a name."""
+    (tmp_path / "prefix.txt").write_text("(?P<f>alpha)\n(?P<f>beta)\n")
+    with pytest.raises(ValueError, match="bad regular expressions in prefix.txt: redefinition"):
         SignatureGenerator(SignatureConfig(list_dirs=(tmp_path,)))
 
 

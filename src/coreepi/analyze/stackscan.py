@@ -145,7 +145,11 @@ def _first_untrustworthy(ctx: AnalysisContext, frames: list[Frame]) -> tuple[int
             assert f.sp is not None and prev_sp is not None
             if f.sp <= prev_sp:
                 return i, f"frame {i}'s sp is not above its callee's"
-        if f.trust == FrameTrust.FRAME_POINTER and not _follows_call(ctx, f.pc):
+        # Code in neither the core nor a file at hand (a core without its
+        # executable) cannot be checked: the frame-pointer chain is then all
+        # there is to go on, and eu-stack follows it too.
+        if (f.trust == FrameTrust.FRAME_POINTER and _code_known(ctx, f.pc)
+                and not _follows_call(ctx, f.pc)):
             return i, f"frame {i} (frame pointer) does not return after a call"
         prev_sp = f.sp
     return None, ""
@@ -193,6 +197,13 @@ def _frame(resolver: SymbolResolver, pc: int, sp: int) -> Frame:
         function_offset=function[1] if function else None,
         trust=FrameTrust.SCAN,
     )
+
+
+def _code_known(ctx: AnalysisContext, address: int) -> bool:
+    """Whether the bytes a call ending at ``address`` would occupy can be read."""
+    assert ctx.memory is not None
+    size = 4 if ctx.arch == "aarch64" else 7
+    return ctx.memory.read(address - size, size) is not None
 
 
 def _follows_call(ctx: AnalysisContext, address: int) -> bool:

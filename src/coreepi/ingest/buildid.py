@@ -155,11 +155,9 @@ def core_main_build_id(core_path: str | os.PathLike[str]) -> str | None:
     """The build-id of the main executable of the (uncompressed) ELF core at
     ``core_path``, read from the ELF header page the core holds of it; None
     when the core does not hold it or is not a readable core."""
-    from coreepi.parse.elf.core import _build_id_in_core
+    # parse's reader of a build-id note from a module's first page
+    from coreepi.parse.elf.unidentified import build_id_in_core
 
-    # _build_id_in_core is parse's reader of a build-id note from a module's
-    # first page; parse should export it (or put the main build-id on the
-    # report before analysis). Until then, this is the only private import.
     try:
         with CoreFile(core_path) as core:
             notes = read_notes(core)
@@ -170,6 +168,6 @@ def core_main_build_id(core_path: str | os.PathLike[str]) -> str | None:
             if main is None:
                 return None
             heads = [f for f in notes.files if f.path == main.path and f.offset == 0]
-            return _build_id_in_core(core, heads)
+            return build_id_in_core(core, heads)
     except (InputError, OSError, ValueError):
         return None

@@ -85,14 +85,21 @@ def _lines(path: Path) -> list[str]:
 
 
 def _compile(lines: list[str], name: str) -> re.Pattern[str] | None:
+    """The lines as one alternation; ValueError naming the first bad line.
+    Lines are compiled one by one only to find that line: compiling ~90
+    patterns twice was ~10 ms of every ``coreepi inspect``."""
     if not lines:
         return None
-    for line in lines:
-        try:
-            re.compile(line)
-        except re.error as exc:
-            raise ValueError(f"bad regular expression in {name}.txt: {line!r}: {exc}") from None
-    return re.compile("|".join(f"(?:{line})" for line in lines))
+    try:
+        return re.compile("|".join(f"(?:{line})" for line in lines))
+    except re.error as combined:
+        for line in lines:
+            try:
+                re.compile(line)
+            except re.error as exc:
+                raise ValueError(
+                    f"bad regular expression in {name}.txt: {line!r}: {exc}") from None
+        raise ValueError(f"bad regular expressions in {name}.txt: {combined}") from None
 
 
 def _unusable(lines: list[str]) -> tuple[UnusableStackRule, ...]:

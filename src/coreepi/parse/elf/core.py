@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -38,12 +37,16 @@ from coreepi.model.report import (
 )
 from coreepi.parse import signals
 from coreepi.parse.elf.corefile import CoreFile
-from coreepi.parse.elf.elfimage import gnu_build_id
-from coreepi.parse.elf.exe_check import exe_mismatch
 from coreepi.parse.elf.linkmap import LinkMapObject, link_map_objects
 from coreepi.parse.elf.memory import ProcessMemory, file_build_id
 from coreepi.parse.elf.notes import AT_NAMES, CoreNotes, FileMapping, read_notes
 from coreepi.parse.elf.python_frames import is_cpython, python_runtime
+from coreepi.parse.elf.unidentified import (
+    build_id_in_core,
+    exe_refusal,
+    local_files,
+    maps_elf_header,
+)
 from coreepi.parse.elf.unwind import Unwinding, UnwoundFrame, is_drgn_error, unwind_core
 
 __all__ = ["ParsedCore", "open_core", "parse_core"]
@@ -109,10 +112,13 @@ def open_core(
         warnings = [*core.warnings, *notes.warnings]
         link_map = _files_from_link_map(core, notes, warnings) if not notes.files else []
         if exe is not None:
-            refusal = _exe_refusal(core, notes, os.fspath(exe))
+            refusal = exe_refusal(core, notes, os.fspath(exe))
             if refusal is not None:
                 warnings.append(refusal)
                 exe = None
+        files = local_files(core, notes, exe=os.fspath(exe) if exe is not None else None,
+                            sysroot=os.fspath(sysroot) if sysroot is not None else None,
+                            warnings=warnings)
         try:
             unwinding: Unwinding | None = unwind_core(
                 path,
@@ -120,6 +126,7 @@ def open_core(
                 sysroot=Path(sysroot) if sysroot is not None else None,
                 debug_dirs=[Path(d) for d in debug_dirs],
                 link_map=link_map,
+                local_files=files,
             )
         except Exception as exc:
             if not is_drgn_error(exc):
@@ -128,13 +135,15 @@ def open_core(
             unwinding = None
         if unwinding is not None:
             warnings.extend(unwinding.warnings)
-        modules = _modules(core, unwinding, notes, link_map)
+        modules = _modules(core, unwinding, notes, link_map,
+                           os.fspath(sysroot) if sysroot is not None else None)
         drgn_paths = {m.path for m in unwinding.modules} if unwinding is not None else set()
         unread = [m.path for m in modules if m.path not in drgn_paths]
         if unread:
             warnings.append(
-                "no usable file for these modules (not found, or no build-id to check one "
-                "against), so their frames get module + offset only: "
+                "no usable file for these modules (they state no build-id, and no file was "
+                "found that fits what the core holds of them), so their frames get module + "
+                "offset only: "
                 + ", ".join(unread)
             )
         threads = _threads(core.arch, notes, unwinding, modules)
@@ -178,6 +187,7 @@ def open_core(
             build_ids=build_ids,
             sysroot=Path(sysroot) if sysroot is not None else None,
             exe=main_exe,
+            checked={f.name: f.path for f in files},
         )
         report.memory_map = _memory_map(memory)
         if is_cpython(report.modules):
@@ -188,26 +198,6 @@ def open_core(
                 report.runtime = runtime
         _make_utf8(report)  # after ProcessMemory: it matches paths as the core spells them
         yield ParsedCore(report, memory)
-
-
-def _exe_refusal(core: CoreFile, notes: CoreNotes, exe: str) -> str | None:
-    """The warning that refuses ``--exe`` when the core states no build-id
-    for its executable (the one AT_ENTRY falls in) and the file does not fit
-    what the core records of it (:func:`exe_mismatch`); None otherwise.
-    With a stated build-id drgn compares it, and open_core warns of a
-    mismatch."""
-    entry = notes.auxv.get(AT_ENTRY)
-    main = next((f.path for f in notes.files if entry is not None and f.start <= entry < f.end), "")
-    mappings = [f for f in notes.files if f.path == main] if main else []
-    if _build_id_in_core(core, [f for f in mappings if f.offset == 0]) is not None:
-        return None
-    try:
-        reason = exe_mismatch(exe, core.arch, mappings)
-    except OSError as exc:
-        reason = f"cannot be read ({exc.strerror})"
-    if reason is None:
-        return None
-    return f"--exe {exe}: {reason}, so it is not the core's {main or 'executable'}; not used"
 
 
 def _main_executable(
@@ -314,10 +304,12 @@ def _files_from_link_map(
 
 
 def _modules(
-    core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes, link_map: list[LinkMapObject]
+    core: CoreFile, unwinding: Unwinding | None, notes: CoreNotes, link_map: list[LinkMapObject],
+    sysroot: str | None,
 ) -> list[Module]:
     """Modules from drgn, plus the ELF files of NT_FILE that drgn left out
-    (those have no build-id). The main executable comes first (it is the one
+    (those have no build-id; ``sysroot``: where their files may be, to tell
+    a data file from one when the core lacks its first page). The main executable comes first (it is the one
     AT_ENTRY falls in). ``link_map``: for a core without NT_FILE, names drgn's
     unnamed main module."""
     modules: list[Module] = []
@@ -352,54 +344,13 @@ def _modules(
         lo, hi = spans.get(f.path, (f.start, f.end))
         spans[f.path] = (min(lo, f.start), max(hi, f.end))
     modules += [
-        Module(path=p, base=lo, end=hi, build_id=_build_id_in_core(core, heads.get(p, [])))
+        Module(path=p, base=lo, end=hi, build_id=build_id_in_core(core, heads.get(p, [])))
         for p, (lo, hi) in spans.items()
-        if _maps_elf_header(core, heads.get(p, []))
+        if maps_elf_header(core, heads.get(p, []), sysroot)
     ]
     entry = notes.auxv.get(AT_ENTRY)
     modules.sort(key=lambda m: (not (entry is not None and m.base <= entry < m.end), m.base))
     return modules
-
-
-def _build_id_in_core(core: CoreFile, heads: list[FileMapping]) -> str | None:
-    """The GNU build-id of a file, read from an ELF image of it that the core
-    holds (``heads``: the file's mappings of file offset 0), or None.
-
-    The kernel dumps the first page of a file mapping that starts with an ELF
-    header. That page need not be the text mapping's: with 64 KiB pages a small
-    executable's data mapping also starts at file offset 0 and may be the only
-    one dumped. Any mapping of file offset 0 shows the file's first bytes, so
-    the build-id note is read at its file offset in that mapping.
-    """
-    for f in heads:
-        size = f.end - f.start
-        ehdr = core.read(f.start, 64)
-        if ehdr is None or ehdr[:4] != b"\x7fELF" or ehdr[4] != 2 or ehdr[5] != 1:
-            continue
-        (phoff,) = struct.unpack_from("<Q", ehdr, 32)
-        phentsize, phnum = struct.unpack_from("<HH", ehdr, 54)
-        if phentsize != 56 or phoff + 56 * phnum > min(size, 1 << 16):
-            continue
-        phdrs = core.read(f.start + phoff, 56 * phnum)
-        for i in range(phnum if phdrs is not None else 0):
-            p_type, _flags, p_offset, _vaddr, _paddr, p_filesz = struct.unpack_from(
-                "<IIQQQQ", phdrs, 56 * i
-            )
-            if p_type != 4 or p_filesz > 1 << 16 or p_offset + p_filesz > size:  # PT_NOTE
-                continue
-            build_id = gnu_build_id(core.read(f.start + p_offset, p_filesz))
-            if build_id:
-                return build_id
-    return None
-
-
-def _maps_elf_header(core: CoreFile, heads: list[FileMapping]) -> bool:
-    """True when a file is mapped from file offset 0 (``heads``) and that page
-    starts with the ELF magic (when the page is not in the core, assume it does)."""
-    for f in heads:
-        head = core.read(f.start, 4)
-        return head is None or head == b"\x7fELF"
-    return False
 
 
 class _ModuleFinder:

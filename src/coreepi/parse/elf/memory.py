@@ -6,7 +6,8 @@ is usually not in the core. :class:`ProcessMemory` reads the core first and
 falls back to the mapped file (from NT_FILE, optionally under a sysroot),
 which holds the same bytes as long as it is the same file: a file is used
 only when its size reaches the mapping and, for a module with a known
-build-id, its build-id matches.
+build-id, its build-id matches; a module the core states no build-id for
+reads only the file :mod:`.unidentified` accepted for it.
 """
 
 from __future__ import annotations
@@ -55,12 +56,15 @@ class ProcessMemory:
         build_ids: dict[str, str | None] | None = None,
         sysroot: Path | None = None,
         exe: tuple[str, Path] | None = None,
+        checked: dict[str, str] | None = None,
     ) -> None:
         self._core = core
         self._files = sorted(files, key=lambda f: f.start)
         self._build_ids = build_ids or {}
         self._sysroot = sysroot
         self._exe = exe  # (path recorded in the core, path given by the user)
+        # modules without a build-id: path in the core -> the file accepted for it
+        self._checked = checked or {}
         self._usable: dict[str, str | None] = {}
         self._loads: dict[str, list[tuple[int, int, int]]] = {}
         self.arch = core.arch
@@ -162,6 +166,10 @@ class ProcessMemory:
 
     def _local_path(self, path: str) -> str | None:
         if path in self._usable:
+            return self._usable[path]
+        if path in self._build_ids and self._build_ids[path] is None:
+            # a module without a build-id: any file would pass the check below
+            self._usable[path] = self._checked.get(path)
             return self._usable[path]
         candidates = []
         if self._exe is not None and self._exe[0] == path:

@@ -21,6 +21,7 @@ from coreepi.model.report import FrameTrust
 from coreepi.parse.demangle import demangle
 from coreepi.parse.elf.cfi_index import CfiIndex
 from coreepi.parse.elf.linkmap import LinkMapObject
+from coreepi.parse.elf.unidentified import LocalFile
 
 __all__ = ["UnwoundFrame", "UnwoundModule", "UnwoundThread", "Unwinding", "unwind_core"]
 
@@ -96,6 +97,7 @@ def unwind_core(
     debug_dirs: Sequence[Path] = (),
     tids: Sequence[int] = (),
     link_map: Sequence[LinkMapObject] = (),
+    local_files: Sequence[LocalFile] = (),
 ) -> Unwinding:
     """Find the modules of the core at ``core_path`` and unwind every thread.
 
@@ -104,7 +106,11 @@ def unwind_core(
     ``debug_dirs`` are searched for debug files by build-id and debuglink.
     ``link_map``: objects read from the core's link map, for a core without
     NT_FILE (drgn then finds only the main program and the vDSO): each one no
-    drgn module covers becomes a shared-library module. Files are accepted only when their build-id matches the core's. Never
+    drgn module covers becomes a shared-library module. ``local_files``: the
+    files accepted for the objects the core states no build-id for
+    (:mod:`.unidentified`); each one no drgn module covers becomes a
+    shared-library module too. Files are accepted only when their build-id
+    matches the core's, or, without one, when they are in ``local_files``. Never
     contacts debuginfod. Raises what drgn raises (see :func:`is_drgn_error`)
     when the core cannot be opened at all (the caller validates the file
     first); later drgn failures become warnings or a thread's error.
@@ -125,6 +131,7 @@ def unwind_core(
         warnings.append(f"could not list every loaded module: {exc}")
     try:
         _add_link_map_modules(prog, link_map)
+        _add_local_file_modules(prog, local_files)
     except Exception as exc:
         if not is_drgn_error(exc):
             raise
@@ -133,7 +140,7 @@ def unwind_core(
     # one was not checked against anything: its build-id is not the module's.
     stated = {m.name: m.build_id for m in prog.modules()}
     try:
-        _offer_files(prog, exe, sysroot, link_map[0].name if link_map else "")
+        _offer_files(prog, exe, sysroot, link_map[0].name if link_map else "", local_files)
         # The modules by name, not load_debug_info(default=True): that one
         # also looks "main" up to guess the program's language, which
         # indexes all DWARF of every module (~0.07 s of CPU for libc alone);
@@ -219,14 +226,38 @@ def _add_link_map_modules(prog: drgn.Program, objects: Sequence[LinkMapObject]) 
             module.build_id = bytes.fromhex(obj.build_id)
 
 
+def _add_local_file_modules(prog: drgn.Program, files: Sequence[LocalFile]) -> None:
+    """Create a drgn shared-library module, with its address range, for each
+    accepted file of an object without a build-id that no module covers
+    (drgn makes modules from the link map only; NT_FILE alone names these)."""
+    if not files:
+        return
+    covered = [r for m in prog.modules() for r in (m.address_ranges or ())]
+    for f in files:
+        if any(lo <= f.start < hi for lo, hi in covered):
+            continue
+        # drgn keys a shared library by its dynamic section's address (l_ld)
+        module = prog.shared_library_module(f.name, f.dynamic or f.start, create=True)
+        module.address_range = (f.start, f.end)
+
+
 def _offer_files(
-    prog: drgn.Program, exe: Path | None, sysroot: Path | None, main_name: str
+    prog: drgn.Program, exe: Path | None, sysroot: Path | None, main_name: str,
+    local_files: Sequence[LocalFile] = (),
 ) -> None:
     """Offer the user's executable and sysroot copies to drgn's modules.
     ``main_name``: the main program's path when drgn could not name it (no
     NT_FILE; from AT_EXECFN), offered as drgn offers NT_FILE paths. drgn
-    checks build-ids, so offering a wrong file is harmless."""
+    checks build-ids, so offering a wrong file is harmless, except to a
+    module without one: such a module gets its file from ``local_files``
+    (checked against the core) and no other."""
     for module in prog.modules():
+        if module.build_id is None and not _is_vdso(module.name):
+            # open_core has checked ``exe`` against the core already
+            main = exe is not None and isinstance(module, drgn.MainModule)
+            vetted = os.fspath(exe) if main and exe is not None else None
+            _offer_local_file(module, local_files, vetted)
+            continue
         candidates: list[str] = []
         name = module.name
         if isinstance(module, drgn.MainModule):
@@ -243,6 +274,32 @@ def _offer_files(
                     module.try_file(path)
                 except (OSError, ValueError):
                     pass
+
+
+def _offer_local_file(module: drgn.Module, local_files: Sequence[LocalFile],
+                      vetted: str | None) -> None:
+    """Give a module without a build-id ``vetted`` (the user's checked
+    executable) or the accepted file of the object it covers, or tell drgn
+    to look for none (its own search would take any file at the module's
+    path, a wrong one included)."""
+    ranges = module.address_ranges or ()
+    local = next((f.path for f in local_files if any(lo <= f.start < hi for lo, hi in ranges)),
+                 None)
+    if vetted or local:
+        try:
+            module.try_file(vetted or local)
+            return
+        except (OSError, ValueError):
+            pass
+    if module.wants_loaded_file():
+        module.loaded_file_status = drgn.ModuleFileStatus.DONT_WANT
+    if module.wants_debug_file():
+        module.debug_file_status = drgn.ModuleFileStatus.DONT_WANT
+
+
+def _is_vdso(name: str) -> bool:
+    """The vDSO: drgn reads its image from the core's memory."""
+    return name.startswith(("linux-vdso", "linux-gate", "[vdso"))
 
 
 def _module(m: drgn.Module, build_id: bytes | None) -> UnwoundModule | None:
@@ -335,6 +392,10 @@ def _unwind_thread(
     # below it: with CFI when that frame's pc had an FDE, else frame pointers.
     callee_pc: int | None = None
     callee_interrupted = False
+    # (pc, sp) of the physical frames so far: drgn's frame-pointer fallback
+    # follows a saved rbp that points at itself forever (a corrupt or
+    # not-yet-set-up frame record), giving MAX_FRAMES copies of one frame.
+    seen: set[tuple[int, int | None]] = set()
     for i, frame in enumerate(trace):
         if i >= MAX_FRAMES:
             out.error = f"stack deeper than {MAX_FRAMES} frames; cut"
@@ -349,6 +410,11 @@ def _unwind_thread(
             sp: int | None = frame.sp
         except LookupError:
             sp = None
+        if not frame.is_inline:
+            if (pc, sp) in seen:
+                out.error = f"frame #{i} repeats an earlier frame (pc and sp): unwinding loop; cut"
+                break
+            seen.add((pc, sp))
         module = modules.find(pc)
         prev = out.frames[-1] if out.frames else None
         if prev is not None and prev.inlined and prev.pc == pc and prev.sp == sp:
