@@ -194,3 +194,62 @@ def test_every_limit_is_in_docs_limits_md() -> None:
         assert limit.default in row, (limit.name, limit.default, row)
         if limit.env:
             assert limit.env in row, (limit.name, limit.env)
+
+
+def test_every_env_limit_has_a_unit_and_is_checked_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each COREEPI_* limit variable of LIMITS is checked by check_environment
+    (and so when a command or a ServeConfig starts), its error naming it."""
+    env = sorted(x.env for x in limits.LIMITS if x.env and x.env.startswith("COREEPI_"))
+    assert sorted(limits.ENV_UNITS) == env
+    for name in env:
+        monkeypatch.delenv(name, raising=False)
+    limits.check_environment()
+    for name in env:
+        monkeypatch.setenv(name, "0")
+        with pytest.raises(limits.LimitEnvError) as err:
+            limits.check_environment()
+        assert err.value.line() == f"{name}: '0' is not a positive number of {limits.ENV_UNITS[name]}"
+        with pytest.raises(limits.LimitEnvError):
+            ServeConfig()
+        monkeypatch.delenv(name)
+
+
+@pytest.mark.parametrize("variable", ["COREEPI_MAX_CORE_BYTES", "COREEPI_MAX_WRITE_BACKLOG"])
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["ingest"], ["report"]])
+def test_a_bad_limit_variable_stops_any_command_in_one_line(variable: str, command: list[str],
+                                                            tmp_path: Path) -> None:
+    """Before: ``COREEPI_MAX_CORE_BYTES=lots coreepi serve`` started, and every
+    core sent to it then failed."""
+    import os
+    import subprocess
+    import sys
+
+    unit = limits.ENV_UNITS[variable]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COREEPI_MAX_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "coreepi", *command, "--data-dir", str(tmp_path / "d")],
+        env={**env, variable: "lots"}, capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (
+        2, f"coreepi: error: {variable}: 'lots' is not a positive number of {unit}\n")
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_read_budget_below_the_poll_interval_is_refused(tmp_path: Path) -> None:
+    """Before: ``--read-cpu-seconds 0.001`` was accepted, though the budget is
+    checked only every 50 ms."""
+    import subprocess
+    import sys
+
+    with pytest.raises(ValueError, match=r"0.01 s is below the 50 ms"):
+        ServeConfig(read_cpu_seconds=0.01)
+    assert ServeConfig(read_cpu_seconds=0.05).read_cpu_seconds == 0.05
+    for value in ("0.001", "-1"):
+        done = subprocess.run(
+            [sys.executable, "-m", "coreepi", "serve", "--port", "0", "--read-cpu-seconds", value,
+             "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, timeout=120,
+            check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == (f"coreepi: error: --read-cpu-seconds: {float(value):g} s is below "
+                               "the 50 ms at which a read's CPU time is checked, so it could not "
+                               "be kept (give at least 0.05)\n")
+    assert not (tmp_path / "d").exists()

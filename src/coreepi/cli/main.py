@@ -48,8 +48,13 @@ def _root(
 ) -> None:
     """Core dump epidemiology."""
     from coreepi.ingest.scratch import exit_on_sigterm
+    from coreepi.model.limits import LimitEnvError, check_environment
 
     exit_on_sigterm()  # a SIGTERM runs the clean-up (no partial file left behind)
+    try:
+        check_environment()  # a mistyped limit: one line now, not a failure per core later
+    except LimitEnvError as exc:
+        fail(exc.line())
 
 
 def schema(

@@ -69,9 +69,10 @@ def serve(
         typer.Option("--symbol-dir", help="Symbol directory (.build-id layout); repeatable."),
     ] = None,
     read_cpu_seconds: Annotated[
-        float, typer.Option("--read-cpu-seconds", min=0.001,
-                            help="CPU budget of one read request, seconds; past it the read's "
-                            "queries are cancelled (503). docs/limits.md.")
+        float, typer.Option("--read-cpu-seconds",
+                            help="CPU budget of one read request, seconds (at least 0.05, how "
+                            "often it is checked); past it the read's queries are cancelled "
+                            "(503). docs/limits.md.")
     ] = 10.0,
     log_level: Annotated[str, typer.Option(
         "--log-level", metavar="LEVEL",
@@ -92,6 +93,7 @@ def serve(
     from dataclasses import replace
 
     from coreepi.errors import InputError, StoreError
+    from coreepi.model.limits import LimitEnvError
     from coreepi.serve import ServeConfig, run
     from coreepi.serve.config import MiB
     from coreepi.surveil import load_rules
@@ -107,8 +109,10 @@ def serve(
                              read_cpu_seconds=read_cpu_seconds,
                              symbol_dirs=tuple(symbol_dir or ()),
                              metrics_top_groups=metrics_top_groups)
-    except ValueError as exc:  # COREEPI_MAX_WRITE_BACKLOG not a positive integer
-        _fail(f"COREEPI_MAX_WRITE_BACKLOG: {exc}")
+    except LimitEnvError as exc:  # a COREEPI_* limit that is not a positive integer
+        _fail(exc.line())
+    except ValueError as exc:  # the one setting ServeConfig checks: the read budget
+        _fail(f"--read-cpu-seconds: {exc}")
     if jobs is not None:
         config = replace(config, analysis_jobs=jobs)
     try:

@@ -43,6 +43,7 @@ def worker(
     """Take analysis jobs from the store's queue (a PostgreSQL store shared with
     `coreepi serve --jobs 0` replicas) until stopped with SIGTERM or Ctrl-C."""
     from coreepi.errors import StoreError
+    from coreepi.model.limits import LimitEnvError
     from coreepi.serve import ServeConfig
     from coreepi.serve.analysis import AnalysisWorker
     from coreepi.store import open_store
@@ -51,9 +52,8 @@ def worker(
         config = ServeConfig(analysis_timeout_seconds=analysis_timeout,
                              analysis_memory_limit_mb=memory_limit,
                              symbol_dirs=tuple(symbol_dir or ()), analysis_jobs=threads)
-    except ValueError as exc:  # COREEPI_MAX_WRITE_BACKLOG not a positive integer
-        sys.stderr.write(f"coreepi: error: COREEPI_MAX_WRITE_BACKLOG: {exc}\n")
-        raise typer.Exit(2) from None
+    except LimitEnvError as exc:  # a COREEPI_* limit that is not a positive integer
+        fail(exc.line())
     from coreepi.ingest.scratch import scratch_dir
 
     if tmp_dir is not None and not tmp_dir.is_dir():

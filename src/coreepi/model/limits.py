@@ -53,8 +53,10 @@ __all__ = [
     "READ_CPU_SECONDS",
     "AttributeLimitError",
     "Limit",
+    "LimitEnvError",
     "TimeRangeError",
     "check_attributes",
+    "check_environment",
     "check_time",
     "max_core_bytes",
     "max_write_backlog",
@@ -119,6 +121,21 @@ LIMITS: tuple[Limit, ...] = (
     Limit("read_cpu_seconds", "10", "ServeConfig.read_cpu_seconds",
           "CPU time of one read request of the server, seconds"),
 )
+
+
+class LimitEnvError(ValueError):
+    """A ``COREEPI_*`` limit variable whose value is not usable: ``variable``
+    names it, ``str()`` is the reason alone (callers that name the variable
+    themselves, as :func:`coreepi.parse.open_input.max_decompressed_bytes`
+    does, keep their wording); :meth:`line` is both, one line."""
+
+    def __init__(self, variable: str, reason: str) -> None:
+        super().__init__(reason)
+        self.variable = variable
+
+    def line(self) -> str:
+        """``"COREEPI_X: 'lots' is not a positive number of bytes"``."""
+        return f"{self.variable}: {self}"
 
 
 class TimeRangeError(ValueError):
@@ -188,12 +205,12 @@ def trim_attributes(attributes: Mapping[str, V]) -> tuple[dict[str, V], int, str
 
 def max_core_bytes(scratch: Path | None = None) -> int:
     """The largest decompressed core, bytes: ``$COREEPI_MAX_CORE_BYTES`` when
-    set (ValueError "'x' is not a positive number of bytes" when it is not a
+    set (LimitEnvError "'x' is not a positive number of bytes" when it is not a
     positive integer), else the smaller of
     32 GiB and, when the core is written to the directory ``scratch``, that
     file system's free space minus a 2 GiB reserve (at least 0). None: the
     content is only streamed (a log read as it is decompressed): 32 GiB."""
-    value = _positive_env("COREEPI_MAX_CORE_BYTES", "bytes")
+    value = _positive_env("COREEPI_MAX_CORE_BYTES")
     if value is not None:
         return value
     if scratch is None:
@@ -204,15 +221,30 @@ def max_core_bytes(scratch: Path | None = None) -> int:
 
 def max_write_backlog() -> int:
     """:data:`MAX_WRITE_BACKLOG`, or ``$COREEPI_MAX_WRITE_BACKLOG`` when set
-    (ValueError "'x' is not a positive number of writes" when it is not a
+    (LimitEnvError "'x' is not a positive number of writes" when it is not a
     positive integer)."""
-    value = _positive_env("COREEPI_MAX_WRITE_BACKLOG", "writes")
+    value = _positive_env("COREEPI_MAX_WRITE_BACKLOG")
     return MAX_WRITE_BACKLOG if value is None else value
 
 
-def _positive_env(name: str, unit: str) -> int | None:
-    """The positive integer in ``$name``; None when unset or blank; ValueError
+ENV_UNITS = {"COREEPI_MAX_CORE_BYTES": "bytes", "COREEPI_MAX_WRITE_BACKLOG": "writes"}
+"""The unit of each ``COREEPI_*`` limit variable (every ``env`` of :data:`LIMITS`
+that is an environment variable; a test keeps the two in step)."""
+
+
+def check_environment() -> None:
+    """LimitEnvError for the first ``COREEPI_*`` limit variable set to
+    something that is not a positive whole number: a command checks them all
+    when it starts, so a typo is one line at once rather than a server that
+    runs and then fails every core it is sent."""
+    for name in ENV_UNITS:
+        _positive_env(name)
+
+
+def _positive_env(name: str) -> int | None:
+    """The positive integer in ``$name``; None when unset or blank; LimitEnvError
     "'x' is not a positive number of <unit>" otherwise."""
+    unit = ENV_UNITS[name]
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
@@ -221,5 +253,5 @@ def _positive_env(name: str, unit: str) -> int | None:
     except ValueError:
         value = 0
     if value <= 0:
-        raise ValueError(f"{raw!r} is not a positive number of {unit}")
+        raise LimitEnvError(name, f"{raw!r} is not a positive number of {unit}")
     return value

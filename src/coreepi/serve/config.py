@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coreepi.model.limits import READ_CPU_SECONDS, max_write_backlog
+from coreepi.model.limits import READ_CPU_SECONDS, check_environment, max_write_backlog
+from coreepi.serve.budget import POLL_SECONDS
 
 if TYPE_CHECKING:
     from coreepi.surveil.rules import Rules
@@ -60,7 +61,8 @@ class ServeConfig:
     ``metrics_top_groups``: ``/metrics`` has per-group gauges for this many
     groups (highest rate first) plus one ``other`` series: bounded cardinality.
     ``read_cpu_seconds``: CPU seconds one read request may use before its
-    store queries are cancelled (503 naming the limit; docs/limits.md).
+    store queries are cancelled (503 naming the limit; docs/limits.md); at
+    least :data:`~coreepi.serve.budget.POLL_SECONDS` (ValueError below it).
     ``alert_rules``: when given, the surveillance rules evaluated on their
     schedule in a background thread (:mod:`coreepi.surveil`).
     """
@@ -84,3 +86,13 @@ class ServeConfig:
     metrics_top_groups: int = 20
     read_cpu_seconds: float = READ_CPU_SECONDS
     alert_rules: Rules | None = None
+
+    def __post_init__(self) -> None:
+        """LimitEnvError for a bad ``COREEPI_*`` limit variable (checked here,
+        not when the first core arrives); ValueError for a ``read_cpu_seconds``
+        below the budget's poll interval, which no read could be held to."""
+        check_environment()
+        if self.read_cpu_seconds < POLL_SECONDS:
+            raise ValueError(f"{self.read_cpu_seconds:g} s is below the {POLL_SECONDS * 1000:g} "
+                             "ms at which a read's CPU time is checked, so it could not be kept "
+                             f"(give at least {POLL_SECONDS:g})")
