@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from html import unescape
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -291,3 +292,77 @@ def test_forest_plot_draws_unbounded_and_undefined_honestly() -> None:
     assert svg.count("<rect") == 1  # a square only where there is a finite ratio
     assert "∞ unbounded" in svg and "undefined (0/0)" in svg
     assert svg.count("<path") == 1  # one arrow: the unbounded interval runs off the axis
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"attr": "kernel"}, "attr: give name=value (e.g. kernel=6.1.0), not 'kernel'"),
+    ({"attr": "=6.1.0"}, "attr: give name=value (e.g. kernel=6.1.0), not '=6.1.0'"),
+    ({"since": "2024-03-01", "until": "2024-02-01"},
+     "since 2024-03-01 is not before until 2024-02-01 (until is exclusive): no day lies "
+     "between them"),
+    ({"since": "2024-03-01", "until": "2024-03-01"},
+     "since 2024-03-01 is not before until 2024-03-01 (until is exclusive): no day lies "
+     "between them"),
+    ({"phenotype": "return-to-nul"}, "phenotype: unknown 'return-to-nul' (one of "),
+])
+def test_search_refuses_a_query_that_can_match_nothing(app: App, params: dict[str, str],
+                                                       message: str) -> None:
+    """Before: each of these was a 200 with an empty result, which reads as
+    "no such crashes" rather than "your query is wrong"."""
+    for url in ("/search.json", "/groups.json"):
+        r = app.get(url, params=params)
+        assert r.status_code == 400, (url, r.text)
+        assert r.json()["detail"].startswith(message), r.json()
+    page = app.get("/search", params=params)
+    assert page.status_code == 400 and "text/html" in page.headers["content-type"]
+    assert message in unescape(page.text)
+    # a known phenotype (built in, or carried by a crash) and a proper value pass
+    assert "return-to-null" in app.get("/search.json", params={"phenotype": "x"}).json()["detail"]
+    ok = app.get("/search.json", params={"attr": "kernel=6.1.0", "since": "2024-02-01",
+                                         "until": "2024-03-01", "phenotype": "return-to-null"})
+    assert ok.status_code == 200 and ok.json()["asked"] is True
+
+
+def test_api_crash_list_refuses_an_inverted_range(app: App) -> None:
+    r = app.get("/api/v1/crashes", params={"since": "2024-03-01T00:00:00Z",
+                                           "until": "2024-02-01T00:00:00Z"})
+    assert r.status_code == 400
+    assert r.json()["detail"] == ("since 2024-03-01T00:00:00Z is not before until "
+                                  "2024-02-01T00:00:00Z: an empty range")
+
+
+def test_a_short_crash_id_says_why_it_names_no_crash(tmp_path: Path) -> None:
+    """Before: ``/crashes/fac`` (too short) and an ambiguous prefix were a bare
+    404 "not found"."""
+    from datetime import UTC, datetime
+
+    from test_hardening_limits import report
+
+    from coreepi.store import CoreStatus, CrashRecord
+
+    ids = [f"fac0{n}" + "0" * 27 for n in range(3)] + ["fac1" + "0" * 28]
+    store = DuckDBStore(tmp_path / "data")
+    store.add_crashes([CrashRecord(report(i, datetime(2024, 5, 1, tzinfo=UTC)), {},
+                                   CoreStatus.NOT_STORED, None, None) for i in ids])
+    _, token = create_token(store, ["read"], "t")
+    app = create_app(store, ServeConfig(analysis_jobs=0))
+    try:
+        with TestClient(app, headers={"authorization": f"Bearer {token}"}) as client:
+            short = client.get("/crashes/fac.json")
+            short_page = client.get("/crashes/fac")
+            ambiguous = client.get("/crashes/FAC0.json")
+            unknown = client.get("/crashes/fac2.json")
+            one = client.get("/crashes/fac1", follow_redirects=False)
+    finally:
+        store.close()
+    assert short.status_code == 400 and short_page.status_code == 400
+    assert short.json()["detail"] == ("crash id 'fac' is too short: give at least 4 of its hex "
+                                      "digits (`coreepi list` shows 12)")
+    assert "too short: give at least 4" in short_page.text
+    assert ambiguous.status_code == 400
+    assert ambiguous.json()["detail"] == (
+        "crash id 'FAC0' is ambiguous: 3 crashes start with it (fac000000000…, fac010000000…, "
+        "fac020000000…); give more digits")
+    assert unknown.status_code == 404
+    assert unknown.json()["detail"] == "no crash id starts with 'fac2'"
+    assert one.status_code == 303 and one.headers["location"] == f"/crashes/{ids[3]}"

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["CrashSource", "ServerSource", "StoreSource", "short_id"]
 
 SHORT_ID = 12
-MIN_PREFIX = 4
 
 
 def short_id(crash_id: str) -> str:
@@ -71,6 +70,8 @@ def _pick(prefix: str, ids: Iterator[str] | set[str] | Callable[[str], list[str]
           where: str) -> str:
     """The one id of ``ids`` (or of what ``ids(prefix)`` finds) starting with
     ``prefix`` (lower-cased)."""
+    from coreepi.store.interfaces.crashes import MIN_CRASH_ID_PREFIX as MIN_PREFIX
+
     prefix = prefix.strip().lower()
     if len(prefix) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in prefix):
         raise InputError(prefix, f"not a crash id (give at least {MIN_PREFIX} of its hex "

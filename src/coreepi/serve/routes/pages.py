@@ -20,6 +20,7 @@ comes from :mod:`coreepi.serve.views` / :mod:`coreepi.serve.itemviews`.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date
 from pathlib import Path
@@ -41,6 +42,7 @@ from coreepi.serve.findings import FindingsCache, Snapshot
 from coreepi.serve.itemviews import crash_rows, crash_view, host_view
 from coreepi.serve.lineage import lineage_rows
 from coreepi.serve.routes.query import FIRST_WAIT, decode_cursor, encode_cursor
+from coreepi.store.interfaces.crashes import MIN_CRASH_ID_PREFIX
 from coreepi.serve.views import (
     SORTS,
     GroupFilter,
@@ -55,7 +57,9 @@ from coreepi.serve.views import (
 
 router = APIRouter(include_in_schema=False)
 _SPARKS: dict[tuple[Any, ...], str] = {}
-_HEX = re.compile(r"[0-9a-fA-F]{4,31}")  # a short crash id (a full one is 32 digits)
+_HEX = re.compile(r"[0-9a-fA-F]{1,31}")  # a short crash id (a full one is 32 digits)
+_COUNTED = 1000
+"""Crash ids counted for an ambiguous prefix ("1,000 or more crashes start with it")."""
 
 
 def group_spark(row: dict[str, Any], axis: dict[str, str]) -> str:
@@ -143,10 +147,39 @@ def _filter(request: Request) -> GroupFilter:
     verdict = q.get("verdict") or None
     if verdict is not None and verdict not in VERDICTS:
         raise ApiError(400, f"verdict: one of {', '.join(VERDICTS)}", "invalid-query")
-    return GroupFilter(verdict=verdict, phenotype=q.get("phenotype") or None,
-                       attr=q.get("attr") or None, since=_day("since", q.get("since")),
-                       until=_day("until", q.get("until")), q=q.get("q") or None, sort=sort,
+    attr = q.get("attr") or None
+    if attr is not None:
+        name, eq, value = attr.partition("=")
+        if not (name.strip() and eq and value):  # `attr=kernel` matched nothing, silently
+            raise ApiError(400, f"attr: give name=value (e.g. kernel=6.1.0), not {attr[:40]!r}",
+                           "invalid-query")
+    since, until = _day("since", q.get("since")), _day("until", q.get("until"))
+    if since is not None and until is not None and since >= until:
+        raise ApiError(400, f"since {since} is not before until {until} (until is exclusive): "
+                       "no day lies between them", "invalid-query")
+    return GroupFilter(verdict=verdict, phenotype=q.get("phenotype") or None, attr=attr,
+                       since=since, until=until, q=q.get("q") or None, sort=sort,
                        desc=q.get("desc", "1") != "0")
+
+
+def _check_phenotype(flt: GroupFilter, snap: Snapshot) -> None:
+    """400 when ``flt.phenotype`` is neither a built-in phenotype nor one a
+    crash of the window has (a user case definition): a typo would otherwise
+    be an empty result that looks like an answer."""
+    if flt.phenotype is None:
+        return
+    known = _builtin_phenotypes() | {p for counts in snap.phenotypes_by_signature.values()
+                                     for p in counts}
+    if flt.phenotype not in known:
+        raise ApiError(400, f"phenotype: unknown {flt.phenotype[:40]!r} (one of "
+                       f"{', '.join(sorted(known))})", "invalid-query")
+
+
+@functools.cache
+def _builtin_phenotypes() -> frozenset[str]:
+    from coreepi.analyze.phenotypes import builtin_names
+
+    return frozenset(builtin_names())
 
 
 @router.get("/")
@@ -166,6 +199,7 @@ async def groups(request: Request) -> Response:
     await _authorize(request, as_json)
     flt = _filter(request)
     snap, st = await _snapshot(request)
+    _check_phenotype(flt, snap)
     return await _page(request, "groups.html", groups_view(snap, flt), as_json, "Groups", st,
                        flt=flt, verdicts=VERDICTS, sorts=SORTS)
 
@@ -237,15 +271,33 @@ async def crash(name: str, request: Request) -> Response:
     report = await state.gateway.read(state.store.get_report, crash_id)
     if report is None and _HEX.fullmatch(crash_id):
         # a short id as `coreepi list` shows it: the one crash it names
-        found = await state.gateway.read(state.store.crash_ids_starting, crash_id.lower(), 2)
-        if len(found) == 1:
-            return RedirectResponse(crash_href(found[0]) + (".json" if as_json else ""),
-                                    status_code=303)
+        found = await _short_id(request, crash_id)
+        return RedirectResponse(crash_href(found) + (".json" if as_json else ""),
+                                status_code=303)
     data = None
     if report is not None:
         core = await state.gateway.read(stored_core, state.store, report)
         data = crash_view(report, core)
     return await _page(request, "crash.html", data, as_json, f"Crash {crash_id[:12]}")
+
+
+async def _short_id(request: Request, prefix: str) -> str:
+    """The one crash id starting with ``prefix`` (hex); else 400 saying why
+    (too short, or how many crashes start with it) or 404 (none)."""
+    if len(prefix) < MIN_CRASH_ID_PREFIX:
+        raise ApiError(400, f"crash id {prefix!r} is too short: give at least "
+                       f"{MIN_CRASH_ID_PREFIX} of its hex digits (`coreepi list` shows 12)",
+                       "invalid-query")
+    state = request.app.state
+    found = await state.gateway.read(state.store.crash_ids_starting, prefix.lower(), _COUNTED)
+    if not found:
+        raise ApiError(404, f"no crash id starts with {prefix!r}", "not-found")
+    if len(found) > 1:
+        many = f"{_COUNTED:,} or more" if len(found) >= _COUNTED else str(len(found))
+        raise ApiError(400, f"crash id {prefix!r} is ambiguous: {many} crashes start with it "
+                       f"({', '.join(i[:12] + '…' for i in found[:3])}); give more digits",
+                       "invalid-query")
+    return str(found[0])
 
 
 @router.get("/search")
@@ -258,6 +310,7 @@ async def search(request: Request) -> Response:
     flt = _filter(request)
     host_q = (request.query_params.get("host") or "").strip()
     snap, st = await _snapshot(request)
+    _check_phenotype(flt, snap)
     asked = any((flt.q, flt.phenotype, flt.attr, flt.since, flt.until, flt.verdict, host_q))
     data: dict[str, Any] = {"asked": asked, "filter": {**flt.params(), "host": host_q}}
     if asked:
@@ -274,7 +327,8 @@ async def search(request: Request) -> Response:
                                                           maybe_id)
             if report is not None:
                 data["crash"] = crash_href(maybe_id)
-            elif _HEX.fullmatch(maybe_id):  # a short id: linked when it names one crash
+            elif _HEX.fullmatch(maybe_id) and len(maybe_id) >= MIN_CRASH_ID_PREFIX:
+                # a short id: linked when it names one crash
                 found = await request.app.state.gateway.read(
                     request.app.state.store.crash_ids_starting, maybe_id.lower(), 2)
                 data["crash"] = crash_href(found[0]) if len(found) == 1 else None

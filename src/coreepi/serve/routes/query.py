@@ -69,8 +69,12 @@ async def list_crashes(
 ) -> dict[str, Any]:
     """Crash summaries in ingestion order, a page at a time."""
     state = request.app.state
+    start, end = _time("since", since), _time("until", until)
+    if start is not None and end is not None and start >= end:
+        raise ApiError(400, f"since {since} is not before until {until}: an empty range",
+                       "invalid-query")
     rows = await state.gateway.read(
-        state.store.list_crashes, _time("since", since), _time("until", until),
+        state.store.list_crashes, start, end,
         host_id=host_id, signature=signature, limit=limit,
         after=decode_cursor(cursor) if cursor else None)
     last = rows[-1] if len(rows) == limit else None

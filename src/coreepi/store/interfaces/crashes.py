@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 
     from coreepi.model.report import CrashReport
 
-__all__ = ["CRASH_SUMMARY_COLUMNS", "CrashStore"]
+__all__ = ["CRASH_SUMMARY_COLUMNS", "MIN_CRASH_ID_PREFIX", "CrashStore"]
+
+MIN_CRASH_ID_PREFIX = 4
+"""Fewest hex digits of a short crash id (:meth:`CrashStore.crash_ids_starting`)
+that the CLI and the pages resolve: fewer would name a sixteenth of the store."""
 
 CRASH_SUMMARY_COLUMNS = (
     "crash_id", "host_id", "captured_at", "source", "signature", "phenotypes",
