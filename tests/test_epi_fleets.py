@@ -309,7 +309,7 @@ def test_tiny_group_is_undetermined(findings: FleetFindings) -> None:
     assert g.crashes == 2 and g.attribution.verdict == "undetermined"
     assert g.attribution.rule == "too-few-crashes"
     assert evidence_text(g.attribution.evidence[0]) == (
-        "only 2 crash(es) on 2 host(s); at least 5 are needed")
+        "only 2 crashes on 2 hosts; at least 5 are needed")
 
 
 def test_q_values_cover_every_test_of_the_window(findings: FleetFindings) -> None:

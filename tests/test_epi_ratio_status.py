@@ -69,7 +69,7 @@ def test_host_with_crashes_and_no_exposure_gets_no_sir_and_no_suspicion() -> Non
         "undetermined", "insufficient-exposure")
     assert evidence_text(ghost.attribution.evidence[0]) == (
         "host ghost: insufficient exposure — 0 node-days observed, at least 1 needed for any "
-        "test; its 6 crash(es) are counted, not judged")
+        "test; its 6 crashes are counted, not judged")
     assert all(e.kind != "sir" for e in ghost.attribution.evidence)
     assert _host(f, "a").sir_status == "finite"
     assert fmt_ratio(None, None, None, "unbounded").startswith("∞")

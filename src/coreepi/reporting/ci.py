@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from coreepi.model.report import CrashReport, Frame
+from coreepi.reporting.phrases import how_many
 
 __all__ = ["CiCrash", "CiRun", "FleetMatch", "markdown_summary", "print_summary", "top_frames"]
 
@@ -45,7 +46,7 @@ class FleetMatch:
             return "new: never seen in production"
         since = self.since_version or (self.first_seen or "")[:10]
         name = f"group {self.group_id}" if self.group_id else "seen in production"
-        parts = [f"{name}: {self.crashes} crashes on {self.hosts} hosts"
+        parts = [f"{name}: {how_many(self.crashes, 'crash')} on {how_many(self.hosts, 'host')}"
                  + (f" since {since}" if since else "")]
         if self.verdict:
             parts.append(f"verdict {self.verdict}")

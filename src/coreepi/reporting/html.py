@@ -21,6 +21,7 @@ from coreepi.reporting.phrases import (
     fmt_rate,
     fmt_ratio,
     headline,
+    how_many,
 )
 from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
 from coreepi.reporting.svg import epidemic_curve, forest_plot, host_bars
@@ -105,7 +106,7 @@ def html_report(findings: FleetFindings) -> str:
         first = w.since.date()
         last = max(first, (w.until - timedelta(microseconds=1)).date())  # until is exclusive
         for g in curve_groups:
-            title = f"{g.kind} {g.key}: {g.crashes} crashes, {g.attribution.verdict}"
+            title = f"{g.kind} {g.key}: {how_many(g.crashes, 'crash')}, {g.attribution.verdict}"
             out.append(f'<div class="curve"><h3>{_e(g.key)} '
                        f"<small>({_e(g.kind)}, {g.crashes:,}, "
                        f"{_verdict(g.attribution.verdict)})</small></h3>"

@@ -164,7 +164,8 @@ def headline(f: FleetFindings) -> str:
         f"{how_many(w.hosts, 'host')} over "
         f"{w.node_days:,.1f} node-days; {fmt_rate(w.rate)} per {per:,.0f} node-days "
         f"(95% CI {fmt_ci(w.rate_lower, w.rate_upper)}); "
-        f"{w.signature_groups:,} signatures, {w.phenotype_groups:,} phenotypes"
+        f"{how_many(w.signature_groups, 'signature')}, "
+        f"{how_many(w.phenotype_groups, 'phenotype')}"
     )
 
 
@@ -193,9 +194,10 @@ def _names(tallies: list[Tally]) -> str:
 
 def _sample_size(e: Evidence) -> str:
     if e.host_ids:
-        return (f"host {_host(e)}: only {e.observed} crash(es); at least {e.minimum} "
-                "are needed")
-    return f"only {e.observed} crash(es) on {e.hosts} host(s); at least {e.minimum} are needed"
+        return (f"host {_host(e)}: only {how_many(e.observed, 'crash')}; at least "
+                f"{e.minimum} are needed")
+    return (f"only {how_many(e.observed, 'crash')} on {how_many(e.hosts, 'host')}; at least "
+            f"{e.minimum} are needed")
 
 
 def _concentration(e: Evidence) -> str:
@@ -212,7 +214,7 @@ def _without_signs(e: Evidence) -> str:
 def _spread(e: Evidence) -> str:
     top = (f"; the top host {_host(e)} has {e.observed} ({e.share or 0.0:.0%}), expected "
            f"{fmt_n(e.expected)}" if e.host_ids else "")
-    return f"{e.total} crashes on {e.hosts} hosts{top}"
+    return f"{how_many(e.total, 'crash')} on {how_many(e.hosts, 'host')}{top}"
 
 
 def _adjusted(e: Evidence) -> str:
@@ -295,7 +297,7 @@ def _sir(e: Evidence) -> str:
     # numbers the table holds
     expected = "n/a" if s == "undefined" else fmt_n(e.expected)
     p = fmt_p(None if s == "undefined" else e.p)
-    return (f"host {_host(e)}: {e.observed} crashes where {expected} expected (SIR "
+    return (f"host {_host(e)}: {how_many(e.observed, 'crash')} where {expected} expected (SIR "
             f"{fmt_ratio_value(e.ratio, s)}, 95% CI {fmt_bound(e.ci_low, s)}–"
             f"{fmt_bound(e.ci_high, s)}, {p})")
 
@@ -311,12 +313,14 @@ def _group_verdicts(e: Evidence) -> str:
 
 def _insufficient(e: Evidence) -> str:
     return (f"host {_host(e)}: insufficient exposure — {fmt_n(e.node_days)} node-days "
-            f"observed, at least {fmt_n(e.threshold)} needed for any test; its {e.observed} "
-            "crash(es) are counted, not judged")
+            f"observed, at least {fmt_n(e.threshold)} needed for any test; its "
+            f"{how_many(e.observed, 'crash')} {'is' if e.observed == 1 else 'are'} counted, "
+            "not judged")
 
 
 def _host_clustered(e: Evidence) -> str:
-    return (f"host-clustered: {e.hosts} host(s) hold {e.observed} of the {e.total} crashes "
+    return (f"host-clustered: {how_many(e.hosts, 'host')} {'holds' if e.hosts == 1 else 'hold'}"
+            f" {e.observed} of the {how_many(e.total, 'crash')} "
             f"with {e.attribute}={e.level} ({_host(e)}): those hosts, not {e.attribute}, "
             "explain them")
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from coreepi.epi.models import FleetFindings, GroupFinding, HostFinding
 from coreepi.reporting.build import build_findings
-from coreepi.reporting.phrases import evidence_text
+from coreepi.reporting.phrases import evidence_text, how_many
 from coreepi.store import Store
 
 __all__ = ["Change", "Event", "Postmortem", "build_postmortem", "rollouts"]
@@ -165,7 +165,7 @@ def _actions(pm: Postmortem) -> list[str]:
     out = []
     for h in pm.hosts:
         if h["verdict"] == "hardware-suspect":
-            why = (f"{h['hardware_events']} hardware event(s) in the window" if
+            why = (f"{how_many(h['hardware_events'], 'hardware event')} in the window" if
                    h["hardware_events"] else "its crash rate and signatures")
             out.append(f"Drain host {h['host_id']} and run the vendor's diagnostics "
                        f"({why}); replace the part they name.")
@@ -177,8 +177,9 @@ def _actions(pm: Postmortem) -> list[str]:
             cond = f" (rate raised with {trigger.attribute}={trigger.value})" if trigger else ""
             out.append(f"Check the trigger of `{g.key}`{cond}: compare it with the fleet.")
         elif verdict == "software":
-            out.append(f"File or link a bug for `{g.key}` ({g.crashes} crashes on {g.hosts} "
-                       "hosts); it is a software defect, not the machines.")
+            out.append(f"File or link a bug for `{g.key}` ({how_many(g.crashes, 'crash')} on "
+                       f"{how_many(g.hosts, 'host')}); it is a software defect, not the "
+                       "machines.")
     for c in pm.changes:
         if c.share_after > c.share_before:
             tied = [g.key for g in pm.groups for a in g.associations

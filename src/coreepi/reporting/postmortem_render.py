@@ -12,7 +12,7 @@ from collections.abc import Callable
 from urllib.parse import quote
 
 from coreepi.epi.models import group_id
-from coreepi.reporting.phrases import evidence_text
+from coreepi.reporting.phrases import evidence_text, how_many
 from coreepi.reporting.postmortem import Event, Postmortem
 
 __all__ = ["FORMATS", "render_postmortem"]
@@ -78,9 +78,11 @@ def _summary(pm: Postmortem) -> str:
     crashes = sum(1 for e in pm.timeline if e.kind == "crash")
     hw = sum(1 for e in pm.timeline if e.hardware)
     return (f"{pm.since:%Y-%m-%d %H:%M} to {pm.until:%Y-%m-%d %H:%M} UTC, {pm.scope}: "
-            f"{crashes} crashes on {sum(1 for h in pm.hosts if h['crashes'])} hosts, "
-            f"{len(pm.groups)} signature groups, {hw} hardware events, "
-            f"{len(pm.changes)} rollout(s) in the window.")
+            f"{how_many(crashes, 'crash')} on "
+            f"{how_many(sum(1 for h in pm.hosts if h['crashes']), 'host')}, "
+            f"{how_many(len(pm.groups), 'signature group')}, "
+            f"{how_many(hw, 'hardware event')}, "
+            f"{how_many(len(pm.changes), 'rollout')} in the window.")
 
 
 def _markdown(pm: Postmortem, links: _Links) -> str:

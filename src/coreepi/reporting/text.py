@@ -78,7 +78,7 @@ def _host_line(h: HostFinding) -> Text:
     text = Text.assemble(
         (f"{h.attribution.verdict} host ", VERDICT_STYLE.get(h.attribution.verdict, "")),
         (h.host_id, "bold"),
-        f": {h.crashes:,} crashes where {fmt_n(h.expected)} expected (SIR "
+        f": {how_many(h.crashes, 'crash')} where {fmt_n(h.expected)} expected (SIR "
         f"{fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status).replace(' (', ', 95% CI ', 1)}",
     )
     if hw:
@@ -222,9 +222,10 @@ def _hosts(f: FleetFindings, console: Console) -> None:
     _section("Suspect hosts", console)
     for h in hosts:
         ev = evidence_text(h.attribution.evidence[0]) if h.attribution.evidence else None
-        facts = Text(f"{h.crashes:,} crashes, {fmt_n(h.expected)} expected, SIR "
+        facts = Text(f"{how_many(h.crashes, 'crash')}, {fmt_n(h.expected)} expected, SIR "
                      f"{fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status)}; "
-                     f"{h.distinct_signatures} signatures ({fmt_n(h.expected_distinct_signatures)}"
+                     f"{how_many(h.distinct_signatures, 'signature')} "
+                     f"({fmt_n(h.expected_distinct_signatures)}"
                      " expected) · ")
         facts.append_text(_verdict(h.attribution.verdict))
         console.print(_indented(Text(h.host_id, style="bold"), facts,

@@ -32,7 +32,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
 from coreepi import __version__
-from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio
+from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio, how_many
 from coreepi.serve import charts
 from coreepi.serve.alertviews import drain_panel, page_alerts
 from coreepi.serve.auth import COOKIE, Authenticator, token_from
@@ -77,8 +77,8 @@ def group_spark(row: dict[str, Any], axis: dict[str, str]) -> str:
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
 TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlencode,
                              spark=group_spark)
-TEMPLATES.env.filters.update(rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]), n=fmt_n, p=fmt_p,
-                             q=fmt_q, ratio=lambda r: fmt_ratio(*r))
+TEMPLATES.env.filters.update(many=how_many, rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]),
+                             n=fmt_n, p=fmt_p, q=fmt_q, ratio=lambda r: fmt_ratio(*r))
 PAGE_CRASHES = 50
 HOST_CRASHES = 500
 VERDICTS = ("hardware-suspect", "environment-triggered", "software", "undetermined")
