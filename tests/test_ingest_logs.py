@@ -361,3 +361,33 @@ def test_sigbus_mceerr_crash_sent_over_the_api_is_a_telemetry_event_too(tmp_path
         assert rows(store, "SELECT kind, host_id FROM telemetry") == [("sigbus_mce", "h-mce")]
         assert accept_reports(store, [report]) == [Outcome.DUPLICATE]
         assert rows(store, "SELECT count(*) FROM telemetry") == [(1,)]
+
+
+def test_a_binary_telemetry_file_is_refused_and_the_rest_ingested(tmp_path: Path) -> None:
+    """Before: ``--telemetry`` took a binary file (an executable, a core) as a
+    log, found nothing in it and exited 0."""
+    import sys
+
+    xid = GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log"
+    binary = tmp_path / "bash.bin"
+    shutil.copyfile(sys.executable, binary)
+    noise = tmp_path / "noise.log"
+    noise.write_bytes(bytes(range(256)) * 64)
+    data = tmp_path / "d"
+    done = subprocess.run(
+        [sys.executable, "-m", "coreepi", "ingest", "--data-dir", str(data), "--telemetry",
+         str(binary), "--telemetry", str(xid), "--telemetry", str(noise), "--host", "gpu-1",
+         "--host", "gpu-1", "--host", "gpu-2"], capture_output=True, text=True, timeout=300,
+        check=False)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "not a text log" in line]
+    assert lines == [
+        f"coreepi: {binary}: not a text log: an ELF file (a core? coreepi inspect reads "
+        "cores); not ingested",
+        f"coreepi: {noise}: not a text log: binary content; not ingested"]
+    assert "telemetry events:" in done.stdout
+    with DuckDBStore(data, read_only=True) as store:  # the readable log is in
+        assert rows(store, "SELECT DISTINCT host_id FROM telemetry") == [("gpu-1",)]
+        rejected = rows(store, "SELECT file, category FROM ingest_rejections "
+                        "WHERE category = 'not-a-log' ORDER BY file")
+    assert rejected == sorted([(str(binary), "not-a-log"), (str(noise), "not-a-log")])

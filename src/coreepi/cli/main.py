@@ -14,7 +14,7 @@ import typer
 
 from coreepi import __version__
 from coreepi.cli.basics import run_guarded
-from coreepi.cli.common import DataDir, fail
+from coreepi.cli.common import EXIT_INPUT_ERROR, DataDir, fail
 from coreepi.cli.options import BlobsOpt, StoreOpt, store_location
 from coreepi.errors import InputError
 
@@ -124,8 +124,7 @@ def telemetry(
 def _check_log(log: Path) -> None:
     """One line and exit 2 unless ``log`` is a file whose first 64 KiB
     (decompressed) are text: a directory, a core or other binary is not a log."""
-    from coreepi.parse.open_input import DecompressionError, open_input
-    from coreepi.parse.sniff import text_head
+    from coreepi.ingest.hostlog import not_a_log
 
     if log.is_dir():
         fail(f"{log}: is a directory, not a log file")
@@ -134,16 +133,11 @@ def _check_log(log: Path) -> None:
     if not log.is_file():
         fail(f"{log}: not a regular file (a FIFO or device is not read)")
     try:
-        with open_input(log) as fh:
-            head = fh.read(1 << 16)
-    except DecompressionError:
-        return  # the reading says where the data stops
+        why = not_a_log(log)
     except OSError as exc:
         fail(f"{log}: cannot read: {exc.strerror or exc}")
-    if head and text_head(head) is None:
-        what = "an ELF file (a core? coreepi inspect reads cores)" if head.startswith(
-            b"\x7fELF") else "binary content"
-        fail(f"{log}: not a log: {what}")
+    if why is not None:
+        fail(f"{log}: not a log: {why}")
 
 
 def ingest(
@@ -193,6 +187,7 @@ def ingest(
     ras-mc-ctl output: hardware events, and kernel crashes of host H."""
     from coreepi.cli.progress import IngestProgress
     from coreepi.errors import StoreError
+    from coreepi.ingest.hostlog import NOT_A_LOG
     from coreepi.ingest.run import ingest as run_ingest
     from coreepi.store import open_store
 
@@ -219,6 +214,8 @@ def ingest(
     if not accepted_anything(summary):
         fail(f"nothing ingested: none of the {summary.files_seen} input files held a crash, "
              "host, exposure interval or telemetry event that could be stored (see above)")
+    if any(r.category == NOT_A_LOG for r in summary.rejections):
+        raise typer.Exit(EXIT_INPUT_ERROR)  # a named --telemetry file was no log: said above
 
 
 def accepted_anything(summary: IngestSummary) -> bool:

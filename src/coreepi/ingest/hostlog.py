@@ -40,7 +40,11 @@ from coreepi.parse.kernel.prefixes import split_prefix
 from coreepi.parse.telemetry.logs import MAX_LINE_BYTES, TelemetryScanner
 from coreepi.store import CoreStatus, CrashRecord, LedgerEntry, Store, sha256_file
 
-__all__ = ["EVENT_BATCH", "LOOKBACK_LINES", "ingest_host_log"]
+__all__ = ["EVENT_BATCH", "LOOKBACK_LINES", "NOT_A_LOG", "ingest_host_log", "not_a_log"]
+
+NOT_A_LOG = "not-a-log"
+"""The rejection category of a ``--telemetry`` file that is not text: the
+command line exits 2 after the rest of the ingest (the user named the file)."""
 
 EVENT_BATCH = 10_000
 """Telemetry events written to the store per statement."""
@@ -147,13 +151,35 @@ def _crash_record(report: CrashReport, when: tuple[datetime, str] | None, path: 
     return CrashRecord(report, {}, CoreStatus.NOT_STORED, None, str(path))
 
 
+def not_a_log(path: Path) -> str | None:
+    """Why the file at ``path`` is not a log (``"binary content"``; an ELF
+    file named as such), or None when its first 64 KiB,
+    decompressed, are text. A content cut short is left to the reading,
+    which says where it stops. Raises OSError when it cannot be read."""
+    from coreepi.parse.open_input import open_input
+    from coreepi.parse.sniff import text_head
+
+    try:
+        with open_input(path) as fh:
+            head = fh.read(1 << 16)
+    except DecompressionError:
+        return None
+    if not head or text_head(head) is not None:
+        return None
+    if head.startswith(b"\x7fELF"):
+        return "an ELF file (a core? coreepi inspect reads cores)"
+    return "binary content"
+
+
 def ingest_host_log(store: Store, path: Path, host: str, summary: IngestSummary,
                     known: set[str] | None) -> None:
     """Hardware events (idempotent by event id) and kernel crashes of host
     ``host`` from the log at ``path``, read once; counts and rejections into
     ``summary``. ``known``: the store's host ids (None: not checked). The
     ledger key is the path and the host, so one log of two hosts is two
-    entries. Raises OSError when the log cannot be opened."""
+    entries. A file that is not text (:func:`not_a_log`) is a ``not-a-log``
+    rejection, nothing of it stored. Raises OSError when the log cannot be
+    opened."""
     summary.files_seen += 1
     key = f"{path} (telemetry of host {host})"
     st = path.stat()
@@ -161,6 +187,11 @@ def ingest_host_log(store: Store, path: Path, host: str, summary: IngestSummary,
         summary.files_skipped += 1
         return
     rejections = Rejections()
+    if (why := not_a_log(path)) is not None:
+        rejections.add(path, None, NOT_A_LOG, f"not a text log: {why}; not ingested")
+        store.add_rejections(rejections, replace_files=[str(path)])
+        summary.rejections.extend(rejections)
+        return
     if known is not None and host not in known:
         rejections.add(path, None, "unknown-host",
                        f"unknown host_id {host!r} (not in hosts); log not ingested")
