@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, insert_sql
 from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
-from coreepi.store.records import CoreStatus, CrashRecord
-from coreepi.store.rows import crash_row
+from coreepi.store.records import CrashRecord
+from coreepi.store.rows import (
+    crash_frame_query,
+    crash_list_query,
+    crash_records_from,
+    crash_records_query,
+    crash_row,
+    crash_update,
+    first_per_crash,
+)
 
 # pandas and the report models are loaded where they are used, not on import:
 # `coreepi list` and `coreepi token` open a store without them
@@ -18,7 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from coreepi.model.report import CrashReport
-    from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
+    from coreepi.store.frames import crash_frame_from
 
 __all__ = ["DuckDBCrashStore"]
 
@@ -42,10 +49,7 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
     def add_crashes_new_ids(self, records: Sequence[CrashRecord]) -> set[str]:
         import pandas as pd
 
-        rows: dict[str, dict[str, Any]] = {}
-        for rec in records:
-            if rec.report.crash_id not in rows:
-                rows[rec.report.crash_id] = crash_row(rec)
+        rows = first_per_crash(records, crash_row)
         if not rows:
             return set()
         frame = pd.DataFrame(list(rows.values()))
@@ -56,9 +60,7 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         return {r[0] for r in new}
 
     def update_crash(self, record: CrashRecord) -> bool:
-        row = crash_row(record)
-        del row["ingested_at"]  # kept: the crash was ingested when it first came
-        crash_id = row.pop("crash_id")
+        crash_id, row = crash_update(record)
         sets = ", ".join(
             f"{c} = CAST(? AS {_CRASH_CASTS[c]})" if c in _CRASH_CASTS else f"{c} = ?"
             for c in row
@@ -85,30 +87,13 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         return {c: CrashReport.model_validate_json(r) for c, r in rows}
 
     def crash_records(self, host_id: str, since: datetime, until: datetime) -> list[CrashRecord]:
-        from coreepi.model.report import CrashReport
-
-        where = Where().equals("host_id", host_id).since_until("captured_at", since, until)
-        rows = self._query(
-            "SELECT report, attributes, core_status, core_reason, artifact FROM crashes"
-            f"{where.sql} ORDER BY captured_at, crash_id LIMIT 1000",
-            where.params,
-        ).fetchall()
-        return [
-            CrashRecord(CrashReport.model_validate_json(rep), json.loads(attrs or "{}"),
-                        CoreStatus(status), reason, artifact)
-            for rep, attrs, status, reason, artifact in rows
-        ]
+        return crash_records_from(
+            self._query(*crash_records_query(host_id, since, until)).fetchall())
 
     def crash_frame(self, since: datetime | None = None, until: datetime | None = None) -> pd.DataFrame:
-        from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
+        from coreepi.store.frames import crash_frame_from
 
-        where = Where().since_until("captured_at", since, until)
-        rows = self._query(
-            f"SELECT {', '.join(CRASH_COLUMNS)}, attributes "
-            f"FROM crashes{where.sql} ORDER BY captured_at, crash_id",
-            where.params,
-        ).df()
-        return crash_frame_from(rows)
+        return crash_frame_from(self._query(*crash_frame_query(since, until)).df())
 
     def count_crashes(
         self, since: datetime | None = None, until: datetime | None = None,
@@ -123,15 +108,8 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         host_id: str | None = None, signature: str | None = None, limit: int = 100,
         after: tuple[datetime, str] | None = None,
     ) -> list[dict[str, Any]]:
-        where = (Where().since_until("captured_at", since, until)
-                 .equals("host_id", host_id).equals("signature", signature))
-        if after is not None:
-            where.add("(ingested_at, crash_id) > (?, ?)", *after)
-        rows = self._query(
-            f"SELECT {', '.join(CRASH_SUMMARY_COLUMNS)} FROM crashes{where.sql} "
-            "ORDER BY ingested_at, crash_id LIMIT ?",
-            [*where.params, limit],
-        ).fetchall()
+        rows = self._query(*crash_list_query(since, until, host_id, signature, limit,
+                                             after)).fetchall()
         out = []
         for values in rows:
             row = dict(zip(CRASH_SUMMARY_COLUMNS, values, strict=True))

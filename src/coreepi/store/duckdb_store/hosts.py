@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import json
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from coreepi.store.duckdb_store.gateway import DuckDBGateway, Where, insert_sql, to_json, utc_now
 from coreepi.store.interfaces.hosts import HostStore
 from coreepi.store.records import ExposureResult
+from coreepi.store.rows import (
+    EXPOSURE_CLASH_SQL,
+    EXPOSURE_SAME_SQL,
+    OUTSIDE_EXPOSURE_SQL,
+    batched,
+    count_exposure_batch,
+    exposure_frame_sql,
+    hosts_frame_from,
+    outside_exposure_rows,
+)
 
 # pandas and the report models are loaded where they are used, not on import:
 # `coreepi list` and `coreepi token` open a store without them
@@ -45,13 +54,8 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
 
     def add_exposure(self, intervals: Iterable[ExposureInterval], source: str = "") -> ExposureResult:
         result = ExposureResult()
-        batch: list[ExposureInterval] = []
-        for interval in intervals:
-            batch.append(interval)
-            if len(batch) >= EXPOSURE_BATCH:
-                self._add_exposure_batch(batch, source, result)
-                batch = []
-        self._add_exposure_batch(batch, source, result)
+        for batch in batched(intervals, EXPOSURE_BATCH):
+            self._add_exposure_batch(batch, source, result)
         return result
 
     def _add_exposure_batch(
@@ -71,17 +75,8 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
             "source": [f"{source}:{x.line}" if source else None for x in batch],
         })
         with self.transaction(), self._staged(frame) as con:
-            # identical to a stored interval: already there (re-ingest)
-            same = con.execute(
-                "SELECT s.i FROM _stage s JOIN exposure e ON e.host_id = s.host_id "
-                "AND e.start_ts = s.start_ts AND e.end_ts = s.end_ts"
-            ).fetchall()
-            # overlapping a stored interval of the host otherwise: a conflict
-            clash = con.execute(
-                "SELECT s.i, min(e.start_ts), min(e.end_ts) FROM _stage s JOIN exposure e "
-                "ON e.host_id = s.host_id AND e.start_ts < s.end_ts AND s.start_ts < e.end_ts "
-                "AND NOT (e.start_ts = s.start_ts AND e.end_ts = s.end_ts) GROUP BY s.i"
-            ).fetchall()
+            same = con.execute(EXPOSURE_SAME_SQL).fetchall()
+            clash = con.execute(EXPOSURE_CLASH_SQL).fetchall()
             skip = {r[0] for r in same} | {r[0] for r in clash}
             row = con.execute(
                 insert_sql("exposure", ["host_id", "start_ts", "end_ts", "attributes", "source"],
@@ -89,21 +84,14 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
                            where="NOT (i IN (SELECT unnest(?::INTEGER[])))"),
                 [sorted(skip)],
             ).fetchone()
-        result.added += int(row[0]) if row else 0
-        result.duplicates += len(same)
-        result.duplicated.extend(batch[r[0]] for r in same)
-        result.conflicts.extend((batch[i], s.astimezone(UTC), e.astimezone(UTC))
-                                for i, s, e in clash)
+        count_exposure_batch(result, batch, int(row[0]) if row else 0, same, clash)
 
     def host_ids(self) -> set[str]:
         return {r[0] for r in self._query("SELECT host_id FROM hosts").fetchall()}
 
     def hosts_frame(self) -> pd.DataFrame:
-        import pandas as pd
-
-        rows = self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id").fetchall()
-        records = [{"host_id": h, **json.loads(a)} for h, a in rows]
-        return pd.DataFrame.from_records(records, columns=None if records else ["host_id"])
+        return hosts_frame_from(
+            self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id").fetchall())
 
     def exposure_frame(
         self, since: datetime | None = None, until: datetime | None = None
@@ -112,23 +100,11 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
         from coreepi.store.frames import exposure_frame_from
 
         where = Where().add_if(since, "e.end_ts > ?").add_if(until, "e.start_ts < ?")
-        rows = self._query(
-            "SELECT e.host_id, e.start_ts AS start, e.end_ts AS \"end\", e.attributes, "
-            "h.attributes AS host_attributes FROM exposure e LEFT JOIN hosts h "
-            f"ON h.host_id = e.host_id{where.sql} ORDER BY e.host_id, e.start_ts",
-            where.params,
-        ).df()
+        rows = self._query(exposure_frame_sql(where.sql), where.params).df()
         return exposure_frame_from(rows, since, until)
 
     def crashes_outside_exposure(self) -> Iterator[tuple[str, str | None, datetime, str | None]]:
-        rows = self._query(
-            "SELECT c.crash_id, c.host_id, c.captured_at, c.artifact FROM crashes c "
-            "WHERE c.captured_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM exposure e "
-            "WHERE e.host_id = c.host_id AND e.start_ts <= c.captured_at "
-            "AND c.captured_at < e.end_ts) ORDER BY c.captured_at, c.crash_id"
-        ).fetchall()
-        for crash_id, host_id, captured_at, artifact in rows:
-            yield crash_id, host_id, captured_at.astimezone(UTC), artifact
+        yield from outside_exposure_rows(self._query(OUTSIDE_EXPOSURE_SQL).fetchall())
 
     def node_time_frames(
         self, since: datetime | None = None, until: datetime | None = None

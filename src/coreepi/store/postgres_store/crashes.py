@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
 from coreepi.store.postgres_store.gateway import PostgresGateway, array_literal
-from coreepi.store.records import CoreStatus, CrashRecord
-from coreepi.store.rows import crash_row
+from coreepi.store.records import CrashRecord
+from coreepi.store.rows import (
+    crash_frame_query,
+    crash_list_query,
+    crash_records_from,
+    crash_records_query,
+    crash_row,
+    crash_update,
+    first_per_crash,
+)
 from coreepi.store.sqlbuild import Where
 
 # pandas and the report models are loaded where they are used, not on import:
@@ -19,7 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from coreepi.model.report import CrashReport
-    from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
+    from coreepi.store.frames import crash_frame_from
 
 __all__ = ["PostgresCrashStore"]
 
@@ -46,10 +53,7 @@ class PostgresCrashStore(PostgresGateway, CrashStore):
     """Crash records in PostgreSQL (one batch = one ``INSERT … RETURNING``)."""
 
     def add_crashes_new_ids(self, records: Sequence[CrashRecord]) -> set[str]:
-        rows: dict[str, tuple[Any, ...]] = {}
-        for rec in records:
-            if rec.report.crash_id not in rows:
-                rows[rec.report.crash_id] = _values(rec)
+        rows = first_per_crash(records, _values)
         if not rows:
             return set()
         cur = self._insert_rows("crashes", CRASH_TYPES, list(rows.values()),
@@ -57,9 +61,7 @@ class PostgresCrashStore(PostgresGateway, CrashStore):
         return {r[0] for r in cur.fetchall()}
 
     def update_crash(self, record: CrashRecord) -> bool:
-        row = crash_row(record)
-        del row["ingested_at"]  # kept: the crash was ingested when it first came
-        crash_id = row.pop("crash_id")
+        crash_id, row = crash_update(record)
         sets = ", ".join(f"{c} = ?" for c in row)
         cur = self._write(f"UPDATE crashes SET {sets} WHERE crash_id = ?",
                           [*row.values(), crash_id])
@@ -78,26 +80,12 @@ class PostgresCrashStore(PostgresGateway, CrashStore):
         return {c: CrashReport.model_validate_json(r) for c, r in rows}
 
     def crash_records(self, host_id: str, since: datetime, until: datetime) -> list[CrashRecord]:
-        from coreepi.model.report import CrashReport
-
-        where = Where().equals("host_id", host_id).since_until("captured_at", since, until)
-        rows = self._query(
-            "SELECT report, attributes, core_status, core_reason, artifact FROM crashes"
-            f"{where.sql} ORDER BY captured_at, crash_id LIMIT 1000", where.params)
-        return [
-            CrashRecord(CrashReport.model_validate_json(rep), json.loads(attrs or "{}"),
-                        CoreStatus(status), reason, artifact)
-            for rep, attrs, status, reason, artifact in rows
-        ]
+        return crash_records_from(self._query(*crash_records_query(host_id, since, until)))
 
     def crash_frame(self, since: datetime | None = None, until: datetime | None = None) -> pd.DataFrame:
-        from coreepi.store.frames import CRASH_COLUMNS, crash_frame_from
+        from coreepi.store.frames import crash_frame_from
 
-        where = Where().since_until("captured_at", since, until)
-        rows = self._frame(f"SELECT {', '.join(CRASH_COLUMNS)}, attributes "
-                           f"FROM crashes{where.sql} ORDER BY captured_at, crash_id",
-                           where.params)
-        return crash_frame_from(rows)
+        return crash_frame_from(self._frame(*crash_frame_query(since, until)))
 
     def count_crashes(
         self, since: datetime | None = None, until: datetime | None = None,
@@ -111,10 +99,5 @@ class PostgresCrashStore(PostgresGateway, CrashStore):
         host_id: str | None = None, signature: str | None = None, limit: int = 100,
         after: tuple[datetime, str] | None = None,
     ) -> list[dict[str, Any]]:
-        where = (Where().since_until("captured_at", since, until)
-                 .equals("host_id", host_id).equals("signature", signature))
-        if after is not None:
-            where.add("(ingested_at, crash_id) > (?, ?)", *after)
-        rows = self._query(f"SELECT {', '.join(CRASH_SUMMARY_COLUMNS)} FROM crashes{where.sql} "
-                           "ORDER BY ingested_at, crash_id LIMIT ?", [*where.params, limit])
+        rows = self._query(*crash_list_query(since, until, host_id, signature, limit, after))
         return [dict(zip(CRASH_SUMMARY_COLUMNS, values, strict=True)) for values in rows]

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import json
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 
 from coreepi.store.interfaces.hosts import HostStore
 from coreepi.store.postgres_store.gateway import PostgresGateway
 from coreepi.store.records import ExposureResult
+from coreepi.store.rows import (
+    EXPOSURE_CLASH_SQL,
+    EXPOSURE_SAME_SQL,
+    OUTSIDE_EXPOSURE_SQL,
+    batched,
+    count_exposure_batch,
+    exposure_frame_sql,
+    hosts_frame_from,
+    outside_exposure_rows,
+)
 from coreepi.store.sqlbuild import Where, to_json, utc_now
 
 # pandas and the report models are loaded where they are used, not on import:
@@ -54,13 +63,8 @@ class PostgresHostStore(PostgresGateway, HostStore):
 
     def add_exposure(self, intervals: Iterable[ExposureInterval], source: str = "") -> ExposureResult:
         result = ExposureResult()
-        batch: list[ExposureInterval] = []
-        for interval in intervals:
-            batch.append(interval)
-            if len(batch) >= EXPOSURE_BATCH:
-                self._add_exposure_batch(batch, source, result)
-                batch = []
-        self._add_exposure_batch(batch, source, result)
+        for batch in batched(intervals, EXPOSURE_BATCH):
+            self._add_exposure_batch(batch, source, result)
         return result
 
     def _add_exposure_batch(
@@ -80,35 +84,22 @@ class PostgresHostStore(PostgresGateway, HostStore):
                         [sorted({x.host_id for x in batch})])
             self._write("CREATE TEMP TABLE _stage ON COMMIT DROP AS SELECT * FROM "
                         f"unnest({unnest}) AS s({', '.join(_STAGE_TYPES)})", arrays)
-            same = self._write(
-                "SELECT s.i FROM _stage s JOIN exposure e ON e.host_id = s.host_id "
-                "AND e.start_ts = s.start_ts AND e.end_ts = s.end_ts").fetchall()
-            clash = self._write(
-                "SELECT s.i, min(e.start_ts), min(e.end_ts) FROM _stage s JOIN exposure e "
-                "ON e.host_id = s.host_id AND e.start_ts < s.end_ts AND s.start_ts < e.end_ts "
-                "AND NOT (e.start_ts = s.start_ts AND e.end_ts = s.end_ts) GROUP BY s.i"
-            ).fetchall()
+            same = self._write(EXPOSURE_SAME_SQL).fetchall()
+            clash = self._write(EXPOSURE_CLASH_SQL).fetchall()
             skip = sorted({r[0] for r in same} | {r[0] for r in clash})
             added = self._write(
                 "INSERT INTO exposure (host_id, start_ts, end_ts, attributes, source) "
                 "SELECT host_id, start_ts, end_ts, attributes, source FROM _stage "
                 "WHERE NOT (i = ANY(?::INTEGER[])) ON CONFLICT DO NOTHING", [skip]).rowcount
             self._write("DROP TABLE _stage")
-        result.added += added
-        result.duplicates += len(same)
-        result.duplicated.extend(batch[r[0]] for r in same)
-        result.conflicts.extend((batch[i], s.astimezone(UTC), e.astimezone(UTC))
-                                for i, s, e in sorted(clash))
+        count_exposure_batch(result, batch, added, same, sorted(clash))
 
     def host_ids(self) -> set[str]:
         return {r[0] for r in self._query("SELECT host_id FROM hosts")}
 
     def hosts_frame(self) -> pd.DataFrame:
-        import pandas as pd
-
-        rows = self._query("SELECT host_id, attributes FROM hosts ORDER BY host_id")
-        records = [{"host_id": h, **json.loads(a)} for h, a in rows]
-        return pd.DataFrame.from_records(records, columns=None if records else ["host_id"])
+        return hosts_frame_from(self._query("SELECT host_id, attributes FROM hosts ORDER BY "
+                                            "host_id"))
 
     def exposure_frame(
         self, since: datetime | None = None, until: datetime | None = None
@@ -117,20 +108,11 @@ class PostgresHostStore(PostgresGateway, HostStore):
         from coreepi.store.frames import NodeTimeFrames, exposure_frame_from
 
         where = Where().add_if(since, "e.end_ts > ?").add_if(until, "e.start_ts < ?")
-        rows = self._frame(
-            "SELECT e.host_id, e.start_ts AS start, e.end_ts AS \"end\", e.attributes, "
-            "h.attributes AS host_attributes FROM exposure e LEFT JOIN hosts h "
-            f"ON h.host_id = e.host_id{where.sql} ORDER BY e.host_id, e.start_ts", where.params)
+        rows = self._frame(exposure_frame_sql(where.sql), where.params)
         return exposure_frame_from(rows, since, until)
 
     def crashes_outside_exposure(self) -> Iterator[tuple[str, str | None, datetime, str | None]]:
-        rows = self._query(
-            "SELECT c.crash_id, c.host_id, c.captured_at, c.artifact FROM crashes c "
-            "WHERE c.captured_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM exposure e "
-            "WHERE e.host_id = c.host_id AND e.start_ts <= c.captured_at "
-            "AND c.captured_at < e.end_ts) ORDER BY c.captured_at, c.crash_id")
-        for crash_id, host_id, captured_at, artifact in rows:
-            yield crash_id, host_id, captured_at.astimezone(UTC), artifact
+        yield from outside_exposure_rows(self._query(OUTSIDE_EXPOSURE_SQL))
 
     def node_time_frames(
         self, since: datetime | None = None, until: datetime | None = None
