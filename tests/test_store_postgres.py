@@ -128,10 +128,19 @@ def test_store_copy_is_idempotent(pg_url: str, tmp_path: Path) -> None:
         src.add_crashes([CrashRecord(_report("aa" * 8), {"app_version": "1.2"})])
         src.add_rejections([])
         src.enqueue_analysis("aa" * 8, key)
+        # a blob written long ago: its age drives retention (before: the copy reset it)
+        written = datetime(2024, 3, 1, 12, 30, tzinfo=UTC)
+        os.utime(src.blobs.path(key), (written.timestamp(), written.timestamp()))
     blobs = tmp_path / "central-blobs"
     first = _cli("store", "copy", "--from", str(data), "--to", pg_url, "--blobs", str(blobs))
     assert first.returncode == 0, first.stderr
     assert "copied blobs 1 " in first.stdout and "crashes 1 (+0 there)" in first.stdout
+    assert "dated by the copy" not in first.stdout
+    copied = DirectoryBlobStore(blobs)
+    assert [(b.key, b.modified) for b in copied.entries()] == [(key, written)]
+    assert copied.prune(max_age=timedelta(days=30)).deleted_for_age == 1  # as old as it was
+    first = _cli("store", "copy", "--from", str(data), "--to", pg_url, "--blobs", str(blobs))
+    assert "copied blobs 1 " in first.stdout and copied.has(key)  # copied back
     again = _cli("store", "copy", "--from", str(data), "--to", pg_url, "--blobs", str(blobs))
     assert again.returncode == 0, again.stderr
     assert "copied blobs 0 " in again.stdout and "crashes 0 (+1 there)" in again.stdout

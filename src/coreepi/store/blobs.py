@@ -164,6 +164,15 @@ class DirectoryBlobStore(BlobStore):
                     st = p.stat()
                     yield BlobInfo(key, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
 
+    def keep_modified(self, key: str, when: datetime) -> bool:
+        """See :meth:`BlobStore.keep_modified`: the file's mtime (and atime)."""
+        path = self.path(key)
+        if path is None:
+            raise KeyError(key)
+        stamp = when.timestamp()
+        os.utime(path, (stamp, stamp))
+        return True
+
     def delete(self, key: str) -> None:
         for p in self._paths(key):
             p.unlink(missing_ok=True)

@@ -2,7 +2,9 @@
 PostgreSQL store, idempotently.
 
 Blobs go first (a copied crash row never names a blob the destination lacks),
-streamed one at a time through a temporary file; then every table of the
+streamed one at a time through a temporary file, each keeping its time
+(retention prunes by age; an object store that sets its own time cannot, and
+the result counts those); then every table of the
 schema (as the migrations create them), raw rows in batches, each kept when
 its key is already there (a keyless log: when an equal row is there). Run
 it again — after more ingesting into the data dir, or after an interruption
@@ -33,11 +35,17 @@ class CopyResult:
     blobs_added: int = 0
     blobs_present: int = 0
     blob_bytes: int = 0
+    blobs_copy_time: int = 0
+    """Blobs added that carry the time of the copy, not their own (the
+    destination, an object store, sets it): retention sees them as new."""
 
     def __str__(self) -> str:
         tables = ", ".join(f"{t} {self.added[t]} (+{self.present[t]} there)" for t in self.added)
+        dated = (f"; {self.blobs_copy_time} dated by the copy, not their own time (the blob "
+                 "store sets it): retention counts their age from now"
+                 if self.blobs_copy_time else "")
         return (f"copied blobs {self.blobs_added} ({self.blob_bytes} bytes; "
-                f"{self.blobs_present} there); rows: {tables}")
+                f"{self.blobs_present} there{dated}); rows: {tables}")
 
 
 def copy_store(src: DuckDBStore, dst: PostgresStore,
@@ -55,6 +63,8 @@ def copy_store(src: DuckDBStore, dst: PostgresStore,
                 result.blob_bytes += src.blobs.write_to(info.key, fh)
             dst.blobs.put_file(spool, info.key)
             result.blobs_added += 1
+            if not dst.blobs.keep_modified(info.key, info.modified):
+                result.blobs_copy_time += 1
     say(f"blobs: {result.blobs_added} added, {result.blobs_present} there")
     # every table the migrations create, so a table added later is copied too
     for table in schema_tables():

@@ -107,6 +107,14 @@ class BlobStore(abc.ABC):
     def entries(self) -> Iterator[BlobInfo]:
         """Every stored blob (any order; temporary uploads left out)."""
 
+    def keep_modified(self, key: str, when: datetime) -> bool:
+        """Date the stored blob ``key`` as written at ``when`` (aware), so
+        retention (:meth:`prune`) counts its age from there — what a copy of
+        a store does to keep each blob's age. False, changing nothing, when
+        the storage sets the time itself (an object store's LastModified);
+        True when done. KeyError when the blob is absent."""
+        return False
+
     @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Remove a blob (absent: nothing happens). ValueError for a malformed key."""
