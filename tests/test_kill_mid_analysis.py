@@ -45,6 +45,30 @@ def _assert_died(pids: list[int]) -> None:
                 os.kill(p, signal.SIGKILL)
 
 
+def test_a_dead_holder_is_told_from_a_live_one() -> None:
+    """dead_holders on real processes: a live one, the same one SIGKILLed, a
+    reused pid (ours, with another start time), another host's worker."""
+    import socket
+    import subprocess
+
+    from coreepi.serve.analysis import dead_holders, worker_name
+
+    me = worker_name()
+    ns = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        start = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        other = f"{socket.gethostname()}:{child.pid}.{start}.{ns}:1"
+        assert dead_holders({me, other}) == []
+    finally:
+        child.kill()
+        child.wait()
+    reused = me.replace(f":{os.getpid()}.", f":{os.getpid()}.1", 1)  # our pid, another start
+    elsewhere = "another-host-xyz:1.1.1:1"
+    other_ns = f"{socket.gethostname()}:{child.pid}.{start}.1:1"  # a container's pid
+    assert dead_holders({me, other, reused, elsewhere, other_ns, "w1"}) == sorted([other, reused])
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "term"])
 def test_server_killed_mid_analysis(tmp_path: Path, coreset: CoreSet,  # noqa: F811
                                     monkeypatch: pytest.MonkeyPatch, sig: int) -> None:
@@ -88,14 +112,18 @@ def test_server_killed_mid_analysis(tmp_path: Path, coreset: CoreSet,  # noqa: F
             return httpx.get(f"{server.url}/api/v1/jobs", headers=headers,
                              timeout=30).json()["counts"]
 
-        # a killed server's job is taken over once its heartbeat is stale (60 s)
+        # a killed server's job is taken over at once, its process being gone (before:
+        # once its heartbeat was 60 s stale); the analysis itself takes seconds
+        started = time.monotonic()
         final = wait_for_jobs(counts, timeout=300)
+        took = time.monotonic() - started
         report = httpx.get(f"{server.url}/api/v1/crashes/{sent.crash_id}", headers=headers,
                            timeout=30).json()
         listed = httpx.get(f"{server.url}/api/v1/crashes", headers=headers, timeout=30).json()
     finally:
         server.kill(signal.SIGTERM)
     assert final["done"] == 1 and final["dead"] == 0, final
+    assert took < 45, f"the job waited {took:.0f} s for the dead server's heartbeat to go stale"
     assert [c["crash_id"] for c in listed["crashes"]] == [sent.crash_id]
     warnings = report["analysis"]["warnings"]
     assert not any("unreadable" in w for w in warnings), warnings

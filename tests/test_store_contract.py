@@ -561,6 +561,21 @@ def test_queue_dead_workers_lose_their_jobs(store: JobQueue) -> None:
     assert (again.crash_id, again.attempts) == ("c2", 1)
 
 
+def test_queue_jobs_of_a_worker_known_dead_are_taken_at_once(store: JobQueue) -> None:
+    """expire_workers: the jobs of a worker whose process is gone go to the
+    next take whatever ``stale_after`` says (before: 60 s of waiting)."""
+    for c in ("c1", "c2", "c3"):
+        store.enqueue_analysis(c, "k" * 64)
+    assert len(store.take_jobs("gone", limit=2)) == 2
+    assert len(store.take_jobs("alive", limit=1)) == 1
+    assert store.take_jobs("w2", limit=3, stale_after=3600) == []  # fresh heartbeats
+    assert store.expire_workers(["gone", "never-ran"]) == 2
+    taken = store.take_jobs("w2", limit=3, stale_after=3600)
+    assert [(j.crash_id, j.attempts, j.worker) for j in taken] == [("c1", 2, "w2"),
+                                                                   ("c2", 2, "w2")]
+    assert store.expire_workers([]) == 0
+
+
 # --------------------------------------------------------------------------
 # transactions and the whole store
 

@@ -15,6 +15,14 @@ whose crash was already analysed centrally is finished without work. An
 unreadable core is a result (``core_status`` unreadable), not a failure;
 failures (blob gone, store down) are retried with exponential backoff and
 end as ``dead`` jobs after ``max_attempts``, listed by ``GET /api/v1/jobs``.
+
+A worker's name says where it runs (``host:pid.start.ns:thread``: ``start``
+the process's start time, so a pid the kernel gave again is not taken for
+the old process; ``ns`` its pid namespace, so a container sharing the host
+name does not judge another's pids). When a worker starts it looks at the
+running jobs: one held by a process of this host and namespace that is gone (a server restarted after a
+SIGKILL) is taken over at once (:func:`dead_holders`), not after
+``stale_after`` seconds of silence.
 """
 
 from __future__ import annotations
@@ -34,9 +42,9 @@ from coreepi.ingest.sandbox import Sandbox, SandboxLimits
 from coreepi.model.report import CrashReport
 from coreepi.parse.open_input import max_decompressed_bytes
 from coreepi.serve.config import ServeConfig
-from coreepi.store import CoreStatus, CrashRecord, Job, Store
+from coreepi.store import CoreStatus, CrashRecord, Job, JobState, Store
 
-__all__ = ["AnalysisWorker"]
+__all__ = ["AnalysisWorker", "dead_holders", "worker_name"]
 
 log = logging.getLogger("coreepi.worker")
 
@@ -49,6 +57,53 @@ class Stopping(Exception):
     the analysis child was killed, so its failure says nothing about the core."""
 
 
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks after boot, field 22 of
+    ``/proc/PID/stat``, proc(5)); None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces and ")"
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _pid_namespace() -> str:
+    """The inode of this process's pid namespace (``/proc/self/ns/pid``)."""
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return "?"  # unknown: dead_holders then judges no holder
+
+
+def worker_name() -> str:
+    """``host:pid.start.ns:thread`` of the calling thread (see the module docstring)."""
+    pid = os.getpid()
+    return (f"{socket.gethostname()}:{pid}.{_process_start(pid)}.{_pid_namespace()}:"
+            f"{threading.get_ident()}")
+
+
+def dead_holders(workers: set[str]) -> list[str]:
+    """The names of ``workers`` whose process ran on this host, in this pid
+    namespace, and is gone (no such pid, or a pid started at another time),
+    sorted. A name of another host or namespace, or in another form, is left
+    to the heartbeat's ``stale_after``: only the kernel of its host can tell."""
+    host, ns = socket.gethostname(), _pid_namespace()
+    dead = []
+    for name in workers:
+        where, _, rest = name.partition(":")
+        pid, start, their_ns = (rest.partition(":")[0].split(".") + ["", ""])[:3]
+        if where != host or their_ns != ns or ns == "?" or not pid.isdigit():
+            continue
+        try:
+            alive = _process_start(int(pid)) == start
+        except OSError:  # /proc unreadable here (hidepid): cannot tell, so alive
+            alive = True
+        if not alive:
+            dead.append(name)
+    return sorted(dead)
+
+
 def _analysed_centrally(report: CrashReport) -> bool:
     """A previous run of this job already wrote its result."""
     return any(w.startswith(_MARKER) for w in report.analysis.warnings)
@@ -58,7 +113,7 @@ class AnalysisWorker:
     """Takes and runs analysis jobs of ``store`` (see the module docstring).
 
     ``name`` identifies the worker in the jobs table (default
-    ``host:pid:thread``); ``stale_after`` seconds without a heartbeat and
+    :func:`worker_name`); ``stale_after`` seconds without a heartbeat and
     another worker takes the job over (heartbeats every quarter of it).
     ``on_result`` is told each analysis's outcome (``ok``, ``unreadable``)."""
 
@@ -69,7 +124,8 @@ class AnalysisWorker:
         self.store = store
         self.config = config
         self.tmp_dir = tmp_dir
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        self.name = name or worker_name()
+        self._swept = False
         self.stale_after = stale_after
         self.backoff_seconds = backoff_seconds
         self.on_result = on_result or (lambda _: None)
@@ -94,11 +150,24 @@ class AnalysisWorker:
                     wake.clear()
 
     def run_once(self) -> int:
-        """Take at most one job and run it; how many were run (0 or 1)."""
+        """Take at most one job and run it; how many were run (0 or 1). The
+        first call takes over the jobs of dead processes of this host first."""
+        if not self._swept:
+            self._take_over_dead()
+            self._swept = True
         jobs = self.store.take_jobs(self.name, 1, stale_after=self.stale_after)
         for job in jobs:
             self._run_job(job)
         return len(jobs)
+
+    def _take_over_dead(self) -> None:
+        """Make the running jobs of dead local processes stale at once."""
+        running = self.store.jobs(JobState.RUNNING, limit=100_000)
+        dead = dead_holders({j.worker for j in running if j.worker})
+        if dead:
+            n = self.store.expire_workers(dead)
+            log.warning("worker %s: %d job(s) of %d dead worker(s) of this host taken over "
+                        "(%s)", self.name, n, len(dead), ", ".join(dead))
 
     def _run_job(self, job: Job) -> None:
         done = threading.Event()

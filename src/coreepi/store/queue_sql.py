@@ -13,7 +13,11 @@ from typing import Any
 
 from coreepi.store.interfaces.queue import Job, JobState
 
-__all__ = ["JOB_COLUMNS", "job_from_row", "sql"]
+__all__ = ["EXPIRED_AT", "JOB_COLUMNS", "job_from_row", "sql"]
+
+EXPIRED_AT = datetime(2000, 1, 1, tzinfo=UTC)
+"""The heartbeat given to the jobs of a worker known dead: older than any
+``stale_after`` can reach back, so the next take finds them stale."""
 
 JOB_COLUMNS = ("job_id", "crash_id", "blob_key", "state", "attempts", "max_attempts",
                "run_after", "worker", "heartbeat_at", "last_error", "created_at", "finished_at")
@@ -35,6 +39,9 @@ def sql(lock: str = "") -> dict[str, str]:
                 f"SELECT job_id FROM analysis_jobs WHERE (state = 'queued' AND run_after <= ?) "
                 f"OR (state = 'running' AND heartbeat_at < ?) ORDER BY run_after, job_id "
                 f"LIMIT ?{lock}) RETURNING {_COLS}",
+        # the running jobs of workers known dead: stale now, whatever stale_after says
+        "expire": "UPDATE analysis_jobs SET heartbeat_at = ? WHERE state = 'running' "
+                  "AND worker IN (SELECT unnest(?::VARCHAR[]))",
         "heartbeat": "UPDATE analysis_jobs SET heartbeat_at = ? WHERE worker = ? "
                      "AND state = 'running' AND job_id IN (SELECT unnest(?::VARCHAR[]))",
         "finish": "UPDATE analysis_jobs SET state = 'done', finished_at = ?, last_error = NULL "

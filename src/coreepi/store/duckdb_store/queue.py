@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from coreepi.store.duckdb_store.gateway import DuckDBGateway, utc_now
 from coreepi.store.interfaces.queue import Job, JobQueue, JobState
-from coreepi.store.queue_sql import job_from_row, sql
+from coreepi.store.queue_sql import EXPIRED_AT, job_from_row, sql
 
 __all__ = ["DuckDBJobQueue"]
 
@@ -34,6 +34,9 @@ class DuckDBJobQueue(DuckDBGateway, JobQueue):
             self._run(_SQL["bury"], [now, stale])
             rows = self._run(_SQL["take"], [worker, now, now, stale, limit])
         return sorted((job_from_row(r) for r in rows), key=lambda j: (j.run_after, j.job_id))
+
+    def expire_workers(self, workers: Iterable[str]) -> int:
+        return _count(self._run(_SQL["expire"], [EXPIRED_AT, list(workers)]))
 
     def heartbeat_jobs(self, worker: str, job_ids: Iterable[str]) -> int:
         return _count(self._run(_SQL["heartbeat"], [utc_now(), worker, list(job_ids)]))

@@ -15,7 +15,8 @@ take jobs, heartbeat while they work, and finish or fail them:
 
 Execution is at-least-once: a worker that stops heartbeating for
 ``stale_after`` seconds (killed, host gone) loses its job to the next
-:meth:`JobQueue.take_jobs`, and a late :meth:`JobQueue.finish_job` of the old
+:meth:`JobQueue.take_jobs` — at once when a worker on its host sees its
+process gone (:meth:`JobQueue.expire_workers`) — and a late :meth:`JobQueue.finish_job` of the old
 worker is refused. The analysis writes are idempotent (``update_crash``
 replaces the row), so a crash is analysed exactly once in effect.
 PostgreSQL takes jobs with ``FOR UPDATE SKIP LOCKED`` (many workers, many
@@ -76,6 +77,13 @@ class JobQueue(Transactional):
         worker has not heartbeaten for ``stale_after`` seconds (a job of a
         dead worker that has used all its attempts becomes ``dead`` instead).
         Each taken job is ``running`` with ``attempts`` + 1."""
+
+    @abc.abstractmethod
+    def expire_workers(self, workers: Iterable[str]) -> int:
+        """The running jobs of ``workers`` (known dead: their process is
+        gone) stale at once, so the next :meth:`take_jobs` takes them over
+        (or buries those out of attempts) without waiting ``stale_after``;
+        how many jobs."""
 
     @abc.abstractmethod
     def heartbeat_jobs(self, worker: str, job_ids: Iterable[str]) -> int:

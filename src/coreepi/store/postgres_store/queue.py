@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from coreepi.store.interfaces.queue import Job, JobQueue, JobState
 from coreepi.store.postgres_store.gateway import PostgresGateway
-from coreepi.store.queue_sql import job_from_row, sql
+from coreepi.store.queue_sql import EXPIRED_AT, job_from_row, sql
 from coreepi.store.sqlbuild import utc_now
 
 __all__ = ["PostgresJobQueue"]
@@ -32,6 +32,9 @@ class PostgresJobQueue(PostgresGateway, JobQueue):
             self._write(_SQL["bury"], [now, stale])
             rows = self._write(_SQL["take"], [worker, now, now, stale, limit]).fetchall()
         return sorted((job_from_row(r) for r in rows), key=lambda j: (j.run_after, j.job_id))
+
+    def expire_workers(self, workers: Iterable[str]) -> int:
+        return self._write(_SQL["expire"], [EXPIRED_AT, list(workers)]).rowcount
 
     def heartbeat_jobs(self, worker: str, job_ids: Iterable[str]) -> int:
         return self._write(_SQL["heartbeat"], [utc_now(), worker, list(job_ids)]).rowcount
