@@ -19,8 +19,9 @@ What it does, on the embedded store (DuckDB), everything on 127.0.0.1:
    report the server refuses; a stray file): they must be quarantined with a
    reason, never shipped, never lost silently.
 5. Waits until every agent's queue is empty and no analysis job is queued or
-   running (a killed server's job is taken over once its heartbeat is 60 s
-   stale), then stops everything with SIGTERM.
+   running (a killed server's job is taken over by the restarted server as
+   soon as it starts: the holder's process is gone), then stops everything
+   with SIGTERM.
 6. ``coreepi ingest`` of a fleet directory of ``--cores`` cores into another
    data dir, SIGKILLed ``--ingest-kills`` times while a core is being
    analysed, then run to its end.

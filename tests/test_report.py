@@ -277,3 +277,21 @@ def test_counts_are_said_in_number() -> None:
 
     assert [how_many(1, "crash"), how_many(2, "crash"), how_many(1204, "host"),
             how_many(0, "host")] == ["1 crash", "2 crashes", "1,204 hosts", "0 hosts"]
+    assert how_many(None, "crash") == "? crashes"  # a count the evidence did not record
+
+
+def test_evidence_of_one_crash_on_one_host_is_said_in_number() -> None:
+    """Before: "1 crashes on 1 hosts", "1 host(s) hold 1 of the 1 crashes"."""
+    from coreepi.epi.models import Evidence
+    from coreepi.reporting.phrases import evidence_text
+
+    def said(kind: str, **fields: object) -> str:
+        return evidence_text(Evidence(kind=kind, supports=None, strength=1.0, **fields))
+
+    assert said("fleet-spread", total=1, hosts=1) == "1 crash on 1 host"
+    assert said("sample-size", observed=1, hosts=1, minimum=5) == (
+        "only 1 crash on 1 host; at least 5 are needed")
+    assert said("host-concentration", observed=1, total=1, host_ids=["h1"], expected=0.5,
+                p=0.5).startswith("1 of 1 crash on host h1, expected 0.5")
+    assert said("group-verdicts", total=1, host_ids=["h1"]).startswith(
+        "host h1: of its 1 crash,")

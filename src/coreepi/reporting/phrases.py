@@ -97,14 +97,15 @@ def fmt_bound(x: float | None, status: RatioStatus | None) -> str:
     return fmt_n(x)
 
 
-def how_many(n: int, noun: str, plural: str | None = None) -> str:
+def how_many(n: int | None, noun: str, plural: str | None = None) -> str:
     """``"1 crash"``, ``"2 crashes"``, ``"1,204 hosts"``: ``n`` with thousands
     separators and the noun in number (``plural`` default: noun + ``s``, or
-    + ``es`` after s, sh, ch, x)."""
+    + ``es`` after s, sh, ch, x); ``"? crashes"`` when ``n`` is None (an
+    evidence count not recorded)."""
     if n == 1:
         return f"1 {noun}"
     many = plural or noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
-    return f"{n:,} {many}"
+    return f"? {many}" if n is None else f"{n:,} {many}"
 
 
 def recheck_sentence(r: dict[str, Any], baseline_days: float) -> str:
@@ -201,7 +202,7 @@ def _sample_size(e: Evidence) -> str:
 
 
 def _concentration(e: Evidence) -> str:
-    return (f"{e.observed} of {e.total} crashes on host {_host(e)}, expected "
+    return (f"{e.observed} of {how_many(e.total, 'crash')} on host {_host(e)}, expected "
             f"{fmt_n(e.expected)}, {fmt_p(e.p)}")
 
 
@@ -237,7 +238,7 @@ _ADJUSTED_HOW = {"exact-conditional": " (exact conditional)",
 def _rate_ratio(e: Evidence) -> str:
     lead = (f"{e.share:.0%} of its crashes with a known {e.attribute} have "
             f"{e.attribute}={e.level}; " if e.share is not None else "")
-    text = (f"{e.attribute}={e.level}: {e.observed} crashes, rate ratio "
+    text = (f"{e.attribute}={e.level}: {how_many(e.observed, 'crash')}, rate ratio "
             f"{fmt_ratio_value(e.ratio, e.ratio_status)} (95% CI "
             f"{fmt_bound(e.ci_low, e.ratio_status)}–{fmt_bound(e.ci_high, e.ratio_status)}) vs "
             f"the rest of the fleet, {fmt_p(e.p)}, q = {fmt_n(e.q)}")
@@ -258,12 +259,13 @@ def _confounding(e: Evidence) -> str:
 
 
 def _hardware_phenotypes(e: Evidence) -> str:
-    return (f"{_on_host(e)}{e.observed} of {e.total} crashes hardware-indicative "
+    return (f"{_on_host(e)}{e.observed} of {how_many(e.total, 'crash')} hardware-indicative "
             f"({_names(e.tallies)})")
 
 
 def _diversity(e: Evidence) -> str:
-    return (f"host {_host(e)}: {e.observed} distinct signatures in {e.total} crashes where the "
+    return (f"host {_host(e)}: {how_many(e.observed, 'distinct signature')} in "
+            f"{how_many(e.total, 'crash')} where the "
             f"fleet's signature mix predicts {fmt_n(e.expected)}")
 
 
@@ -283,11 +285,12 @@ def _telemetry(e: Evidence) -> str:
     example = f': "{e.example}"' if e.example else ""
     days = e.window_days or 0.0
     hours = days * 24
-    window = f"{hours:g} h" if hours < 72 else f"{fmt_n(days)} days"
+    window = f"{hours:g} h" if hours < 72 else f"{fmt_n(days)} days"  # 72 h or more: plural
     if e.lead is not None:
         return (f"host {_host(e)}: {lead_text(e.lead)} in the {window} before {e.observed} of "
-                f"its {e.total} crashes (events in the window: {kinds}){example}")
-    return (f"host {_host(e)}: {e.observed} of {e.total} crashes within {fmt_n(days)} days "
+                f"its {how_many(e.total, 'crash')} (events in the window: {kinds}){example}")
+    return (f"host {_host(e)}: {e.observed} of {how_many(e.total, 'crash')} within "
+            f"{fmt_n(days)} day{'' if days == 1 else 's'} "
             f"after a hardware event ({kinds}){example}")
 
 
@@ -308,7 +311,7 @@ def _excess_without_signs(e: Evidence) -> str:
 
 def _group_verdicts(e: Evidence) -> str:
     parts = ", ".join(f"{t.count} in {t.name} groups" for t in e.tallies)
-    return f"host {_host(e)}: of its {e.total} crashes, {parts}"
+    return f"host {_host(e)}: of its {how_many(e.total, 'crash')}, {parts}"
 
 
 def _insufficient(e: Evidence) -> str:
@@ -326,7 +329,8 @@ def _host_clustered(e: Evidence) -> str:
 
 
 def _host_level(e: Evidence) -> str:
-    return (f"{e.attribute}={e.level} at the host level: {e.observed} of {e.exposed} hosts "
+    return (f"{e.attribute}={e.level} at the host level: {e.observed} of "
+            f"{how_many(e.exposed, 'host')} "
             f"affected vs {e.rest_observed} of {e.rest_exposed} with another value "
             f"(Fisher exact, {fmt_p(e.p)})")
 

@@ -256,7 +256,7 @@ def _associations(f: FleetFindings, console: Console) -> None:
         adj = f"; adjusted {_adjusted(a)}" if a.adjusted_irr is not None else ""
         console.print(_indented(
             Text.assemble((f"{a.attribute}={a.value}", "bold"), " in ", r.group.key),
-            Text(f"{a.crashes:,} of {a.crashes + a.rest_crashes:,} crashes, rate ratio "
+            Text(f"{a.crashes:,} of {how_many(a.crashes + a.rest_crashes, 'crash')}, rate ratio "
                  f"{_crude(a)}{adj}, {fmt_p(a.p_value)}, "
                  f"{fmt_q(a.q_value)}")))
 
