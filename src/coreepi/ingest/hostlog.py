@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from collections.abc import Callable, Iterator
+from typing import IO
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,8 +36,9 @@ from coreepi.model.limits import TimeRangeError, check_time
 from coreepi.model.report import CrashReport, stable_crash_id
 from coreepi.parse.kernel.oops import iter_kernel_log
 from coreepi.parse.kernel.scan import ScanLimits
-from coreepi.parse.open_input import DecompressionError, input_lines
 from coreepi.parse.kernel.prefixes import split_prefix
+from coreepi.parse.open_input import DecompressionError, binary_lines, open_input
+from coreepi.parse.sniff import text_head
 from coreepi.parse.telemetry.logs import MAX_LINE_BYTES, TelemetryScanner
 from coreepi.store import CoreStatus, CrashRecord, LedgerEntry, Store, sha256_file
 
@@ -52,6 +54,7 @@ LOOKBACK_LINES = 200
 """How many lines before an oops line (itself included) may give its time."""
 # A line's time prefix fits in this many characters; the window keeps no more.
 _PREFIX_CHARS = 256
+_SNIFF_BYTES = 1 << 16  # the head judged text or not, as coreepi.parse.sniff.text_head's window
 
 
 class _OnePass:
@@ -70,13 +73,23 @@ class _OnePass:
         self.batch: list[TelemetryEvent] = []
         self.events = self.no_clock = 0
         self.stopped: DecompressionError | None = None
+        self.not_a_log: str | None = None  # why, when its head is not text: no lines then
         self.sha256 = hashlib.sha256()  # of the file as on disk: the ledger's checksum
+
+    def _text(self) -> Iterator[str]:
+        """The log's lines, unless its first 64 KiB are not text (then none,
+        and :attr:`not_a_log` says why): sniffed in the same read."""
+        with open_input(self.path, digest=self.sha256) as handle:
+            head = handle.read(_SNIFF_BYTES)
+            self.not_a_log = _why_not_text(head)
+            if self.not_a_log is None:
+                yield from binary_lines(_Replay(head, handle), MAX_LINE_BYTES)
 
     def lines(self) -> Iterator[str]:
         """The log's lines, in order; feeds the scanner and the window on the way."""
         number = 0
         try:
-            for text in input_lines(self.path, MAX_LINE_BYTES, digest=self.sha256):
+            for text in self._text():
                 number += 1
                 self.window.append((number, text[:_PREFIX_CHARS]))
                 self._add(self.scanner.feed(text))
@@ -151,24 +164,41 @@ def _crash_record(report: CrashReport, when: tuple[datetime, str] | None, path: 
     return CrashRecord(report, {}, CoreStatus.NOT_STORED, None, str(path))
 
 
-def not_a_log(path: Path) -> str | None:
-    """Why the file at ``path`` is not a log (``"binary content"``; an ELF
-    file named as such), or None when its first 64 KiB,
-    decompressed, are text. A content cut short is left to the reading,
-    which says where it stops. Raises OSError when it cannot be read."""
-    from coreepi.parse.open_input import open_input
-    from coreepi.parse.sniff import text_head
+class _Replay:
+    """A stream whose first read gives ``head`` (read already, to sniff it),
+    then what ``handle`` reads: the log is opened and read once."""
 
-    try:
-        with open_input(path) as fh:
-            head = fh.read(1 << 16)
-    except DecompressionError:
-        return None
+    def __init__(self, head: bytes, handle: IO[bytes]) -> None:
+        self._head, self._read = head, getattr(handle, "read1", handle.read)
+
+    def read1(self, n: int = -1) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return bytes(self._read(n))
+
+    read = read1  # what binary_lines asks for besides read1: a block at a time either way
+
+
+def _why_not_text(head: bytes) -> str | None:
+    """Why content starting with ``head`` is not a log, or None (text, or empty)."""
     if not head or text_head(head) is not None:
         return None
     if head.startswith(b"\x7fELF"):
         return "an ELF file (a core? coreepi inspect reads cores)"
     return "binary content"
+
+
+def not_a_log(path: Path) -> str | None:
+    """Why the file at ``path`` is not a log (``"binary content"``; an ELF
+    file named as such), or None when its first 64 KiB, decompressed, are
+    text. A content cut short is left to the reading, which says where it
+    stops. Raises OSError when it cannot be read."""
+    try:
+        with open_input(path) as fh:
+            return _why_not_text(fh.read(_SNIFF_BYTES))
+    except DecompressionError:
+        return None
 
 
 def ingest_host_log(store: Store, path: Path, host: str, summary: IngestSummary,
@@ -187,11 +217,6 @@ def ingest_host_log(store: Store, path: Path, host: str, summary: IngestSummary,
         summary.files_skipped += 1
         return
     rejections = Rejections()
-    if (why := not_a_log(path)) is not None:
-        rejections.add(path, None, NOT_A_LOG, f"not a text log: {why}; not ingested")
-        store.add_rejections(rejections, replace_files=[str(path)])
-        summary.rejections.extend(rejections)
-        return
     if known is not None and host not in known:
         rejections.add(path, None, "unknown-host",
                        f"unknown host_id {host!r} (not in hosts); log not ingested")
@@ -211,6 +236,11 @@ def ingest_host_log(store: Store, path: Path, host: str, summary: IngestSummary,
                for report in iter_kernel_log(lines, name=str(path), limits=limits)]
     for _ in lines:  # the parser read them all; if not, the events of the rest still count
         pass
+    if read.not_a_log is not None:  # nothing was read past its head
+        rejections.add(path, None, NOT_A_LOG, f"not a text log: {read.not_a_log}; not ingested")
+        store.add_rejections(rejections, replace_files=[str(path)])
+        summary.rejections.extend(rejections)
+        return
     if read.no_clock:
         summary.notes.append(
             f"{path}: {read.no_clock} of {read.events} events have only seconds since boot (no "

@@ -20,9 +20,9 @@ A worker's name says where it runs (``host:pid.start.ns:thread``: ``start``
 the process's start time, so a pid the kernel gave again is not taken for
 the old process; ``ns`` its pid namespace, so a container sharing the host
 name does not judge another's pids). When a worker starts it looks at the
-running jobs: one held by a process of this host and namespace that is gone (a server restarted after a
-SIGKILL) is taken over at once (:func:`dead_holders`), not after
-``stale_after`` seconds of silence.
+running jobs: one held by a process of this host and namespace that is
+gone (a server restarted after a SIGKILL) is taken over at once
+(:func:`dead_holders`), not after ``stale_after`` seconds of silence.
 """
 
 from __future__ import annotations
