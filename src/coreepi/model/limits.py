@@ -58,6 +58,7 @@ __all__ = [
     "check_attributes",
     "check_environment",
     "check_time",
+    "duckdb_threads",
     "max_core_bytes",
     "max_write_backlog",
     "trim_attributes",
@@ -120,6 +121,9 @@ LIMITS: tuple[Limit, ...] = (
           "crash reports (and, apart, heartbeats) waiting for their commit on one server"),
     Limit("read_cpu_seconds", "10", "ServeConfig.read_cpu_seconds",
           "CPU time of one read request of the server, seconds"),
+    Limit("duckdb_threads", "DuckDB's default (the CPUs)", "COREEPI_DUCKDB_THREADS",
+          "threads DuckDB runs one query on; 1 makes read_cpu_seconds bound a read's "
+          "whole CPU (the budget counts the request's own thread)"),
 )
 
 
@@ -227,7 +231,14 @@ def max_write_backlog() -> int:
     return MAX_WRITE_BACKLOG if value is None else value
 
 
-ENV_UNITS = {"COREEPI_MAX_CORE_BYTES": "bytes", "COREEPI_MAX_WRITE_BACKLOG": "writes"}
+def duckdb_threads() -> int | None:
+    """``$COREEPI_DUCKDB_THREADS`` (a positive integer), None when unset:
+    DuckDB's own default. LimitEnvError when set to anything else."""
+    return _positive_env("COREEPI_DUCKDB_THREADS")
+
+
+ENV_UNITS = {"COREEPI_MAX_CORE_BYTES": "bytes", "COREEPI_MAX_WRITE_BACKLOG": "writes",
+             "COREEPI_DUCKDB_THREADS": "threads"}
 """The unit of each ``COREEPI_*`` limit variable (every ``env`` of :data:`LIMITS`
 that is an environment variable; a test keeps the two in step)."""
 

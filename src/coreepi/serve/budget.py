@@ -17,7 +17,8 @@ watched from the event loop every :data:`POLL_SECONDS`:
 
 DuckDB runs a query on the calling thread plus its own helper threads;
 the budget counts the calling thread, so one read's total CPU is at most
-the budget times DuckDB's ``threads`` setting.
+the budget times DuckDB's ``threads`` setting (``COREEPI_DUCKDB_THREADS``;
+with 1, the budget bounds a read's whole CPU).
 """
 
 from __future__ import annotations

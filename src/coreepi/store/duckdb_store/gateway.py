@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from coreepi.errors import StoreError
+from coreepi.model.limits import duckdb_threads
 from coreepi.store.base import COUNTED_TABLES
 from coreepi.store.cancel import track_query
 from coreepi.store.interfaces.session import Transactional
@@ -64,8 +65,10 @@ def _open(data_dir: Path, db_path: Path, read_only: bool) -> duckdb.DuckDBPyConn
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         # offline by default: DuckDB would otherwise download a missing extension
-        return duckdb.connect(os.fspath(db_path), read_only=read_only,
-                              config={"autoinstall_known_extensions": False})
+        config: dict[str, object] = {"autoinstall_known_extensions": False}
+        if (threads := duckdb_threads()) is not None:
+            config["threads"] = threads
+        return duckdb.connect(os.fspath(db_path), read_only=read_only, config=config)
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():
