@@ -300,3 +300,44 @@ def test_polya_concentration_and_signature_llr_hand_computed() -> None:
     assert llr.iloc[3] == pytest.approx(math.log(5.5 / 5))
     # first crashes: the fleet's share alone (q_x for a: the others' x 1 of 4)
     assert llr.iloc[0] == pytest.approx(math.log((1 / 3) / q_x))
+
+
+def _version_fleet(bad_crashes: int, spread_hosts: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """50 hosts for 40 days; 30 of them (h00..h29) move from app_version 1.0 to
+    2.0 on day 20. Group "g": 3 background crashes on 1.0 hosts, ``bad_crashes``
+    on h00 after its move, and one crash each on ``spread_hosts`` other 2.0 hosts."""
+    exp = []
+    for h in range(50):
+        if h < 30:
+            exp += [(f"h{h:02d}", 0, 20, "1.0"), (f"h{h:02d}", 20, 40, "2.0")]
+        else:
+            exp.append((f"h{h:02d}", 0, 40, "1.0"))
+    exposure = pd.DataFrame({"host_id": [e[0] for e in exp],
+                             "start": [T0 + pd.Timedelta(days=e[1]) for e in exp],
+                             "end": [T0 + pd.Timedelta(days=e[2]) for e in exp],
+                             "app_version": [e[3] for e in exp]})
+    rows = [("h40", 5.0), ("h41", 12.0), ("h42", 30.0)]
+    rows += [("h00", 21.0 + 0.8 * i) for i in range(bad_crashes)]
+    rows += [(f"h{h:02d}", 22.0 + h * 0.5) for h in range(1, 1 + spread_hosts)]
+    crashes = pd.DataFrame({"host_id": [r[0] for r in rows],
+                            "captured_at": [T0 + pd.Timedelta(days=r[1]) for r in rows],
+                            "signature": "g", "phenotypes": [[] for _ in rows]})
+    return crashes, exposure
+
+
+def test_rollout_does_not_blame_a_version_for_one_bad_host() -> None:
+    # one host's 20 crashes after it moved to 2.0 are one host's evidence: a bad
+    # CPU that happened to get the new version (a fresh user saw "rate ×5.9 on
+    # app_version 2.0.0" for the demo's bad-CPU host)
+    now = T0 + pd.Timedelta(days=40)
+    crashes, exposure = _version_fleet(bad_crashes=20, spread_hosts=0)
+    (ro,) = rollouts(exposure, now, DetectorParams())
+    assert (ro.attribute, ro.value) == ("app_version", "2.0")
+    assert rollout_regressions(crashes, exposure, now, DetectorParams()) == []
+    # the same crashes spread over 12 hosts on 2.0 are a regression, counted in hosts
+    crashes, exposure = _version_fleet(bad_crashes=0, spread_hosts=12)
+    (d,) = rollout_regressions(crashes, exposure, now, DetectorParams())
+    assert d.subject == {"signature": "g", "attribute": "app_version", "value": "2.0"}
+    ev = d.evidence
+    assert (ev["hosts_on_value"], ev["crashes_on_value"]) == (12, 12)
+    assert (ev["hosts_elsewhere"], ev["crashes_elsewhere"]) == (3, 3)

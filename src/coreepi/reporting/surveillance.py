@@ -1,7 +1,8 @@
 """The sentence of a surveillance detection (its evidence stays data in ``epi``).
 
     rollout-regression →
-    "sig_004: rate ×5.2 (95% CI 3.9–6.8) on kernel 6.8.0-45 since it reached 30% of node-time on 2026-11-01"
+    "sig_004: rate ×5.2 (95% CI 3.9–6.8) on kernel 6.8.0-45 since it reached 30% of node-time
+    on 2026-11-01 (41 hosts with 44 crashes on it)"
 """
 
 from __future__ import annotations
@@ -49,9 +50,13 @@ def alert_summary(d: Detection) -> str:
                 f"{str(e['run_start'])[:16].replace('T', ' ')} UTC against {base} in its "
                 f"baseline ({_ratio(e)}, CUSUM {float(e['statistic']):.1f})")
     if d.kind == "rollout-regression":
+        # alerts stored before hosts were counted carry no hosts_on_value
+        hosts = (f" ({how_many(int(e['hosts_on_value']), 'host')} with "
+                 f"{how_many(int(e['crashes_on_value']), 'crash')} on it)"
+                 if "hosts_on_value" in e else "")
         return (f"{s['signature']}: rate {_ratio(e)} (95% CI {_bound(e, 'lower')}–"
                 f"{_bound(e, 'upper')}) on {s['attribute']} {s['value']} since it reached "
-                f"{float(e['share']) * 100:.0f}% of node-time on {e['reached']}")
+                f"{float(e['share']) * 100:.0f}% of node-time on {e['reached']}{hosts}")
     return (f"host {s['host_id']} looks hardware-suspect: {how_many(int(e['crashes']), 'crash')} "
             f"({e['hardware_crashes']} hardware-indicative, "
             f"{how_many(int(e['signatures']), 'signature')}) in "

@@ -82,6 +82,7 @@ class DetectorParams:
     rollout_share: float = 0.30
     rollout_start_share: float = 0.05
     rollout_min_crashes: int = 5
+    rollout_min_hosts: int = 3
     rollout_min_ratio: float = 1.5
     rollout_alpha: float = 0.01
     # hardware-suspect host: Wald's SPRT per host (rate ratio and hardware share under H1)
