@@ -14,7 +14,9 @@ against ``gdb -batch -ex 'thread apply all bt'``.
                  JVM start-up included and reported apart)
 
    and checks that the findings agree (crash counts, verdicts of the known groups).
-3. ``--cores N``: N real cores of the test crasher. Ingest's sandbox runner
+3. ``--cores N``: N real cores of the test crasher. The analysis in this
+   process with the CFI cache emptied before each core and kept (CPU per
+   core, alternated, medians). Ingest's sandbox runner
    alone, cold (a new Python per core) and warm (forked from a pre-imported
    zygote): CPU per core. Then the cores in a store: ``coreepi reanalyze``
    warm with 1 and 2 Dask workers and cold with 1 (cores/s of wall, cluster
@@ -145,6 +147,38 @@ def bench_sandbox(cores: list[Path]) -> dict[str, object]:
     return out
 
 
+def bench_cfi_cache(cores: list[Path], rounds: int = 3) -> dict[str, object]:
+    """CPU per core of the analysis itself (``inspect_file``, in this
+    process, imports done), the CFI cache (:mod:`coreepi.parse.elf.cfi_cache`)
+    emptied before each core (as every core was before the cache) against
+    kept (as in a warm zygote's children after the first core); the two
+    passes alternate, ``rounds`` times, medians."""
+    from coreepi.ingest.artifacts import inspect_file
+    from coreepi.parse.elf.cfi_cache import CACHE
+
+    inspect_file(cores[0])  # the lazy imports of a process's first core
+
+    def per_core(clear: bool) -> float:
+        c0 = time.process_time()
+        for core in cores:
+            if clear:
+                CACHE.clear()
+            inspect_file(core)
+        return (time.process_time() - c0) / len(cores)
+
+    cleared, kept = [], []
+    for _ in range(rounds):
+        cleared.append(per_core(True))
+        kept.append(per_core(False))
+    out = {"cpu_s_per_core_cache_emptied": round(statistics.median(cleared), 4),
+           "cpu_s_per_core_cache_kept": round(statistics.median(kept), 4)}
+    out["gain_ms_per_core"] = round(1000 * (out["cpu_s_per_core_cache_emptied"]
+                                            - out["cpu_s_per_core_cache_kept"]), 1)
+    print(f"CFI cache: {out}", flush=True)
+    CACHE.clear()
+    return out
+
+
 def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
     """``coreepi reanalyze`` (warm, and cold at 1 worker) at 1 and 2 Dask
     workers, and gdb's backtrace of the same cores: cores/s of wall (the
@@ -165,7 +199,8 @@ def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
     data = root / "rdata"
     subprocess.run([coreepi, "ingest", str(fleet), "--data-dir", str(data)], check=True,
                    capture_output=True)
-    out: dict[str, object] = {"cores": n, "sandbox": bench_sandbox(cores.cores)}
+    out: dict[str, object] = {"cores": n, "cfi_cache": bench_cfi_cache(cores.cores),
+                              "sandbox": bench_sandbox(cores.cores)}
     for label, workers, extra in (("warm", 1, []), ("warm", 2, []), ("cold", 1, ["--cold"])):
         # a rule "change": clear the markers so that every core is selected again
         import duckdb
