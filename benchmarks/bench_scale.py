@@ -18,7 +18,7 @@ against ``gdb -batch -ex 'thread apply all bt'``.
    process with the CFI cache emptied before each core and kept (CPU per
    core, alternated, medians). Ingest's sandbox runner
    alone, cold (a new Python per core) and warm (forked from a pre-imported
-   zygote): CPU per core. Then the cores in a store: ``coreepi reanalyze``
+   zygote, its CFI cache on and off, alternated): CPU per core. Then the cores in a store: ``coreepi reanalyze``
    warm with 1 and 2 Dask workers and cold with 1 (cores/s of wall, cluster
    start excluded; CPU per core of every process; the same command again
    with nothing left to do, for the CPU a core adds), and gdb's backtrace of
@@ -124,10 +124,13 @@ def _cpu_and_wall(run: Callable[[], object]) -> tuple[float, float]:
     return _children_cpu() - c0 + time.process_time() - p0, time.perf_counter() - w0
 
 
-def bench_sandbox(cores: list[Path]) -> dict[str, object]:
+def bench_sandbox(cores: list[Path], rounds: int = 3) -> dict[str, object]:
     """CPU per core of ingest's Sandbox runner, cold (a new Python per core)
-    and warm (forked from a zygote; its start-up measured apart), no Dask."""
+    and warm (forked from a zygote; its start-up measured apart and
+    subtracted), no Dask; warm with the zygote's CFI cache on and off
+    (``COREEPI_CFI_CACHE_FILES=0``), alternated ``rounds`` times, medians."""
     from coreepi.ingest.sandbox import Sandbox, SandboxLimits
+    from coreepi.parse.elf.cfi_cache import SIZE_ENV
     from coreepi.reanalysis.warm import WarmLauncher
 
     out: dict[str, object] = {}
@@ -136,14 +139,29 @@ def bench_sandbox(cores: list[Path]) -> dict[str, object]:
     out["cold_cpu_s_per_core"] = round(cpu / len(cores), 3)
     launcher = WarmLauncher()
     start, _ = _cpu_and_wall(lambda: (launcher.start(), launcher.close()))
-    launcher = WarmLauncher()
-    sandbox = Sandbox(limits, launcher=launcher)
-    cpu, wall = _cpu_and_wall(lambda: ([sandbox.run(c) for c in cores], launcher.close()))
+
+    def warm(cache_files: str | None) -> float:
+        if cache_files is not None:  # read by the zygote at its start
+            os.environ[SIZE_ENV] = cache_files
+        try:
+            launcher = WarmLauncher()
+            launcher.start()
+        finally:
+            os.environ.pop(SIZE_ENV, None)
+        sandbox = Sandbox(limits, launcher=launcher)
+        cpu, _ = _cpu_and_wall(lambda: ([sandbox.run(c) for c in cores], launcher.close()))
+        return (cpu - start) / len(cores)
+
+    on, off = [], []
+    for _ in range(rounds):
+        on.append(warm(None))
+        off.append(warm("0"))
     out["warm_zygote_start_cpu_s"] = round(start, 3)
-    out["warm_cpu_s_per_core"] = round((cpu - start) / len(cores), 3)
+    out["warm_cpu_s_per_core"] = round(statistics.median(on), 4)
+    out["warm_no_cfi_cache_cpu_s_per_core"] = round(statistics.median(off), 4)
     print(f"sandbox: cold {out['cold_cpu_s_per_core']} s CPU/core; warm "
-          f"{out['warm_cpu_s_per_core']} s CPU/core after a zygote start of {start:.2f} s CPU",
-          flush=True)
+          f"{out['warm_cpu_s_per_core']} s CPU/core after a zygote start of {start:.2f} s CPU "
+          f"({out['warm_no_cfi_cache_cpu_s_per_core']} without the CFI cache)", flush=True)
     return out
 
 

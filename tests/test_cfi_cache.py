@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,3 +104,14 @@ def test_garbage_from_a_child_is_ignored(cache: CfiCache) -> None:
         _learn(r)
         os.close(r)
     assert len(cache) == 0
+
+
+@pytest.mark.parametrize(("value", "size", "said"), [
+    ("0", 0, ""), ("7", 7, ""),
+    ("lots", 128, "COREEPI_CFI_CACHE_FILES='lots': not an integer >= 0; using 128")])
+def test_the_bound_comes_from_the_environment(value: str, size: int, said: str) -> None:
+    code = "from coreepi.parse.elf.cfi_cache import CACHE; print(CACHE.maxsize)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "COREEPI_CFI_CACHE_FILES": value})
+    assert int(proc.stdout) == size
+    assert proc.stderr.strip() == said

@@ -26,6 +26,7 @@ never cached: nothing identifies them across cores.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import struct
@@ -36,7 +37,7 @@ from collections.abc import Callable
 from coreepi.parse.elf.cfi_index import CfiIndex
 from coreepi.parse.elf.elfimage import build_id as file_build_id
 
-__all__ = ["CACHE", "CfiCache", "MAX_FILE_BYTES"]
+__all__ = ["CACHE", "DEFAULT_SIZE", "SIZE_ENV", "CfiCache", "MAX_FILE_BYTES"]
 
 MAX_FILE_BYTES = 2 << 30
 """Largest file the zygote indexes on a child's word, bytes (2 GiB: far above
@@ -129,5 +130,23 @@ class CfiCache:
             self._built = []
 
 
-CACHE = CfiCache()
+SIZE_ENV = "COREEPI_CFI_CACHE_FILES"
+"""Environment variable: how many files' indexes the process's cache holds
+(an integer >= 0; 0: none kept, every core builds its own, as before the
+cache; default :data:`DEFAULT_SIZE`)."""
+
+DEFAULT_SIZE = 128
+
+
+def _size_from_env() -> int:
+    text = os.environ.get(SIZE_ENV, "")
+    if text.strip().isdigit():
+        return int(text)
+    if text:  # read at import, where raising would stop every analysis: said, not fatal
+        logging.getLogger("coreepi.parse").warning(
+            "%s=%r: not an integer >= 0; using %d", SIZE_ENV, text, DEFAULT_SIZE)
+    return DEFAULT_SIZE
+
+
+CACHE = CfiCache(_size_from_env())
 """The process's cache (inherited by a zygote's forked children)."""
