@@ -14,7 +14,8 @@ against ``gdb -batch -ex 'thread apply all bt'``.
                  JVM start-up included and reported apart)
 
    and checks that the findings agree (crash counts, verdicts of the known groups).
-3. ``--cores N``: N real cores of the test crasher. The analysis in this
+3. ``--cores N``: N real cores of the test crasher. What network isolation
+   adds to a forked child (CPU and wall, ms). The analysis in this
    process with the CFI cache emptied before each core and kept (CPU per
    core, alternated, medians). Ingest's sandbox runner
    alone, cold (a new Python per core) and warm (forked from a pre-imported
@@ -197,6 +198,29 @@ def bench_cfi_cache(cores: list[Path], rounds: int = 3) -> dict[str, object]:
     return out
 
 
+def bench_netns(n: int = 100) -> dict[str, object]:
+    """What leaving the network costs an analysis child: ``n`` forked
+    children that call ``isolate_network()`` then exit, against ``n`` that
+    only exit (CPU of the children, ms each; wall per child, ms). The
+    kernel tears a namespace down later, in its own threads: not counted."""
+    from coreepi.ingest.worker import isolate_network
+
+    def children(isolate: bool) -> tuple[float, float]:
+        c0, w0 = _children_cpu(), time.perf_counter()
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(1 if isolate and isolate_network() else 0)
+            os.waitpid(pid, 0)
+        return ((_children_cpu() - c0) / n * 1000, (time.perf_counter() - w0) / n * 1000)
+
+    (plain_cpu, plain_wall), (iso_cpu, iso_wall) = children(False), children(True)
+    out = {"cpu_ms_per_child": round(iso_cpu - plain_cpu, 2),
+           "wall_ms_per_child": round(iso_wall - plain_wall, 2)}
+    print(f"network isolation: {out}", flush=True)
+    return out
+
+
 def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
     """``coreepi reanalyze`` (warm, and cold at 1 worker) at 1 and 2 Dask
     workers, and gdb's backtrace of the same cores: cores/s of wall (the
@@ -211,13 +235,16 @@ def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
     (fleet / "hosts.csv").write_text("host_id,kernel\nh1,6.1\n")
     for i, core in enumerate(cores.cores):
         (fleet / "crashes" / f"core.{i}").write_bytes(core.read_bytes())
-        sidecar(fleet / "crashes" / f"core.{i}.json", "h1", f"2024-01-02T10:00:{i % 60:02d}Z",
+        # one second apart: a second crash of h1 at the same time would be the same crash
+        sidecar(fleet / "crashes" / f"core.{i}.json", "h1",
+                f"2024-01-02T{10 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
                 exe=str(cores.binary))
     coreepi = str(Path(sys.executable).parent / "coreepi")
     data = root / "rdata"
     subprocess.run([coreepi, "ingest", str(fleet), "--data-dir", str(data)], check=True,
                    capture_output=True)
-    out: dict[str, object] = {"cores": n, "cfi_cache": bench_cfi_cache(cores.cores),
+    out: dict[str, object] = {"cores": n, "netns": bench_netns(),
+                              "cfi_cache": bench_cfi_cache(cores.cores),
                               "sandbox": bench_sandbox(cores.cores)}
     for label, workers, extra in (("warm", 1, []), ("warm", 2, []), ("cold", 1, ["--cold"])):
         # a rule "change": clear the markers so that every core is selected again
@@ -235,6 +262,8 @@ def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
 
         cpu, _ = _cpu_and_wall(run)
         rate = float(done[0].split("(")[1].split(" cores/s")[0])
+        if not done[0].startswith(f"{n} written, 0 failed"):
+            raise SystemExit(f"reanalyze did not analyse the {n} cores: {done[0]}")
         key = f"{label}_{workers}_workers"
         # the same command with nothing left to do (every marker current): the
         # CLI's start, the cluster's start and stop, the selection; what the
