@@ -77,6 +77,12 @@ class SandboxLimits:
     """Decompressed size of a core, bytes (the worker's ``COREEPI_MAX_CORE_BYTES``;
     None: the default of docs/limits.md)."""
 
+    @property
+    def cpu_seconds(self) -> int:
+        """The child's CPU-time limit (RLIMIT_CPU), seconds: the wall-time
+        limit + 1, so that the wall-time kill comes first."""
+        return max(1, int(self.timeout_seconds) + 1)
+
 
 @dataclass
 class SandboxResult:
@@ -168,13 +174,13 @@ class Sandbox:
         network = ("no network (own network namespace)" if not why
                    else f"NETWORK NOT ISOLATED ({why})")
         return (f"analysis sandbox: {memory}, wall {limits.timeout_seconds:g} s, CPU "
-                f"{max(1, int(limits.timeout_seconds) + 1)} s, no core file, dies with its "
+                f"{limits.cpu_seconds} s, no core file, dies with its "
                 f"parent, {network}")
 
     def _argv(self, artifact: Path) -> list[str]:
         limits = self.limits
         argv = [sys.executable, "-m", "coreepi.ingest.worker", "--artifact", str(artifact),
-                "--cpu-seconds", str(max(1, int(limits.timeout_seconds) + 1))]
+                "--cpu-seconds", str(limits.cpu_seconds)]
         if limits.memory_limit_mb:
             argv += ["--memory-limit-mb", str(limits.memory_limit_mb)]
         for d in limits.debug_dirs:
