@@ -12,6 +12,8 @@ against ``gdb -batch -ex 'thread apply all bt'``.
    report-ibis   the same through the Ibis layer on DuckDB (``--engine duckdb``)
    report-spark  the same on Spark local mode over a Parquet export (once;
                  JVM start-up included and reported apart)
+   report-store-duckdb-SIZE  report-store with DuckDB's memory_limit at SIZE
+                 (``--duckdb-memory-limit SIZE``)
 
    and checks that the findings agree (crash counts, verdicts of the known groups).
 3. ``--cores N``: N real cores of the test crasher. What network isolation
@@ -30,6 +32,7 @@ Not a test. Run by hand::
 
     .venv/bin/python benchmarks/bench_scale.py [--hosts 100000] [--days 100] [--runs 1]
         [--cores 16] [--cores-only] [--no-spark] [--workdir DIR] [--json-out FILE]
+        [--duckdb-memory-limit SIZE]
 """
 
 from __future__ import annotations
@@ -53,14 +56,17 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from bench_epi import BARE, child  # noqa: E402 (benchmarks/ on the path first)
 
 REPORT = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
 w0 = time.perf_counter(); c0 = time.process_time()
 from coreepi.cli.export import report_source
 from coreepi.reporting import build_findings, render
 from coreepi.store import open_store
 engine = sys.argv[2] if sys.argv[2] != "store" else None
-parquet = sys.argv[3] if len(sys.argv) > 3 else None
+parquet = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None
+limit = sys.argv[4] if len(sys.argv) > 4 else None
 with open_store(sys.argv[1], read_only=True) as store:
+    if limit:  # DuckDB's buffer pool, database-wide (what the report's frames do not need)
+        store._con.execute(f"SET memory_limit = '{limit}'")
     t = time.perf_counter()
     source = report_source(store, engine, parquet, None)
     started = time.perf_counter() - t
@@ -74,13 +80,19 @@ print(json.dumps({"wall": time.perf_counter() - w0, "cpu": time.process_time() -
 """
 
 
-def bench_report(data: Path, runs: int, spark: bool, root: Path) -> dict[str, object]:
+def bench_report(data: Path, runs: int, spark: bool, root: Path,
+                 duckdb_memory: str | None = None) -> dict[str, object]:
     db = str(data / "coreepi.duckdb")
     out: dict[str, list[dict[str, object]]] = {"bare": [], "report-store": [], "report-ibis": []}
+    limited = f"report-store-duckdb-{duckdb_memory}"
+    if duckdb_memory:
+        out[limited] = []
     for i in range(runs):
         out["bare"].append(child(BARE, db))
         out["report-store"].append(child(REPORT, str(data), "store"))
         out["report-ibis"].append(child(REPORT, str(data), "duckdb"))
+        if duckdb_memory:
+            out[limited].append(child(REPORT, str(data), "store", "", duckdb_memory))
         print(f"run {i + 1}: " + "; ".join(f"{k} {v[-1]['wall']:.2f}s" for k, v in out.items()),
               flush=True)
     if spark:
@@ -103,9 +115,12 @@ def bench_report(data: Path, runs: int, spark: bool, root: Path) -> dict[str, ob
                             for k, v in results[-1].items() if k in (
                                 "cpu", "rss_mib", "engine_start", "crashes", "groups")}}
     bare = summary["bare"]["wall_s"]  # type: ignore[index]
-    for name in ("report-store", "report-ibis", "report-spark"):
+    for name in ("report-store", "report-ibis", "report-spark", limited):
         if name in summary:
             summary[name]["x_bare"] = round(summary[name]["wall_s"] / bare, 2)  # type: ignore[index]
+            # CPU: the fair ratio on a shared machine (DuckDB's threads are the process's)
+            summary[name]["x_bare_cpu"] = round(  # type: ignore[index]
+                summary[name]["cpu"] / summary["bare"]["cpu"], 2)  # type: ignore[index]
     verdicts = [r[-1]["verdicts"] for k, r in out.items() if k.startswith("report")]
     crashes = [r[-1]["crashes"] for k, r in out.items() if k.startswith("report")]
     summary["same_findings"] = all(v == verdicts[0] for v in verdicts) and len(set(crashes)) == 1
@@ -297,6 +312,9 @@ def main() -> int:
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--cores-only", action="store_true")
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--duckdb-memory-limit", metavar="SIZE",
+                    help="Also run the store's report with DuckDB's memory_limit at SIZE "
+                    "(e.g. 512MB): how much of the peak is DuckDB's buffer pool.")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
 
@@ -318,7 +336,8 @@ def main() -> int:
         store.close()
         print(f"fleet: {results['fleet']}", flush=True)
     if not args.cores_only:
-        results["report"] = bench_report(data, args.runs, not args.no_spark, root)
+        results["report"] = bench_report(data, args.runs, not args.no_spark, root,
+                                         args.duckdb_memory_limit)
     if args.cores:
         results["reanalyze"] = bench_reanalyze(root, args.cores)
     results["load_avg_end"] = os.getloadavg()[0]
