@@ -21,7 +21,8 @@ against ``gdb -batch -ex 'thread apply all bt'``.
    process with the CFI cache emptied before each core and kept (CPU per
    core, alternated, medians). Ingest's sandbox runner
    alone, cold (a new Python per core) and warm (forked from a pre-imported
-   zygote, its CFI cache on and off, alternated): CPU per core. Then the cores in a store: ``coreepi reanalyze``
+   zygote, its CFI cache on and off, alternated): CPU per core. Then the
+   cores in a store: ``coreepi reanalyze``
    warm with 1 and 2 Dask workers and cold with 1 (cores/s of wall, cluster
    start excluded; CPU per core of every process; the same command again
    with nothing left to do, for the CPU a core adds), and gdb's backtrace of
