@@ -12,11 +12,17 @@ against ``gdb -batch -ex 'thread apply all bt'``.
    report-ibis   the same through the Ibis layer on DuckDB (``--engine duckdb``)
    report-spark  the same on Spark local mode over a Parquet export (once;
                  JVM start-up included and reported apart)
+   report-store-duckdb-SIZE  report-store with DuckDB's memory_limit at SIZE
+                 (``--duckdb-memory-limit SIZE``)
 
    and checks that the findings agree (crash counts, verdicts of the known groups).
-3. ``--cores N``: N real cores of the test crasher. Ingest's sandbox runner
+3. ``--cores N``: N real cores of the test crasher. What network isolation
+   adds to a forked child (CPU and wall, ms). The analysis in this
+   process with the CFI cache emptied before each core and kept (CPU per
+   core, alternated, medians). Ingest's sandbox runner
    alone, cold (a new Python per core) and warm (forked from a pre-imported
-   zygote): CPU per core. Then the cores in a store: ``coreepi reanalyze``
+   zygote, its CFI cache on and off, alternated): CPU per core. Then the
+   cores in a store: ``coreepi reanalyze``
    warm with 1 and 2 Dask workers and cold with 1 (cores/s of wall, cluster
    start excluded; CPU per core of every process; the same command again
    with nothing left to do, for the CPU a core adds), and gdb's backtrace of
@@ -27,6 +33,7 @@ Not a test. Run by hand::
 
     .venv/bin/python benchmarks/bench_scale.py [--hosts 100000] [--days 100] [--runs 1]
         [--cores 16] [--cores-only] [--no-spark] [--workdir DIR] [--json-out FILE]
+        [--duckdb-memory-limit SIZE]
 """
 
 from __future__ import annotations
@@ -50,14 +57,17 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from bench_epi import BARE, child  # noqa: E402 (benchmarks/ on the path first)
 
 REPORT = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
 w0 = time.perf_counter(); c0 = time.process_time()
 from coreepi.cli.export import report_source
 from coreepi.reporting import build_findings, render
 from coreepi.store import open_store
 engine = sys.argv[2] if sys.argv[2] != "store" else None
-parquet = sys.argv[3] if len(sys.argv) > 3 else None
+parquet = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None
+limit = sys.argv[4] if len(sys.argv) > 4 else None
 with open_store(sys.argv[1], read_only=True) as store:
+    if limit:  # DuckDB's buffer pool, database-wide (what the report's frames do not need)
+        store._con.execute(f"SET memory_limit = '{limit}'")
     t = time.perf_counter()
     source = report_source(store, engine, parquet, None)
     started = time.perf_counter() - t
@@ -71,13 +81,19 @@ print(json.dumps({"wall": time.perf_counter() - w0, "cpu": time.process_time() -
 """
 
 
-def bench_report(data: Path, runs: int, spark: bool, root: Path) -> dict[str, object]:
+def bench_report(data: Path, runs: int, spark: bool, root: Path,
+                 duckdb_memory: str | None = None) -> dict[str, object]:
     db = str(data / "coreepi.duckdb")
     out: dict[str, list[dict[str, object]]] = {"bare": [], "report-store": [], "report-ibis": []}
+    limited = f"report-store-duckdb-{duckdb_memory}"
+    if duckdb_memory:
+        out[limited] = []
     for i in range(runs):
         out["bare"].append(child(BARE, db))
         out["report-store"].append(child(REPORT, str(data), "store"))
         out["report-ibis"].append(child(REPORT, str(data), "duckdb"))
+        if duckdb_memory:
+            out[limited].append(child(REPORT, str(data), "store", "", duckdb_memory))
         print(f"run {i + 1}: " + "; ".join(f"{k} {v[-1]['wall']:.2f}s" for k, v in out.items()),
               flush=True)
     if spark:
@@ -100,9 +116,12 @@ def bench_report(data: Path, runs: int, spark: bool, root: Path) -> dict[str, ob
                             for k, v in results[-1].items() if k in (
                                 "cpu", "rss_mib", "engine_start", "crashes", "groups")}}
     bare = summary["bare"]["wall_s"]  # type: ignore[index]
-    for name in ("report-store", "report-ibis", "report-spark"):
+    for name in ("report-store", "report-ibis", "report-spark", limited):
         if name in summary:
             summary[name]["x_bare"] = round(summary[name]["wall_s"] / bare, 2)  # type: ignore[index]
+            # CPU: the fair ratio on a shared machine (DuckDB's threads are the process's)
+            summary[name]["x_bare_cpu"] = round(  # type: ignore[index]
+                summary[name]["cpu"] / summary["bare"]["cpu"], 2)  # type: ignore[index]
     verdicts = [r[-1]["verdicts"] for k, r in out.items() if k.startswith("report")]
     crashes = [r[-1]["crashes"] for k, r in out.items() if k.startswith("report")]
     summary["same_findings"] = all(v == verdicts[0] for v in verdicts) and len(set(crashes)) == 1
@@ -122,10 +141,13 @@ def _cpu_and_wall(run: Callable[[], object]) -> tuple[float, float]:
     return _children_cpu() - c0 + time.process_time() - p0, time.perf_counter() - w0
 
 
-def bench_sandbox(cores: list[Path]) -> dict[str, object]:
+def bench_sandbox(cores: list[Path], rounds: int = 3) -> dict[str, object]:
     """CPU per core of ingest's Sandbox runner, cold (a new Python per core)
-    and warm (forked from a zygote; its start-up measured apart), no Dask."""
+    and warm (forked from a zygote; its start-up measured apart and
+    subtracted), no Dask; warm with the zygote's CFI cache on and off
+    (``COREEPI_CFI_CACHE_FILES=0``), alternated ``rounds`` times, medians."""
     from coreepi.ingest.sandbox import Sandbox, SandboxLimits
+    from coreepi.parse.elf.cfi_cache import SIZE_ENV
     from coreepi.reanalysis.warm import WarmLauncher
 
     out: dict[str, object] = {}
@@ -134,14 +156,84 @@ def bench_sandbox(cores: list[Path]) -> dict[str, object]:
     out["cold_cpu_s_per_core"] = round(cpu / len(cores), 3)
     launcher = WarmLauncher()
     start, _ = _cpu_and_wall(lambda: (launcher.start(), launcher.close()))
-    launcher = WarmLauncher()
-    sandbox = Sandbox(limits, launcher=launcher)
-    cpu, wall = _cpu_and_wall(lambda: ([sandbox.run(c) for c in cores], launcher.close()))
+
+    def warm(cache_files: str | None) -> float:
+        if cache_files is not None:  # read by the zygote at its start
+            os.environ[SIZE_ENV] = cache_files
+        try:
+            launcher = WarmLauncher()
+            launcher.start()
+        finally:
+            os.environ.pop(SIZE_ENV, None)
+        sandbox = Sandbox(limits, launcher=launcher)
+        cpu, _ = _cpu_and_wall(lambda: ([sandbox.run(c) for c in cores], launcher.close()))
+        return (cpu - start) / len(cores)
+
+    on, off = [], []
+    for _ in range(rounds):
+        on.append(warm(None))
+        off.append(warm("0"))
     out["warm_zygote_start_cpu_s"] = round(start, 3)
-    out["warm_cpu_s_per_core"] = round((cpu - start) / len(cores), 3)
+    out["warm_cpu_s_per_core"] = round(statistics.median(on), 4)
+    out["warm_no_cfi_cache_cpu_s_per_core"] = round(statistics.median(off), 4)
     print(f"sandbox: cold {out['cold_cpu_s_per_core']} s CPU/core; warm "
-          f"{out['warm_cpu_s_per_core']} s CPU/core after a zygote start of {start:.2f} s CPU",
-          flush=True)
+          f"{out['warm_cpu_s_per_core']} s CPU/core after a zygote start of {start:.2f} s CPU "
+          f"({out['warm_no_cfi_cache_cpu_s_per_core']} without the CFI cache)", flush=True)
+    return out
+
+
+def bench_cfi_cache(cores: list[Path], rounds: int = 3) -> dict[str, object]:
+    """CPU per core of the analysis itself (``inspect_file``, in this
+    process, imports done), the CFI cache (:mod:`coreepi.parse.elf.cfi_cache`)
+    emptied before each core (as every core was before the cache) against
+    kept (as in a warm zygote's children after the first core); the two
+    passes alternate, ``rounds`` times, medians."""
+    from coreepi.ingest.artifacts import inspect_file
+    from coreepi.parse.elf.cfi_cache import CACHE
+
+    inspect_file(cores[0])  # the lazy imports of a process's first core
+
+    def per_core(clear: bool) -> float:
+        c0 = time.process_time()
+        for core in cores:
+            if clear:
+                CACHE.clear()
+            inspect_file(core)
+        return (time.process_time() - c0) / len(cores)
+
+    cleared, kept = [], []
+    for _ in range(rounds):
+        cleared.append(per_core(True))
+        kept.append(per_core(False))
+    out = {"cpu_s_per_core_cache_emptied": round(statistics.median(cleared), 4),
+           "cpu_s_per_core_cache_kept": round(statistics.median(kept), 4)}
+    out["gain_ms_per_core"] = round(1000 * (out["cpu_s_per_core_cache_emptied"]
+                                            - out["cpu_s_per_core_cache_kept"]), 1)
+    print(f"CFI cache: {out}", flush=True)
+    CACHE.clear()
+    return out
+
+
+def bench_netns(n: int = 100) -> dict[str, object]:
+    """What leaving the network costs an analysis child: ``n`` forked
+    children that call ``isolate_network()`` then exit, against ``n`` that
+    only exit (CPU of the children, ms each; wall per child, ms). The
+    kernel tears a namespace down later, in its own threads: not counted."""
+    from coreepi.ingest.worker import isolate_network
+
+    def children(isolate: bool) -> tuple[float, float]:
+        c0, w0 = _children_cpu(), time.perf_counter()
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(1 if isolate and isolate_network() else 0)
+            os.waitpid(pid, 0)
+        return ((_children_cpu() - c0) / n * 1000, (time.perf_counter() - w0) / n * 1000)
+
+    (plain_cpu, plain_wall), (iso_cpu, iso_wall) = children(False), children(True)
+    out = {"cpu_ms_per_child": round(iso_cpu - plain_cpu, 2),
+           "wall_ms_per_child": round(iso_wall - plain_wall, 2)}
+    print(f"network isolation: {out}", flush=True)
     return out
 
 
@@ -159,13 +251,17 @@ def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
     (fleet / "hosts.csv").write_text("host_id,kernel\nh1,6.1\n")
     for i, core in enumerate(cores.cores):
         (fleet / "crashes" / f"core.{i}").write_bytes(core.read_bytes())
-        sidecar(fleet / "crashes" / f"core.{i}.json", "h1", f"2024-01-02T10:00:{i % 60:02d}Z",
+        # one second apart: a second crash of h1 at the same time would be the same crash
+        sidecar(fleet / "crashes" / f"core.{i}.json", "h1",
+                f"2024-01-02T{10 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
                 exe=str(cores.binary))
     coreepi = str(Path(sys.executable).parent / "coreepi")
     data = root / "rdata"
     subprocess.run([coreepi, "ingest", str(fleet), "--data-dir", str(data)], check=True,
                    capture_output=True)
-    out: dict[str, object] = {"cores": n, "sandbox": bench_sandbox(cores.cores)}
+    out: dict[str, object] = {"cores": n, "netns": bench_netns(),
+                              "cfi_cache": bench_cfi_cache(cores.cores),
+                              "sandbox": bench_sandbox(cores.cores)}
     for label, workers, extra in (("warm", 1, []), ("warm", 2, []), ("cold", 1, ["--cold"])):
         # a rule "change": clear the markers so that every core is selected again
         import duckdb
@@ -182,6 +278,8 @@ def bench_reanalyze(root: Path, n: int) -> dict[str, object]:
 
         cpu, _ = _cpu_and_wall(run)
         rate = float(done[0].split("(")[1].split(" cores/s")[0])
+        if not done[0].startswith(f"{n} written, 0 failed"):
+            raise SystemExit(f"reanalyze did not analyse the {n} cores: {done[0]}")
         key = f"{label}_{workers}_workers"
         # the same command with nothing left to do (every marker current): the
         # CLI's start, the cluster's start and stop, the selection; what the
@@ -215,6 +313,9 @@ def main() -> int:
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--cores-only", action="store_true")
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--duckdb-memory-limit", metavar="SIZE",
+                    help="Also run the store's report with DuckDB's memory_limit at SIZE "
+                    "(e.g. 512MB): how much of the peak is DuckDB's buffer pool.")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
 
@@ -236,7 +337,8 @@ def main() -> int:
         store.close()
         print(f"fleet: {results['fleet']}", flush=True)
     if not args.cores_only:
-        results["report"] = bench_report(data, args.runs, not args.no_spark, root)
+        results["report"] = bench_report(data, args.runs, not args.no_spark, root,
+                                         args.duckdb_memory_limit)
     if args.cores:
         results["reanalyze"] = bench_reanalyze(root, args.cores)
     results["load_avg_end"] = os.getloadavg()[0]

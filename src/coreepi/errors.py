@@ -4,7 +4,10 @@
      ├── InputError            the input cannot be used (names the input)
      │    ├── NotACoreError        not an ELF core (empty, not ELF, ELF of another type)
      │    ├── CorruptCoreError     an ELF core whose structure is broken or absurd
-     │    └── UnsupportedArchError a core for an architecture coreepi cannot read
+     │    ├── UnsupportedArchError a core for an architecture coreepi cannot read
+     │    └── ResourceLimitError   the input could not be read within this process's
+     │                             limits (ENOMEM mapping a core under RLIMIT_AS):
+     │                             not a property of the input; retry with more
      └── StoreError            the store cannot be opened or used (names the data dir)
 
 The CLI turns an InputError or a StoreError into one line on stderr and exit
@@ -18,6 +21,7 @@ __all__ = [
     "CorruptCoreError",
     "InputError",
     "NotACoreError",
+    "ResourceLimitError",
     "StoreError",
     "UnsupportedArchError",
 ]
@@ -46,6 +50,14 @@ class CorruptCoreError(InputError):
 
 class UnsupportedArchError(InputError):
     """The core is for an architecture coreepi cannot read."""
+
+
+class ResourceLimitError(InputError):
+    """The input could not be read within a resource limit of this process
+    (its address space, RLIMIT_AS: ``mmap`` of a core failed with ENOMEM).
+    Says nothing about the input: the same core may read fine with a larger
+    limit, so a sandbox files it as ``memory-limit`` (retryable), never as an
+    unreadable core."""
 
 
 class StoreError(CoreepiError):

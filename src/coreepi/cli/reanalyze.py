@@ -44,6 +44,7 @@ def reanalyze(
     results in place (idempotent: a crash already done under these rules is
     skipped), and print which groups split, merged or were renamed."""
     from coreepi.errors import InputError, StoreError
+    from coreepi.ingest.sandbox import Sandbox, SandboxLimits
     from coreepi.reanalysis.batch import Settings, reanalyze as run, rules_version, select_targets
     from coreepi.store import open_store
     from coreepi.store.analytics import store_tables
@@ -66,6 +67,9 @@ def reanalyze(
             settings = Settings(blobs=blob_root, timeout_seconds=analysis_timeout,
                                 symbol_dirs=tuple(str(d) for d in symbol_dir or ()),
                                 warm=not cold)
+            if scheduler is None:  # the local cluster's children run on this machine
+                limits = SandboxLimits(analysis_timeout, settings.memory_limit_mb)
+                sys.stderr.write(f"coreepi: reanalyze: {Sandbox(limits).capabilities()}\n")
             result = run(opened, targets, settings, scheduler=scheduler, workers=workers)
     except (StoreError, InputError) as exc:
         fail(str(exc))

@@ -1,4 +1,12 @@
-"""``coreepi worker``: analyse queued cores of a shared store, in the sandbox runner."""
+"""``coreepi worker``: analyse queued cores of a shared store, in the sandbox runner.
+
+Each worker thread forks its analysis children from its own warm zygote
+(:class:`coreepi.reanalysis.warm.WarmLauncher`, as ``coreepi reanalyze``
+does): the imports are paid once per thread, not once per core, and each
+core still runs in its own child with the sandbox's limits, so a core that
+kills its analysis costs that child only. ``--cold`` starts a new Python
+per core instead.
+"""
 
 from __future__ import annotations
 
@@ -39,6 +47,9 @@ def worker(
         "takes a job over.")] = 60.0,
     once: Annotated[bool, typer.Option(
         "--once", help="Run the jobs queued now, then exit (batch mode, tests).")] = False,
+    cold: Annotated[bool, typer.Option(
+        "--cold", help="A new Python per core instead of a child forked from a "
+        "pre-imported one (slower; for comparison).")] = False,
 ) -> None:
     """Take analysis jobs from the store's queue (a PostgreSQL store shared with
     `coreepi serve --jobs 0` replicas) until stopped with SIGTERM or Ctrl-C."""
@@ -60,10 +71,19 @@ def worker(
         fail(f"--tmp-dir {tmp_dir}: no such directory")
     target = store_target(store, data_dir)
     scratch = scratch_dir(tmp_dir)  # removed at exit, swept by the next worker if killed
+    from coreepi.reanalysis.warm import WarmLauncher
+
+    # one zygote per thread: a WarmLauncher serves one child at a time
+    launchers = [] if cold else [WarmLauncher() for _ in range(threads)]
     try:
         with open_store(target, blobs=blobs) as opened:
-            workers = [AnalysisWorker(opened, config, scratch, stale_after=stale_after)
-                       for _ in range(threads)]
+            workers = [AnalysisWorker(opened, config, scratch, stale_after=stale_after,
+                                      launcher=launchers[i] if launchers else None)
+                       for i in range(threads)]
+            for launcher in launchers:
+                launcher.start()  # imports while the store is read
+            sys.stderr.write(f"coreepi: worker: {workers[0].runner.capabilities()}"
+                             f"{'' if cold else '; forked from a warm zygote per thread'}\n")
             if once:
                 ran = sum(_drain(w) for w in workers)
                 counts = ", ".join(f"{state} {n}" for state, n in opened.job_counts().items())
@@ -73,6 +93,9 @@ def worker(
     except StoreError as exc:
         sys.stderr.write(f"coreepi: error: {exc}\n")
         raise typer.Exit(2) from None
+    finally:
+        for launcher in launchers:
+            launcher.close()
 
 
 def _drain(worker: AnalysisWorker) -> int:

@@ -10,7 +10,10 @@ and the node's edge analysis (:mod:`coreepi.capture.edge`).
 
 The child is ``python -m coreepi.ingest.worker`` (:mod:`coreepi.ingest.worker`):
 it limits its own address space (RLIMIT_AS, ``memory_limit_mb``) and CPU
-time (RLIMIT_CPU, the wall-time limit + 1 s), dies with its parent, and
+time (RLIMIT_CPU, the wall-time limit + 1 s), dies with its parent, leaves
+the network (a new network namespace, where the kernel allows it:
+:func:`coreepi.ingest.worker.isolate_network`; :meth:`Sandbox.capabilities`
+says which, and a child that ran with the network is logged once), and
 prints one JSON result. This side enforces the wall-time limit (the child
 is killed, by pid, when it passes) and turns a child that dies, hangs or
 prints garbage into a :class:`SandboxResult` with a category:
@@ -20,7 +23,9 @@ category            meaning
 ==================  ==========================================================
 ``worker-timeout``  the wall-time limit passed; the child was killed
 ``worker-crashed``  the child died of a signal or printed no result
-``memory-limit``    the analysis ran out of its address-space limit
+``memory-limit``    the analysis ran out of its address-space limit (a
+                    MemoryError, or ENOMEM mapping the core): retryable
+                    with a larger limit, says nothing about the core
 ``unreadable-core`` the artifact cannot be used (the worker's InputError)
 ``analysis-error``  the analysis failed (a bug), or its report is invalid
 ==================  ==========================================================
@@ -28,7 +33,9 @@ category            meaning
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -46,7 +53,14 @@ from coreepi.ingest.scratch import scratch_dir
 from coreepi.ingest.worker import PARENT_PID_ENV
 from coreepi.model.report import CrashReport
 
-__all__ = ["Child", "Launcher", "Sandbox", "SandboxLimits", "SandboxResult"]
+__all__ = ["Child", "Launcher", "Sandbox", "SandboxLimits", "SandboxResult",
+           "network_isolation"]
+
+log = logging.getLogger("coreepi.sandbox")
+
+RETRYABLE = frozenset({"memory-limit"})
+"""Categories that are a limit's doing, not the artifact's: the same
+artifact may be analysed with a larger limit."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,12 @@ class SandboxLimits:
     """Decompressed size of a core, bytes (the worker's ``COREEPI_MAX_CORE_BYTES``;
     None: the default of docs/limits.md)."""
 
+    @property
+    def cpu_seconds(self) -> int:
+        """The child's CPU-time limit (RLIMIT_CPU), seconds: the wall-time
+        limit + 1, so that the wall-time kill comes first."""
+        return max(1, int(self.timeout_seconds) + 1)
+
 
 @dataclass
 class SandboxResult:
@@ -74,6 +94,32 @@ class SandboxResult:
     reports: list[CrashReport] = field(default_factory=list)
     category: str = ""
     error: str = ""
+    network: str | None = None
+    """"" when the child ran without a network, else why it could not leave
+    it; None when it printed no result."""
+
+    @property
+    def retryable(self) -> bool:
+        """A failure of a resource limit (:data:`RETRYABLE`), not of the
+        artifact: file it for another try, not as an unreadable core."""
+        return not self.ok and self.category in RETRYABLE
+
+
+@functools.cache
+def network_isolation() -> str:
+    """"" when this machine lets an analysis child leave the network, else
+    why not (one line). Asked once per process, of a throwaway child that
+    makes the same calls as the analysis child
+    (:func:`coreepi.ingest.worker.isolate_network`)."""
+    probe = "from coreepi.ingest.worker import isolate_network as i; print(i(), end='')"
+    try:
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the probe could not run: {exc}"
+    if proc.returncode:
+        return f"the probe exited {proc.returncode}: {proc.stderr.strip()[-200:]}"
+    return proc.stdout.strip()
 
 
 class Child(Protocol):
@@ -117,11 +163,24 @@ class Sandbox:
         self.launcher = launcher or _popen
         self._procs: set[Child] = set()
         self._lock = threading.Lock()
+        self._told_network = False
+
+    def capabilities(self) -> str:
+        """One line: what confines each analysis child (limits, network)."""
+        limits = self.limits
+        memory = (f"address space {limits.memory_limit_mb} MiB" if limits.memory_limit_mb
+                  else "no address-space limit")
+        why = network_isolation()
+        network = ("no network (own network namespace)" if not why
+                   else f"NETWORK NOT ISOLATED ({why})")
+        return (f"analysis sandbox: {memory}, wall {limits.timeout_seconds:g} s, CPU "
+                f"{limits.cpu_seconds} s, no core file, dies with its "
+                f"parent, {network}")
 
     def _argv(self, artifact: Path) -> list[str]:
         limits = self.limits
         argv = [sys.executable, "-m", "coreepi.ingest.worker", "--artifact", str(artifact),
-                "--cpu-seconds", str(max(1, int(limits.timeout_seconds) + 1))]
+                "--cpu-seconds", str(limits.cpu_seconds)]
         if limits.memory_limit_mb:
             argv += ["--memory-limit-mb", str(limits.memory_limit_mb)]
         for d in limits.debug_dirs:
@@ -156,7 +215,11 @@ class Sandbox:
             finally:
                 with self._lock:
                     self._procs.discard(proc)
-        return self._decode(proc.returncode, out, err)
+        result = self._decode(proc.returncode, out, err)
+        if result.network and not self._told_network:
+            self._told_network = True
+            log.warning("analysis children run with the network: %s", result.network)
+        return result
 
     def _decode(self, rc: int, out: bytes, err: bytes) -> SandboxResult:
         tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
@@ -174,14 +237,16 @@ class Sandbox:
                                      f"({self.limits.memory_limit_mb} MiB)")
             return SandboxResult(False, category="worker-crashed",
                                  error=f"analysis process exited {rc} without a result: {tail[0]}")
+        network = obj.get("network")
         if not obj.get("ok"):
             return SandboxResult(False, category=obj.get("category", "analysis-error"),
-                                 error=obj.get("error", "unknown error"))
+                                 error=obj.get("error", "unknown error"), network=network)
         try:
             reports = [CrashReport.model_validate(r) for r in obj["reports"]]
         except ValidationError as exc:
-            return SandboxResult(False, category="analysis-error", error=f"bad report: {exc}")
-        return SandboxResult(True, reports)
+            return SandboxResult(False, category="analysis-error", error=f"bad report: {exc}",
+                                 network=network)
+        return SandboxResult(True, reports, network=network)
 
     def kill_all(self) -> None:
         """Kill (SIGKILL, by pid) every child of this sandbox still running."""

@@ -3,13 +3,19 @@
 ``python -m coreepi.ingest.worker --artifact PATH [--debug-dir DIR]...
 [--memory-limit-mb N] [--cpu-seconds S]`` limits its own address space
 (RLIMIT_AS) and CPU time (RLIMIT_CPU) before reading anything, asks the
-kernel to kill it if its parent dies (PR_SET_PDEATHSIG), analyses the
-artifact with :func:`coreepi.ingest.artifacts.inspect_file`, and prints one JSON
-object on standard output::
+kernel to kill it if its parent dies (PR_SET_PDEATHSIG), leaves the network
+(:func:`isolate_network`: a new network namespace, whose only interface is a
+loopback that is down), analyses the artifact with
+:func:`coreepi.ingest.artifacts.inspect_file`, and prints one JSON object on
+standard output::
 
-    {"ok": true, "exe": "/path/used/or/null", "reports": [CrashReport, ...]}
+    {"ok": true, "exe": "/path/used/or/null", "reports": [CrashReport, ...],
+     "network": ""}
     {"ok": false, "category": "unreadable-core" | "memory-limit" | "analysis-error",
-     "error": "one line"}
+     "error": "one line", "network": ""}
+
+``network``: empty when the child ran without a network, else why it could
+not leave it (one line: the kernel refused the namespaces).
 
 The parent (:class:`coreepi.ingest.sandbox.Sandbox`) enforces the wall-time limit and turns a
 worker that dies, hangs or prints garbage into one warning row. A hostile
@@ -31,6 +37,8 @@ from pathlib import Path
 __all__ = ["main"]
 
 PR_SET_PDEATHSIG = 1
+CLONE_NEWUSER = 0x10000000  # <linux/sched.h>
+CLONE_NEWNET = 0x40000000
 PARENT_PID_ENV = "COREEPI_PARENT_PID"
 """Set by the sandbox: the pid the worker must not outlive."""
 
@@ -58,6 +66,28 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def isolate_network() -> str:
+    """Move this process into a new, empty network namespace (its loopback is
+    down, so even 127.0.0.1 is unreachable: ``connect`` fails with
+    ENETUNREACH): an artifact that subverts the analysis cannot reach the
+    server, the store or the metadata service. Root (CAP_SYS_ADMIN) gets
+    ``unshare(CLONE_NEWNET)``; anyone else a new user namespace with it
+    (``CLONE_NEWUSER | CLONE_NEWNET``), where the kernel allows unprivileged
+    user namespaces (``user.max_user_namespaces`` > 0, no distribution
+    switch against it, a single-threaded caller). Files are still read and
+    written as the real user. Returns "" when isolated, else one line saying
+    why not (the analysis then runs with the caller's network)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError as exc:
+        return f"no libc to call unshare(2): {exc}"
+    if libc.unshare(CLONE_NEWNET) == 0:
+        return ""
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+        return ""
+    return f"unshare(CLONE_NEWUSER|CLONE_NEWNET): {os.strerror(ctypes.get_errno())}"
+
+
 def _analyse(path: str, debug_dirs: list[str]) -> str:
     from coreepi.ingest.artifacts import ArtifactKind, inspect_file, plain_core, sniff
     from coreepi.ingest.buildid import BuildIdIndex, core_main_build_id
@@ -83,15 +113,18 @@ def _analyse(path: str, debug_dirs: list[str]) -> str:
 
 
 def _failure(exc: BaseException, memory_limit_mb: int | None) -> dict[str, object]:
-    from coreepi.errors import InputError
+    from coreepi.errors import InputError, ResourceLimitError
 
     # under RLIMIT_AS, loading a shared library fails with an ImportError
-    # ("failed to map segment from shared object"), not a MemoryError
-    if isinstance(exc, MemoryError) or (
+    # ("failed to map segment from shared object"), not a MemoryError; and
+    # mapping the core fails with ENOMEM (ResourceLimitError): the limit's
+    # doing, not the core's, so it must not be filed as an unreadable core
+    if isinstance(exc, MemoryError | ResourceLimitError) or (
         isinstance(exc, ImportError) and ("map segment" in str(exc) or "allocate memory" in str(exc))
     ):
+        why = f": {exc.reason}" if isinstance(exc, ResourceLimitError) else ""
         return {"ok": False, "category": "memory-limit",
-                "error": f"analysis exceeded the memory limit ({memory_limit_mb} MiB)"}
+                "error": f"analysis exceeded the memory limit ({memory_limit_mb} MiB){why}"}
     if isinstance(exc, InputError):
         return {"ok": False, "category": "unreadable-core", "error": exc.reason}
     return {"ok": False, "category": "analysis-error",
@@ -107,11 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _limit(args.memory_limit_mb, args.cpu_seconds)
     _die_with_parent()
+    network = isolate_network()
     try:
         out = _analyse(args.artifact, args.debug_dir)
     except Exception as exc:  # the parent turns this into one warning row
         out = json.dumps(_failure(exc, args.memory_limit_mb))
-    sys.stdout.write(out)
+    # appended to the object already printed as text (the reports are not parsed again)
+    sys.stdout.write(f'{out[:-1]}, "network": {json.dumps(network)}}}')
     sys.stdout.flush()
     return 0
 

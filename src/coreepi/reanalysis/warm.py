@@ -22,6 +22,15 @@ Protocol, over a Unix socket pair (the zygote's standard input):
   ended, ``{"status": S}`` (S as ``Popen.returncode``: minus the signal
   number for a child killed by a signal).
 
+The zygote also keeps what children learn that is worth keeping: the CFI
+indexes of the files cores map (:mod:`coreepi.parse.elf.cfi_cache`, an LRU
+by build-id). A child writes the names of the indexes it built (build-id,
+role, path; at most :data:`MAX_FEEDBACK_BYTES`) on a pipe the zygote reads
+once the child has ended; the zygote builds those indexes itself from the
+files, after checking each file's build-id, so the next children inherit
+them by fork and a subverted child can make it read a file, never trust
+data it wrote.
+
 One child at a time per zygote (a Dask worker runs one task at a time):
 :class:`WarmLauncher` serialises callers. The zygote ends at EOF on its
 socket, which the kernel delivers whenever its caller's process ends, however
@@ -46,6 +55,10 @@ from typing import Any
 __all__ = ["WarmChild", "WarmLauncher", "main"]
 
 _WORKER = ("-m", "coreepi.ingest.worker")
+
+MAX_FEEDBACK_BYTES = 32768
+"""What a child may tell the zygote, bytes (below a pipe's 64 KiB buffer: the
+child writes it before it ends, the zygote reads it after)."""
 
 
 def _send(sock: socket.socket, obj: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -77,9 +90,10 @@ class _Lines:
 
 
 def _child(argv: list[str], env: dict[str, str], out_fd: int, err_fd: int,
-           sock: socket.socket) -> None:
+           sock: socket.socket, feedback_fd: int) -> None:
     """In the forked child: become what ``Popen(..., start_new_session=True)``
-    would have started, run the worker's ``main``, and never return."""
+    would have started, run the worker's ``main``, tell the zygote what it
+    learnt (``feedback_fd``), and never return."""
     code = 1
     try:
         sock.close()  # fd 0: the zygote's end of the socket pair
@@ -100,12 +114,51 @@ def _child(argv: list[str], env: dict[str, str], out_fd: int, err_fd: int,
         tempfile.tempdir = None  # read TMPDIR again: the sandbox's scratch folder
         code = worker_main(argv)
         sys.stdout.flush()
+        _tell(feedback_fd)
     except BaseException:  # noqa: BLE001 (the child must never return into the zygote's loop)
         import traceback
 
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+def _tell(fd: int) -> None:
+    """Write the CFI indexes this child built (JSON, bounded) for the zygote."""
+    from coreepi.parse.elf.cfi_cache import CACHE
+
+    built: list[list[str]] = []
+    size = 2
+    for entry in CACHE.take_built():
+        size += len(json.dumps(entry)) + 1
+        if size > MAX_FEEDBACK_BYTES:
+            break
+        built.append(list(entry))
+    os.write(fd, json.dumps(built).encode())
+
+
+def _learn(fd: int) -> None:
+    """In the zygote, once a child has ended: read what it built (see
+    :func:`_tell`) and build those CFI indexes here, each checked against
+    its file's build-id (:meth:`coreepi.parse.elf.cfi_cache.CfiCache.fill`).
+    Anything malformed is ignored: a child's word is a hint."""
+    from coreepi.parse.elf.cfi_cache import CACHE
+
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while len(data) <= MAX_FEEDBACK_BYTES and (chunk := os.read(fd, 65536)):
+            data += chunk
+    except BlockingIOError:
+        pass  # a descendant of the child still holds the pipe: what came is all
+    try:
+        built = json.loads(data)
+    except ValueError:
+        return
+    for entry in built if isinstance(built, list) else ():
+        if (isinstance(entry, list) and len(entry) == 3 and all(isinstance(x, str) for x in entry)
+                and entry[1] in ("loaded", "debug")):
+            CACHE.fill(*entry)
 
 
 def _preload() -> None:
@@ -140,14 +193,20 @@ def main() -> int:
         if request is None:
             return 0
         out_fd, err_fd = fds
+        feedback_r, feedback_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
-            _child(request["argv"], request["env"], out_fd, err_fd, sock)
+            os.close(feedback_r)
+            _child(request["argv"], request["env"], out_fd, err_fd, sock, feedback_w)
+        os.close(feedback_w)
         os.close(out_fd)
         os.close(err_fd)
         _send(sock, {"pid": pid})
         _, status = os.waitpid(pid, 0)
         _send(sock, {"status": os.waitstatus_to_exitcode(status)})
+        # after the status: the caller has its result; this costs the next request
+        _learn(feedback_r)
+        os.close(feedback_r)
 
 
 class WarmChild:

@@ -38,7 +38,7 @@ from pathlib import Path
 from coreepi import __version__
 from coreepi.ingest.crashes import crash_events
 from coreepi.ingest.intake import ARTIFACT, decompress_checked, merge_analysis
-from coreepi.ingest.sandbox import Sandbox, SandboxLimits
+from coreepi.ingest.sandbox import Launcher, Sandbox, SandboxLimits
 from coreepi.model.report import CrashReport
 from coreepi.parse.open_input import max_decompressed_bytes
 from coreepi.serve.config import ServeConfig
@@ -50,6 +50,12 @@ log = logging.getLogger("coreepi.worker")
 
 
 _MARKER = "analysed centrally by coreepi"  # merge_analysis's warning, and ours when unreadable
+
+
+class LimitReached(Exception):
+    """The analysis hit a resource limit (``SandboxResult.retryable``): the
+    core is not unreadable; the job is retried (after its backoff) and ends
+    ``dead`` after ``max_attempts``, the crash left unanalysed, not judged."""
 
 
 class Stopping(Exception):
@@ -115,12 +121,16 @@ class AnalysisWorker:
     ``name`` identifies the worker in the jobs table (default
     :func:`worker_name`); ``stale_after`` seconds without a heartbeat and
     another worker takes the job over (heartbeats every quarter of it).
-    ``on_result`` is told each analysis's outcome (``ok``, ``unreadable``)."""
+    ``on_result`` is told each analysis's outcome (``ok``, ``unreadable``).
+    ``launcher``: how the sandbox starts an analysis child (default: a new
+    Python; ``coreepi worker`` forks it from a warm zygote,
+    :class:`coreepi.reanalysis.warm.WarmLauncher`)."""
 
     def __init__(self, store: Store, config: ServeConfig, tmp_dir: Path,
                  name: str | None = None, stale_after: float = 60.0,
                  backoff_seconds: float = 30.0,
-                 on_result: Callable[[str], None] | None = None) -> None:
+                 on_result: Callable[[str], None] | None = None,
+                 launcher: Launcher | None = None) -> None:
         self.store = store
         self.config = config
         self.tmp_dir = tmp_dir
@@ -131,7 +141,8 @@ class AnalysisWorker:
         self.on_result = on_result or (lambda _: None)
         self._stopping = threading.Event()
         self.runner = Sandbox(SandboxLimits(config.analysis_timeout_seconds,
-                                            config.analysis_memory_limit_mb, config.symbol_dirs))
+                                            config.analysis_memory_limit_mb, config.symbol_dirs),
+                              launcher=launcher)
 
     def run(self, stop: threading.Event, wake: threading.Event | None = None,
             poll_seconds: float = 1.0) -> None:
@@ -215,6 +226,8 @@ class AnalysisWorker:
         if self._stopping.is_set() and not result.ok:
             raise Stopping("the server stopped during the analysis; the job is run again "
                            "at the next start")
+        if result.retryable:
+            raise LimitReached(f"{result.category}: {result.error}")
         if result.ok and result.reports:
             merged = merge_analysis(report, result.reports[0])
             record = CrashRecord(merged, dict(merged.attributes), CoreStatus.STORED, None,

@@ -13,6 +13,7 @@ Linux ``include/uapi/linux/elf.h`` / ``fs/binfmt_elf.c`` (core layout).
 from __future__ import annotations
 
 import bisect
+import errno
 import mmap
 import os
 import stat
@@ -21,7 +22,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from coreepi.errors import CorruptCoreError, NotACoreError, UnsupportedArchError
+from coreepi.errors import (
+    CorruptCoreError,
+    NotACoreError,
+    ResourceLimitError,
+    UnsupportedArchError,
+)
 
 __all__ = ["CoreFile", "LoadSegment", "Note", "ELF_MACHINES"]
 
@@ -118,6 +124,10 @@ class CoreFile:
             with open(self.path, "rb") as fh:
                 self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError as exc:
+            if exc.errno == errno.ENOMEM:  # this process's address-space limit, not the core
+                raise ResourceLimitError(
+                    self.name, f"cannot map the core ({self.size} bytes): {exc.strerror} "
+                    "(the process's address-space limit)") from None
             raise NotACoreError(self.name, f"cannot read: {exc.strerror}") from None
         try:
             self._parse_header()

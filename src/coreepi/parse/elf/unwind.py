@@ -19,6 +19,7 @@ import drgn
 
 from coreepi.model.report import FrameTrust
 from coreepi.parse.demangle import demangle
+from coreepi.parse.elf.cfi_cache import CACHE as CFI_CACHE
 from coreepi.parse.elf.cfi_index import CfiIndex
 from coreepi.parse.elf.linkmap import LinkMapObject
 from coreepi.parse.elf.unidentified import LocalFile
@@ -355,9 +356,10 @@ class _CfiCache:
 
     def _build(self, module: UnwoundModule) -> list[CfiIndex]:
         indexes = []
-        for path in dict.fromkeys([module.loaded_file, module.debug_file]):
+        roles = {module.loaded_file: "loaded", module.debug_file: "debug"}
+        for path, role in roles.items():  # drgn matched both files to the module's build-id
             if path and os.path.isfile(path):
-                indexes.append(CfiIndex.from_elf(path))
+                indexes.append(CFI_CACHE.get(module.build_id, role, path))
         if not indexes and module.path.startswith(("linux-vdso", "linux-gate", "[vdso")):
             try:
                 image = self._prog.read(module.base, min(module.end - module.base, 1 << 20))
