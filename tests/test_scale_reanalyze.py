@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +64,18 @@ def test_reanalyze_on_dask(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F
             "FROM crashes WHERE blob_key IS NOT NULL").fetchone() or (0, 0)
     assert n_main >= 2 and n_stored > n_main  # some stored cores are not cores at all
     hist = tmp_path / "history.json"
-    res = runner.invoke(app, ["reanalyze", "--data-dir", str(data), "--workers", "2",
-                              "--history", str(hist)])
+    # Dask's default dashboard port, taken: no "Port 8787 is already in use" warning
+    with socket.socket() as taken, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            taken.bind(("127.0.0.1", 8787))
+            taken.listen()
+        except OSError:
+            pass  # taken already
+        res = runner.invoke(app, ["reanalyze", "--data-dir", str(data), "--workers", "2",
+                                  "--history", str(hist)])
     assert res.exit_code == 0, res.output
+    assert not [w for w in caught if "8787" in str(w.message)]
     failed = n_stored - n_main
     assert f"{n_main} written, {failed} failed" in res.output
     assert (f"{n_main} crashes re-analysed, {n_main} moved to another group; 0 groups split, "

@@ -236,9 +236,12 @@ def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
     result = BatchResult()
     triples = []
     t0 = time.perf_counter()
+    # the scheduler's HTTP server starts whatever dashboard_address says (None
+    # means the default 0.0.0.0:8787, with a warning when that is taken):
+    # loopback, any free port
     cluster = None if scheduler else LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-        host="127.0.0.1", silence_logs=40)
+        n_workers=workers, threads_per_worker=1, processes=True,
+        dashboard_address="127.0.0.1:0", host="127.0.0.1", silence_logs=40)
     try:
         client_cm = Client(scheduler or cluster, timeout="20s")
     except (OSError, ValueError, TimeoutError) as exc:  # a bad address, nobody listening
