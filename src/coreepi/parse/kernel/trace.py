@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from coreepi.model.report import Frame, FrameTrust
+from coreepi.model.trusted import trusted
 from coreepi.parse.demangle import demangle_function
 
 __all__ = ["MAX_FRAMES", "PC_LINE", "read_frames"]
@@ -78,31 +79,44 @@ _UNRELIABLE_HEAD: Final = re.compile(r"\s*(?:\[<?[0-9a-f]*>?\]\s*)*\? |\s*(?:\[<
 _UNRELIABLE_TAIL: Final = re.compile(r"\(unreliable\)\s*$")
 
 
+_U64_MAX: Final = (1 << 64) - 1
+
+
 def _hex(text: str | None) -> int | None:
-    return int(text, 16) if text else None
+    """A printed hex number as an address; ValueError past 64 bits (a
+    garbled line: the report then falls back to its minimal form, as when
+    the model refused such a value)."""
+    if not text:
+        return None
+    value = int(text, 16)
+    if value > _U64_MAX:
+        raise ValueError(f"address out of the unsigned 64-bit range: 0x{value:x}")
+    return value
 
 
+# Frames are built with trusted(): every value below is typed by its regexp
+# (an address by _hex, a line number by \d+), see coreepi.model.trusted.
 def _pc_frame(match: re.Match[str]) -> Frame:
-    return Frame(index=0, pc=None, function=demangle_function(match.group(1)), function_offset=_hex(match.group(2)),
-                 module=match.group(3), trust=FrameTrust.CONTEXT)
+    return trusted(Frame, index=0, pc=None, function=demangle_function(match.group(1)),
+                   function_offset=_hex(match.group(2)), module=match.group(3), trust=FrameTrust.CONTEXT)
 
 
 def _frame(line: str, index: int, bare_ok: bool) -> Frame | None:
     """The frame one trace line prints, or None."""
     if (m := _ARM_OLD.match(line)) is not None:
-        return Frame(index=index, pc=_hex(m.group(1)), function=m.group(2), function_offset=_hex(m.group(3)),
-                     module=m.group(4), trust=FrameTrust.CFI)
+        return trusted(Frame, index=index, pc=_hex(m.group(1)), function=m.group(2),
+                       function_offset=_hex(m.group(3)), module=m.group(4), trust=FrameTrust.CFI)
     if (m := _ARM_NEW.match(line)) is not None:
-        return Frame(index=index, pc=None, function=m.group(1), module=m.group(2), trust=FrameTrust.CFI)
+        return trusted(Frame, index=index, pc=None, function=m.group(1), module=m.group(2), trust=FrameTrust.CFI)
     if (m := _INLINE.match(line)) is not None:
-        return Frame(index=index, pc=None, function=m.group(1), file=m.group(2), line=int(m.group(3)),
-                     inlined=True, trust=FrameTrust.CFI)
+        return trusted(Frame, index=index, pc=None, function=m.group(1), file=m.group(2), line=int(m.group(3)),
+                       inlined=True, trust=FrameTrust.CFI)
     if (m := _FRAME.match(line)) is not None:
-        return Frame(index=index, pc=_hex(m.group(1)), module=m.group(5) or m.group(2),
-                     function=demangle_function(m.group(3)), function_offset=_hex(m.group(4)),
-                     file=m.group(6), line=int(m.group(7)) if m.group(7) else None, trust=FrameTrust.CFI)
+        return trusted(Frame, index=index, pc=_hex(m.group(1)), module=m.group(5) or m.group(2),
+                       function=demangle_function(m.group(3)), function_offset=_hex(m.group(4)),
+                       file=m.group(6), line=int(m.group(7)) if m.group(7) else None, trust=FrameTrust.CFI)
     if bare_ok and (m := _BARE.match(line)) is not None:
-        return Frame(index=index, pc=None, function=m.group(1), trust=FrameTrust.CFI)
+        return trusted(Frame, index=index, pc=None, function=m.group(1), trust=FrameTrust.CFI)
     return None
 
 
