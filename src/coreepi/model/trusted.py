@@ -47,10 +47,13 @@ _set = object.__setattr__
 
 @dataclass(frozen=True)
 class _Plan:
-    """How to fill one model class: (name, default, factory) in field order,
-    the required and known names, and the field normalisers by name."""
+    """How to fill one model class: every field in field order with its
+    default (a placeholder where the caller must give it or a factory makes
+    it), the default factories, the required and known names, and the field
+    normalisers by name."""
 
-    fields: tuple[tuple[str, Any, Callable[[], Any] | None], ...]
+    defaults: dict[str, Any]
+    factories: tuple[tuple[str, Callable[[], Any]], ...]
     required: frozenset[str]
     names: frozenset[str]
     normalisers: tuple[tuple[str, Callable[[Any], Any]], ...]
@@ -87,7 +90,8 @@ def _plan(cls: type[BaseModel]) -> _Plan:
         bound = getattr(cls, attribute)
         normalisers += [(name, bound) for name in decorator.info.fields]
     plan = _Plan(
-        fields=tuple(fields),  # type: ignore[arg-type]
+        defaults={name: None if default is _REQUIRED else default for name, default, _ in fields},
+        factories=tuple((name, factory) for name, _, factory in fields if factory is not None),
         required=frozenset(n for n, d, f in fields if d is _REQUIRED and f is None),
         names=frozenset(cls.model_fields),
         normalisers=tuple(normalisers),
@@ -111,10 +115,13 @@ def trusted(cls: type[M], /, **values: Any) -> M:
     for name, normalise in plan.normalisers:
         if name in values:
             values[name] = normalise(values[name])
-    data = {
-        name: values[name] if name in values else (factory() if factory is not None else default)
-        for name, default, factory in plan.fields
-    }
+    # every field in field order (the order model_dump_json writes), then
+    # the given values in place, then a fresh container per missing factory
+    data = plan.defaults.copy()
+    data.update(values)
+    for name, factory in plan.factories:
+        if name not in values:
+            data[name] = factory()
     obj = cls.__new__(cls)
     _set(obj, "__dict__", data)
     _set(obj, "__pydantic_fields_set__", set(values))
