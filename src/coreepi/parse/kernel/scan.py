@@ -188,42 +188,31 @@ class ScannedReport:
     tail: int = 0  # lines taken since the title window closed
     idle: int = 0  # lines since this report last took one
 
-    def feed(self, raw: str, line: str, context: str, stripped: str, questionable: bool,
-             starts_next: bool, limits: ScanLimits) -> None:
-        """Offer one later log line (``raw`` as read, ``line`` normalised) to
-        this report's window (not yet ``full``); ``starts_next``: the line
-        starts another report or prints a stack of its own."""
-        if starts_next:
-            self.next_report_seen = True
-        if questionable or (context != self.context and not (
-                self.cpu_traceback and _CPU_CONTEXT_RE.search(context))):
-            if not context and self.context == CONSOLE and self.last_raw is not None and line.strip():
-                self._continue(raw, line)
-            else:
-                self.last_raw = None
-                self.idle += 1
-                self.full = self.idle >= limits.idle_lines
-            return
+    def take(self, raw: str, line: str, stripped: str, special: bool, limits: ScanLimits) -> None:
+        """A later line of this report's own context, reliable (``raw`` as
+        read, ``line`` normalised); ``special``: the line may hold one of
+        :data:`_SPECIAL_LITERALS` (most lines hold none: not searched)."""
         self.text_lines += 1
         skip = self.skip_text
-        if "Disabling lock debugging due to kernel taint" in line:
-            skip = True
-        elif "Sending NMI from CPU" in line:
-            # All-CPU backtraces come from other contexts; keep them.
-            self.cpu_traceback = True
-        elif ("Kernel panic - not syncing" in line
-              or "WARNING: possible circular locking dependency detected" in line) and \
-                self.text_lines > (16 if "BUG: KMSAN:" in self.oops_line else 22):
-            # panic_on_warn's panic repeats the current stack, and oops
-            # printing often provokes a lockdep splat: once the report has
-            # enough lines, the rest is noise.
-            self.skip_text = skip = True
+        if special:
+            if "Disabling lock debugging due to kernel taint" in line:
+                skip = True
+            elif "Sending NMI from CPU" in line:
+                # All-CPU backtraces come from other contexts; keep them.
+                self.cpu_traceback = True
+            elif ("Kernel panic - not syncing" in line
+                  or "WARNING: possible circular locking dependency detected" in line) and \
+                    self.text_lines > (16 if "BUG: KMSAN:" in self.oops_line else 22):
+                # panic_on_warn's panic repeats the current stack, and oops
+                # printing often provokes a lockdep splat: once the report has
+                # enough lines, the rest is noise.
+                self.skip_text = skip = True
         if skip:
             self.last_raw = None
             return
         self._append(raw, stripped, limits)
 
-    def _continue(self, raw: str, line: str) -> None:
+    def join_wrapped(self, raw: str, line: str) -> None:
         """A wrapped remainder of the line last taken: joined to it for facts."""
         if self.facts_lines and len(self.facts_lines) < FACT_LINES:
             assert self.last_raw is not None
@@ -334,18 +323,24 @@ def scan_lines(lines: Iterable[str], limits: ScanLimits = ScanLimits()) -> Itera
 
 _BATCH_LINES: Final = 4096
 # What a line may hold, as bits: a report header, the GCE console hangup, a
-# message that prints a stack of its own. A superset: the line is looked at
+# message that prints a stack of its own, a line a window treats apart. A superset: the line is looked at
 # again once cut and normalised (normalising adds none of these substrings).
 _HEADER: Final = 1
 _HANGUP: Final = 2
 _INFO: Final = 4
-_MARKS: Final = ((_HEADER, _HEADERS), (_HANGUP, (_GCE_HANGUP,)), (_INFO, INFO_MESSAGES_WITH_STACK))
+_SPECIAL: Final = 8  # one of the lines a report's window treats apart (ScannedReport.take)
+_SPECIAL_LITERALS: Final = (
+    "Disabling lock debugging due to kernel taint", "Sending NMI from CPU", "Kernel panic - not syncing",
+    "WARNING: possible circular locking dependency detected",
+)
+_MARKS: Final = ((_HEADER, _HEADERS), (_HANGUP, (_GCE_HANGUP,)), (_INFO, INFO_MESSAGES_WITH_STACK),
+                 (_SPECIAL, _SPECIAL_LITERALS))
 
 
 def _marked_blocks(lines: Iterable[str]) -> Iterator[tuple[list[str], dict[int, int], bool]]:
     """The lines in blocks of ``_BATCH_LINES``, each block with its marks
-    (line index -> ``_HEADER | _HANGUP | _INFO`` bits; most lines have
-    none) and whether any line may hold the printk replay mark. Each
+    (line index -> ``_HEADER | _HANGUP | _INFO | _SPECIAL`` bits; most
+    lines have none) and whether any line may hold the printk replay mark. Each
     literal is looked for once over the block joined (one ``str.find``
     scan per literal per block: a search per line costs several times
     more, in call overhead, than the scan itself)."""
@@ -357,6 +352,30 @@ def _marked_blocks(lines: Iterable[str]) -> Iterator[tuple[list[str], dict[int, 
             for index in matching_lines(text, literals):
                 marks[index] = marks.get(index, 0) | bit
         yield block, marks, _REPLAY_MARK in text
+
+
+def _offer(open_reports: deque[ScannedReport], raw: str, line: str, context: str, stripped: str,
+           questionable: bool, starts_next: bool, special: bool, limits: ScanLimits) -> None:
+    """Offer a line to every open report's window that is not full: its own
+    context's reports take it (and CPU contexts, in a report that asked for
+    every CPU's backtrace), a console report joins an untimestamped line to
+    the line it last took (a wrapped remainder); for the others the line is
+    one more idle line. ``starts_next``: the line starts another report or
+    prints a stack of its own (the title window of a console report ends)."""
+    for rep in open_reports:
+        if rep.full:
+            continue
+        if starts_next:
+            rep.next_report_seen = True
+        if not questionable and (context == rep.context or (
+                rep.cpu_traceback and _CPU_CONTEXT_RE.search(context))):
+            rep.take(raw, line, stripped, special, limits)
+        elif not context and rep.context == CONSOLE and rep.last_raw is not None and line.strip():
+            rep.join_wrapped(raw, line)
+        else:
+            rep.last_raw = None
+            rep.idle += 1
+            rep.full = rep.idle >= limits.idle_lines
 
 
 def _scan_line(number: int, raw: str, mark: int, recent: deque[tuple[str, _View | None]],
@@ -376,9 +395,8 @@ def _scan_line(number: int, raw: str, mark: int, recent: deque[tuple[str, _View 
     if open_reports:
         starts_next = (kind is not None and not ignored) or bool(
             mark & _INFO and _INFO_WITH_STACK_RE.search(line) is not None)
-        for rep in open_reports:
-            if not rep.full:
-                rep.feed(raw, line, context, stripped, questionable, starts_next, limits)
+        _offer(open_reports, raw, line, context, stripped, questionable, starts_next,
+               bool(mark & _SPECIAL), limits)
     if kind is not None and kind.header == "Booting the kernel." and not seen_text:
         kind = None  # a log that starts with a boot is not a reboot
     closed: list[ScannedReport] = []
