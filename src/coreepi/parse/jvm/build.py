@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from coreepi import __version__
 from coreepi.model.report import (
@@ -40,6 +40,7 @@ from coreepi.model.report import (
     Thread,
     stable_crash_id,
 )
+from coreepi.model.trusted import trusted
 from coreepi.parse.jvm.facts import HsErrFacts
 from coreepi.parse.jvm.jvm import JvmFacts, crash_time, host_facts, jvm_facts
 from coreepi.parse.jvm.lines import RawFrame
@@ -82,7 +83,8 @@ def _modules(facts: HsErrFacts) -> tuple[list[Module], list[Mapping]]:
     for start, end, perms, offset, path in facts.mappings:
         if perms is not None and end is not None:
             memory_map.append(
-                Mapping(start=start, end=end, perms=perms, offset=offset, path=path, in_core=False)
+                trusted(Mapping, start=start, end=end, perms=perms, offset=offset, path=path,
+                        in_core=False)
             )
         if not path or (perms is not None and not (path.startswith("/") or path == "[vdso]")):
             continue
@@ -92,7 +94,7 @@ def _modules(facts: HsErrFacts) -> tuple[list[Module], list[Mapping]]:
         span = spans.setdefault(path, [base, end if end is not None else start])
         span[0] = min(span[0], base)
         span[1] = max(span[1], end if end is not None else start)
-    modules = [Module(path=p, base=b, end=max(e, b)) for p, (b, e) in spans.items()]
+    modules = [trusted(Module, path=p, base=b, end=max(e, b)) for p, (b, e) in spans.items()]
     return modules, memory_map
 
 
@@ -115,20 +117,19 @@ def _signal(facts: HsErrFacts) -> SignalInfo | None:
         name = info.name or (signal_name(number) if number is not None and number < 65 else None)
     if number is None:
         return None
-    signal = SignalInfo(number=_signed32(number), name=name)
+    values: dict[str, Any] = {"number": _signed32(number), "name": name}
     if info is not None:
         if info.access is not None:
-            signal.si_code, signal.si_code_name = info.access, _WINDOWS_ACCESS.get(info.access)
+            values["si_code"] = info.access
+            values["si_code_name"] = _WINDOWS_ACCESS.get(info.access)
         elif info.si_code is not None:
-            signal.si_code = info.si_code
-            signal.si_code_name = info.si_code_name or si_code_name(number, info.si_code)
-        signal.fault_address = info.fault_address
-        signal.errno, signal.sender_pid, signal.sender_uid = (
-            info.errno,
-            info.sender_pid,
-            info.sender_uid,
-        )
-    return signal
+            values["si_code"] = info.si_code
+            values["si_code_name"] = info.si_code_name or si_code_name(number, info.si_code)
+        values["fault_address"] = info.fault_address
+        values["errno"] = info.errno
+        values["sender_pid"] = info.sender_pid
+        values["sender_uid"] = info.sender_uid
+    return trusted(SignalInfo, **values)
 
 
 def _crash_pc(facts: HsErrFacts) -> int | None:
@@ -185,7 +186,8 @@ def _frames(
         if pc is None:
             unknown += 1  # pc stays None: the log gives module+offset only
         frames.append(
-            Frame(
+            trusted(
+                Frame,
                 index=index,
                 pc=pc,
                 sp=sp if index == 0 else None,
@@ -213,7 +215,8 @@ def _runtime_frame(raw: RawFrame) -> RuntimeFrame:
         file = raw.module
     else:
         function, file = _function(raw) or raw.text[:200], None
-    return RuntimeFrame(
+    return trusted(
+        RuntimeFrame,
         function=function,
         file=file,
         kind=raw.kind,
@@ -247,7 +250,8 @@ def _crashed_thread(facts: HsErrFacts, tid: int | None, frames: list[Frame]) -> 
     current = facts.current
     if not (frames or facts.registers or current or tid is not None):
         return None
-    return Thread(
+    return trusted(
+        Thread,
         tid=tid if tid is not None else 0,
         crashed=True,
         registers=dict(facts.registers),
@@ -268,13 +272,13 @@ def _threads(
         if listed.tid is None or listed.tid in seen or listed.current:
             continue
         seen.add(listed.tid)
-        threads.append(Thread(tid=listed.tid, name=listed.name or listed.thread_type))
+        threads.append(trusted(Thread, tid=listed.tid, name=listed.name or listed.thread_type))
     if facts.processed_thread is not None:
         nid, raw_frames = facts.processed_thread
         frames, _ = _frames([f for f in raw_frames if f.pc is not None], bases, modules, None, None)
         other = next((t for t in threads if t.tid == nid and not t.crashed), None)
         if other is None and nid not in seen:
-            other = Thread(tid=nid, name="(stack being walked when the crash happened)")
+            other = trusted(Thread, tid=nid, name="(stack being walked when the crash happened)")
             threads.append(other)
         if other is not None:
             other.frames = frames
@@ -383,8 +387,9 @@ def _error_info(
     """The fatal error as the log states it, for the analysis rules."""
     limit = facts.container.get("memory_limit_in_bytes") or facts.container.get("memory_limit")
     stack = facts.stack
-    return JvmErrorInfo(
-        error_kind=error_kind,  # type: ignore[arg-type]
+    return trusted(
+        JvmErrorInfo,
+        error_kind=error_kind,
         error_line=facts.error_line,
         location=facts.error.location if facts.error else None,
         message=facts.oom_message if facts.oom else (" ".join(facts.error_message) or None),
@@ -411,7 +416,13 @@ def build_report(
     head_digest: str | None,
     duration: float | None = None,
 ) -> CrashReport:
-    """The CrashReport of one scanned log (``facts.evidence`` > 0)."""
+    """The CrashReport of one scanned log (``facts.evidence`` > 0).
+
+    Every model is built with ``trusted()``, without validation (see
+    :mod:`coreepi.model.trusted`): the scanner's ints are parsed from at
+    most 16 hex digits (an address fits 64 bits), a pc rebuilt from a
+    module base is checked against 2**64 below, the container limit is
+    kept only when positive."""
     jvm = jvm_facts(facts)
     modules, memory_map = _modules(facts)
     bases = {_basename(m.path).lower(): m for m in modules}
@@ -454,23 +465,26 @@ def build_report(
     if crashed is not None and tid is None:
         warnings.append("the crashing thread's id is not in the log: Thread.tid=0")
     pid = facts.error.pid if facts.error else None
-    return CrashReport(
+    return trusted(
+        CrashReport,
         crash_id=_crash_id(facts, name, head_digest),
         captured_at=captured_at,
         source=Source.HS_ERR,
         arch=jvm.arch,
-        process=ProcessInfo(pid=pid, tid=tid, cmdline=_cmdline(facts)),
+        process=trusted(ProcessInfo, pid=pid, tid=tid, cmdline=_cmdline(facts)),
         signal=signal,
         threads=_threads(facts, crashed, bases, modules),
         modules=modules,
         memory_map=memory_map,
-        runtime=Runtime(kind="jvm", version=jvm.version, vendor=jvm.vendor, frames=runtime_frames),
-        artifact=ArtifactInfo(
-            jvm=_error_info(facts, error_kind, crash_pc, sp, jvm.arch, home),
+        runtime=trusted(
+            Runtime, kind="jvm", version=jvm.version, vendor=jvm.vendor, frames=runtime_frames
+        ),
+        artifact=trusted(
+            ArtifactInfo, jvm=_error_info(facts, error_kind, crash_pc, sp, jvm.arch, home)
         ),
         host=host,
-        core=CoreInfo(size_bytes=size_bytes, sha256=sha256, truncated=not facts.end_seen),
-        analysis=AnalysisInfo(
-            analyzer_version=ANALYZER, duration_seconds=duration, warnings=warnings
+        core=trusted(CoreInfo, size_bytes=size_bytes, sha256=sha256, truncated=not facts.end_seen),
+        analysis=trusted(
+            AnalysisInfo, analyzer_version=ANALYZER, duration_seconds=duration, warnings=warnings
         ),
     )

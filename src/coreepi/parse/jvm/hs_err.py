@@ -135,22 +135,27 @@ class _Reader:
             yield from text.split("\n") if "\n" in text else (text,)
 
 
+def _path_lines(path: os.PathLike[str], reader: _Reader) -> Iterator[str]:
+    with open_input(path) as handle:
+        yield from reader.binary_lines(handle)
+
+
 def _lines(source: Source_, reader: _Reader) -> Iterator[str]:
+    """The reader's line iterator for any source (not itself a generator
+    but for a path, which must be closed: one generator frame less per
+    line)."""
     if isinstance(source, os.PathLike):
-        with open_input(source) as handle:
-            yield from reader.binary_lines(handle)
-    elif isinstance(source, str):
-        yield from reader.text_lines(io.StringIO(source))
-    elif isinstance(source, (bytes, bytearray, memoryview)):
-        yield from reader.binary_lines(io.BytesIO(bytes(source)))
-    elif hasattr(source, "readline") and hasattr(source, "read"):
+        return _path_lines(source, reader)
+    if isinstance(source, str):
+        return reader.text_lines(io.StringIO(source))
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return reader.binary_lines(io.BytesIO(bytes(source)))
+    if hasattr(source, "readline") and hasattr(source, "read"):
         stream = cast("IO[Any]", source)
         if isinstance(stream.read(0), bytes):
-            yield from reader.binary_lines(stream)
-        else:
-            yield from reader.text_lines(stream)
-    else:
-        yield from reader.item_lines(cast("Iterable[str | bytes]", source))
+            return reader.binary_lines(stream)
+        return reader.text_lines(stream)
+    return reader.item_lines(cast("Iterable[str | bytes]", source))
 
 
 def _fallback(name: str | None, error: Exception, digest: str) -> CrashReport:
@@ -189,8 +194,9 @@ def parse_hs_err(
     reader = _Reader(limits.max_line_chars)
     scanner = HsErrScanner(limits)
     try:
+        feed = scanner.feed
         for line in _lines(source, reader):
-            scanner.feed(line)
+            feed(line)
             if scanner.done:
                 break
     except OSError:

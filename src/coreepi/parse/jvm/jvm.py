@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Final
+from typing import Any, Final
 
 from coreepi.model.report import HostFacts
+from coreepi.model.trusted import trusted
 from coreepi.parse.jvm.facts import HsErrFacts
 
 __all__ = ["JvmFacts", "crash_time", "host_facts", "jvm_facts"]
@@ -302,28 +303,30 @@ def _os_name(lines: list[str]) -> str | None:
 
 def host_facts(facts: HsErrFacts) -> HostFacts:
     """HostFacts from the SYSTEM and SUMMARY sections. ``extra`` keeps the
-    lines the model has no field for (see docs/parsers/hs_err.md)."""
-    host = HostFacts()
-    extra = host.extra
+    lines the model has no field for (see docs/parsers/hs_err.md). Built
+    with ``trusted()`` (see :mod:`coreepi.model.trusted`): ints from digit
+    runs, strings from the log."""
+    host: dict[str, Any] = {}
+    extra: dict[str, str] = {}
     summary = _HOST_LINE.match(facts.host_line) if facts.host_line else None
-    host.os = _os_name(facts.os_lines) or (summary["os"].strip() if summary else None)
+    host["os"] = _os_name(facts.os_lines) or (summary["os"].strip() if summary else None)
     if facts.uname:
         extra["uname"] = facts.uname
         words = facts.uname.split()
-        host.kernel = words[1] if len(words) > 1 else None
-    elif host.os and (build := re.search(r"Build \d+ \((\d+\.\d+\.\d+\.\d+)\)", host.os)):
-        host.kernel = build[1]  # Windows: the NT build is the kernel version
+        host["kernel"] = words[1] if len(words) > 1 else None
+    elif host["os"] and (build := re.search(r"Build \d+ \((\d+\.\d+\.\d+\.\d+)\)", host["os"])):
+        host["kernel"] = build[1]  # Windows: the NT build is the kernel version
     cpuinfo = facts.cpuinfo
-    host.cpu_model = cpuinfo.get("model name") or cpuinfo.get("cpu") or None
+    host["cpu_model"] = cpuinfo.get("model name") or cpuinfo.get("cpu") or None
     if summary:
         cpu = summary["pre"].strip()
         if ", " in cpu:  # debug builds print the host name first
-            host.hostname, cpu = cpu.split(", ", 1)
-        host.cpu_model = host.cpu_model or cpu or None
+            host["hostname"], cpu = cpu.split(", ", 1)
+        host["cpu_model"] = host["cpu_model"] or cpu or None
         extra["host_summary"] = facts.host_line or ""
     fms = _CPU_FMS.search(facts.cpu_total or "")
     if fms:
-        host.cpu_family, host.cpu_model_number, host.cpu_stepping = (
+        host["cpu_family"], host["cpu_model_number"], host["cpu_stepping"] = (
             int(g) for g in fms.groups()[:3]
         )
     else:
@@ -333,15 +336,15 @@ def host_facts(facts: HsErrFacts) -> HostFacts:
             ("stepping", "cpu_stepping"),
         ):
             if cpuinfo.get(key, "").isdigit():
-                setattr(host, attr, int(cpuinfo[key]))
-    host.microcode = _microcode(fms[4] if fms and fms[4] else cpuinfo.get("microcode"))
+                host[attr] = int(cpuinfo[key])
+    host["microcode"] = _microcode(fms[4] if fms and fms[4] else cpuinfo.get("microcode"))
     if facts.cpu_total:
         extra["cpu"] = facts.cpu_total[:1000]
         if count := re.match(r"total (\d+)", facts.cpu_total):
             extra["cpu_count"] = count[1]
     if facts.virtualization:
         extra["virtualization"] = facts.virtualization
-        host.hypervisor = next((h for key, h in _HYPERVISORS if key in facts.virtualization), None)
+        host["hypervisor"] = next((h for key, h in _HYPERVISORS if key in facts.virtualization), None)
     if facts.memory:
         extra["memory"] = facts.memory
         if physical := _PHYSICAL.search(facts.memory):
@@ -353,4 +356,4 @@ def host_facts(facts: HsErrFacts) -> HostFacts:
     for key, value in facts.cpuinfo.items():
         if key not in ("model name", "cpu family", "model", "stepping", "microcode", "#done"):
             extra[f"cpuinfo.{key}"] = value
-    return host
+    return trusted(HostFacts, **host, extra=extra)

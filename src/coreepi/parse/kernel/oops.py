@@ -53,6 +53,7 @@ from coreepi.model.report import (
     stable_crash_id,
 )
 from coreepi.model.taint import OUT_OF_TREE_TAINTS
+from coreepi.model.trusted import trusted
 from coreepi.parse.kernel.facts import KernelFacts, read_facts
 from coreepi.parse.kernel.formats import crash_type
 from coreepi.parse.kernel.prefixes import split_prefix
@@ -119,18 +120,19 @@ def _lines(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: in
 
 
 def _host(facts: KernelFacts) -> HostFacts:
-    host = HostFacts(kernel=facts.kernel)
+    values: dict[str, object] = {"kernel": facts.kernel}
+    extra: dict[str, str] = {}
     if facts.hardware_name:
         board, _, bios = facts.hardware_name.partition(", BIOS ")
-        host.board = board or None
-        host.bios_version = bios or None
-        host.extra["hardware_name"] = facts.hardware_name
-        host.hypervisor = next((h for key, h in _HYPERVISORS if key in facts.hardware_name), None)
+        values["board"] = board or None
+        values["bios_version"] = bios or None
+        extra["hardware_name"] = facts.hardware_name
+        values["hypervisor"] = next((h for key, h in _HYPERVISORS if key in facts.hardware_name), None)
     if facts.build:
-        host.extra["kernel_build"] = facts.build
+        extra["kernel_build"] = facts.build
     if facts.modules:
-        host.extra["modules_linked_in"] = " ".join(facts.modules)
-    return host
+        extra["modules_linked_in"] = " ".join(facts.modules)
+    return trusted(HostFacts, **values, extra=extra)
 
 
 def _title_rule(title: TitleResult, scanned: ScannedReport) -> str:
@@ -161,11 +163,13 @@ def _times(scanned: ScannedReport) -> tuple[float | None, datetime | None]:
 def _artifact(title: TitleResult, facts: KernelFacts, scanned: ScannedReport) -> ArtifactInfo:
     """Where the report is in the log and what the log says of it."""
     uptime, _ = _times(scanned)
-    return ArtifactInfo(
+    return trusted(
+        ArtifactInfo,
         line=scanned.line_number or None,
         text=(scanned.raw_line or scanned.oops_line)[:500],
         title=title.title,
-        kernel=KernelReportInfo(
+        kernel=trusted(
+            KernelReportInfo,
             raw_title=title.raw_title,
             syzbot_title=title.syzbot_title,
             title_rule=_title_rule(title, scanned),
@@ -188,6 +192,11 @@ def _artifact(title: TitleResult, facts: KernelFacts, scanned: ScannedReport) ->
 
 
 def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
+    """The report of one scanned window. Built with ``trusted()`` (no
+    validation, see :mod:`coreepi.model.trusted`): every value is typed by
+    the scanner and :mod:`coreepi.parse.kernel.facts` (ints from bounded
+    hex, strings from match groups); a value out of range raises and the
+    caller falls back to :func:`_fallback`."""
     title = title_report(scanned)
     facts = read_facts(scanned.facts_lines, scanned.prefix)
     warnings: list[str] = []
@@ -195,17 +204,18 @@ def _report(scanned: ScannedReport, name: str | None) -> CrashReport:
         warnings.append(f"corrupted report: {title.corrupted_reason}")
     if scanned.truncated:
         warnings.append("report window truncated at the scanner's size limit")
-    thread = Thread(tid=facts.pid if facts.pid is not None else 0, name=facts.comm, crashed=True,
-                    registers=facts.registers, frames=facts.frames)
-    return CrashReport(
+    thread = trusted(Thread, tid=facts.pid if facts.pid is not None else 0, name=facts.comm, crashed=True,
+                     registers=facts.registers, frames=facts.frames)
+    return trusted(
+        CrashReport,
         crash_id=stable_crash_id("kernel-oops", name, scanned.line_number, scanned.oops_line, title.title),
         source=Source.KERNEL_OOPS,
         arch=facts.arch,
-        process=ProcessInfo(pid=facts.pid, tid=facts.pid, comm=facts.comm),
+        process=trusted(ProcessInfo, pid=facts.pid, tid=facts.pid, comm=facts.comm),
         threads=[thread],
         artifact=_artifact(title, facts, scanned),
         host=_host(facts),
-        analysis=AnalysisInfo(analyzer_version=ANALYZER, warnings=warnings),
+        analysis=trusted(AnalysisInfo, analyzer_version=ANALYZER, warnings=warnings),
         captured_at=_times(scanned)[1],
     )
 

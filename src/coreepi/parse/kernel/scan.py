@@ -27,7 +27,6 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from functools import lru_cache
 from itertools import islice
 from dataclasses import dataclass, field
 from typing import Final
@@ -109,12 +108,12 @@ def _strip(line: str, context: str) -> tuple[str, bool]:
     return line, False
 
 
-@lru_cache(maxsize=1024)
-def _view(raw: str) -> tuple[str, str, str, bool]:
+_View = tuple[str, str, str, bool]
+
+
+def _view(raw: str) -> _View:
     """(normalised line, context, line without console prefix, unreliable
-    frame?) of a raw line. Cached: the lines before a report are looked at
-    again for its prefix (up to 200 of them per report) after the scanner
-    has seen them."""
+    frame?) of a raw line."""
     line = normalize_line(raw)
     context = _context(line)
     stripped, questionable = _strip(line, context)
@@ -189,46 +188,31 @@ class ScannedReport:
     tail: int = 0  # lines taken since the title window closed
     idle: int = 0  # lines since this report last took one
 
-    def feed(self, raw: str, line: str, context: str, stripped: str, questionable: bool,
-             kind: OopsKind | None, limits: ScanLimits) -> None:
-        """Offer one later log line (``raw`` as read, ``line`` normalised) to
-        this report's window."""
-        if self.full:
-            return
-        if not self.next_report_seen and (
-            (kind is not None and not any(r.search(line) for r in REPORT_START_IGNORES))
-            or (("FAULT_" in line or "vmalloc: " in line) and _INFO_WITH_STACK_RE.search(line) is not None)
-        ):
-            self.next_report_seen = True
-        if questionable or (context != self.context and not (
-                self.cpu_traceback and _CPU_CONTEXT_RE.search(context))):
-            if not context and self.context == CONSOLE and self.last_raw is not None and line.strip():
-                self._continue(raw, line)
-            else:
-                self.last_raw = None
-                self.idle += 1
-                self.full = self.idle >= limits.idle_lines
-            return
+    def take(self, raw: str, line: str, stripped: str, special: bool, limits: ScanLimits) -> None:
+        """A later line of this report's own context, reliable (``raw`` as
+        read, ``line`` normalised); ``special``: the line may hold one of
+        :data:`_SPECIAL_LITERALS` (most lines hold none: not searched)."""
         self.text_lines += 1
         skip = self.skip_text
-        if "Disabling lock debugging due to kernel taint" in line:
-            skip = True
-        elif "Sending NMI from CPU" in line:
-            # All-CPU backtraces come from other contexts; keep them.
-            self.cpu_traceback = True
-        elif ("Kernel panic - not syncing" in line
-              or "WARNING: possible circular locking dependency detected" in line) and \
-                self.text_lines > (16 if "BUG: KMSAN:" in self.oops_line else 22):
-            # panic_on_warn's panic repeats the current stack, and oops
-            # printing often provokes a lockdep splat: once the report has
-            # enough lines, the rest is noise.
-            self.skip_text = skip = True
+        if special:
+            if "Disabling lock debugging due to kernel taint" in line:
+                skip = True
+            elif "Sending NMI from CPU" in line:
+                # All-CPU backtraces come from other contexts; keep them.
+                self.cpu_traceback = True
+            elif ("Kernel panic - not syncing" in line
+                  or "WARNING: possible circular locking dependency detected" in line) and \
+                    self.text_lines > (16 if "BUG: KMSAN:" in self.oops_line else 22):
+                # panic_on_warn's panic repeats the current stack, and oops
+                # printing often provokes a lockdep splat: once the report has
+                # enough lines, the rest is noise.
+                self.skip_text = skip = True
         if skip:
             self.last_raw = None
             return
         self._append(raw, stripped, limits)
 
-    def _continue(self, raw: str, line: str) -> None:
+    def join_wrapped(self, raw: str, line: str) -> None:
         """A wrapped remainder of the line last taken: joined to it for facts."""
         if self.facts_lines and len(self.facts_lines) < FACT_LINES:
             assert self.last_raw is not None
@@ -277,13 +261,13 @@ def _repeats_header(newest: ScannedReport, number: int, line: str, kind: OopsKin
     return " in " in line and line[line.find(kind.header):].split(" in ", 1)[0] == head
 
 
-def _prefix(recent: deque[str], context: str, limit: int) -> list[str]:
+def _prefix(recent: deque[tuple[str, _View | None]], context: str, limit: int) -> list[str]:
     """Up to ``limit`` latest non-blank, reliable lines of ``context`` among
-    the raw lines before a report (normalised here, when a report starts,
-    not for every line of the log)."""
+    the raw lines before a report (a line no open report looked at is
+    normalised here, when a report starts, not for every line of the log)."""
     found: list[str] = []
-    for raw in reversed(recent):
-        _line, line_context, stripped, questionable = _view(raw)
+    for raw, view in reversed(recent):
+        _line, line_context, stripped, questionable = view or _view(raw)
         if line_context != context:
             continue
         if stripped and not questionable:
@@ -298,86 +282,135 @@ def scan_lines(lines: Iterable[str], limits: ScanLimits = ScanLimits()) -> Itera
     """Yield the crash reports of a log, in order, with bounded memory.
 
     One prefilter decides what a line costs: while no report is open, a line
-    without any report header (one regexp search, :data:`_ANY_HEADER_RE`)
-    is only remembered, raw, for the prefix of a report that may follow.
+    without any report header (found for a block of lines at once, see
+    :func:`_marked_blocks`) is only remembered, raw, for the prefix of a
+    report that may follow.
     """
-    recent: deque[str] = deque(maxlen=limits.prefix_lines)
+    recent: deque[tuple[str, _View | None]] = deque(maxlen=limits.prefix_lines)
     open_reports: deque[ScannedReport] = deque()
     seen_text = False
-    held: tuple[int, str, bool] | None = None
+    held: tuple[int, str, int] | None = None
     number = 0
-    for raw, hit in _header_hits(lines):
-        number += 1
-        # printk replays a line the console cut short: drop the partial one
-        if _REPLAY_MARK in raw:
-            held = None
-            continue
-        if held is None:
-            held = (number, raw, hit)
-            continue
-        (line_no, raw, hit), held = held, (number, raw, hit)
-        if len(raw) > limits.max_line_chars:
-            raw = raw[: limits.max_line_chars]
-        if not open_reports and not hit:
-            recent.append(raw)
+    max_chars = limits.max_line_chars
+    for block, marks, replays in _marked_blocks(lines):
+        for i, raw in enumerate(block):
+            number += 1
+            # printk replays a line the console cut short: drop the partial one
+            if replays and _REPLAY_MARK in raw:
+                held = None
+                continue
+            mark = marks.get(i, 0) if marks else 0
+            if held is None:
+                held = (number, raw, mark)
+                continue
+            (line_no, raw, mark), held = held, (number, raw, mark)
+            if len(raw) > max_chars:
+                raw = raw[:max_chars]
+            if not open_reports and not mark & _HEADER:
+                recent.append((raw, None))
+                seen_text = seen_text or bool(raw.strip())
+                continue
+            closed = _scan_line(line_no, raw.rstrip("\r"), mark, recent, open_reports, seen_text, limits)
+            if closed:
+                yield from closed
             seen_text = seen_text or bool(raw.strip())
-            continue
-        yield from _scan_line(line_no, raw.rstrip("\r"), hit, recent, open_reports, seen_text, limits)
-        seen_text = seen_text or bool(raw.strip())
     if held is not None:
-        line_no, raw, hit = held
-        yield from _scan_line(line_no, raw[: limits.max_line_chars].rstrip("\r"), hit, recent,
-                              open_reports, seen_text, limits)
+        line_no, raw, mark = held
+        yield from _scan_line(line_no, raw[:max_chars].rstrip("\r"), mark, recent, open_reports,
+                              seen_text, limits)
     yield from open_reports
 
 
 _BATCH_LINES: Final = 4096
+# What a line may hold, as bits: a report header, the GCE console hangup, a
+# message that prints a stack of its own, a line a window treats apart. A superset: the line is looked at
+# again once cut and normalised (normalising adds none of these substrings).
+_HEADER: Final = 1
+_HANGUP: Final = 2
+_INFO: Final = 4
+_SPECIAL: Final = 8  # one of the lines a report's window treats apart (ScannedReport.take)
+_SPECIAL_LITERALS: Final = (
+    "Disabling lock debugging due to kernel taint", "Sending NMI from CPU", "Kernel panic - not syncing",
+    "WARNING: possible circular locking dependency detected",
+)
+_MARKS: Final = ((_HEADER, _HEADERS), (_HANGUP, (_GCE_HANGUP,)), (_INFO, INFO_MESSAGES_WITH_STACK),
+                 (_SPECIAL, _SPECIAL_LITERALS))
 
 
-def _header_hits(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
-    """Each line and whether it may hold a report header. The header
-    alternation runs once over a batch of lines joined (one regexp scan per
-    ``_BATCH_LINES`` lines: a per-line search costs several times more, in
-    call overhead, than the scan itself). ``True`` is a superset: the line
-    is looked at again once cut and normalised."""
+def _marked_blocks(lines: Iterable[str]) -> Iterator[tuple[list[str], dict[int, int], bool]]:
+    """The lines in blocks of ``_BATCH_LINES``, each block with its marks
+    (line index -> ``_HEADER | _HANGUP | _INFO | _SPECIAL`` bits; most
+    lines have none) and whether any line may hold the printk replay mark. Each
+    literal is looked for once over the block joined (one ``str.find``
+    scan per literal per block: a search per line costs several times
+    more, in call overhead, than the scan itself)."""
     source = iter(lines)
-    while batch := list(islice(source, _BATCH_LINES)):
-        hits = matching_lines("\n".join(batch), _HEADERS)
-        if not hits:
-            for raw in batch:
-                yield raw, False
+    while block := list(islice(source, _BATCH_LINES)):
+        text = "\n".join(block)
+        marks: dict[int, int] = {}
+        for bit, literals in _MARKS:
+            for index in matching_lines(text, literals):
+                marks[index] = marks.get(index, 0) | bit
+        yield block, marks, _REPLAY_MARK in text
+
+
+def _offer(open_reports: deque[ScannedReport], raw: str, line: str, context: str, stripped: str,
+           questionable: bool, starts_next: bool, special: bool, limits: ScanLimits) -> None:
+    """Offer a line to every open report's window that is not full: its own
+    context's reports take it (and CPU contexts, in a report that asked for
+    every CPU's backtrace), a console report joins an untimestamped line to
+    the line it last took (a wrapped remainder); for the others the line is
+    one more idle line. ``starts_next``: the line starts another report or
+    prints a stack of its own (the title window of a console report ends)."""
+    for rep in open_reports:
+        if rep.full:
             continue
-        for i, raw in enumerate(batch):
-            yield raw, i in hits
+        if starts_next:
+            rep.next_report_seen = True
+        if not questionable and (context == rep.context or (
+                rep.cpu_traceback and _CPU_CONTEXT_RE.search(context))):
+            rep.take(raw, line, stripped, special, limits)
+        elif not context and rep.context == CONSOLE and rep.last_raw is not None and line.strip():
+            rep.join_wrapped(raw, line)
+        else:
+            rep.last_raw = None
+            rep.idle += 1
+            rep.full = rep.idle >= limits.idle_lines
 
 
-def _scan_line(number: int, raw: str, hit: bool, recent: deque[str], open_reports: deque[ScannedReport],
-               seen_text: bool, limits: ScanLimits) -> Iterator[ScannedReport]:
-    """One line that may start a report (``hit``: it may hold a header) or
-    belongs to open ones."""
-    line, context, stripped, questionable = _view(raw)
-    kind = _match_kind(line) if hit else None
-    if _GCE_HANGUP in line:
+def _scan_line(number: int, raw: str, mark: int, recent: deque[tuple[str, _View | None]],
+               open_reports: deque[ScannedReport], seen_text: bool,
+               limits: ScanLimits) -> list[ScannedReport]:
+    """One line that may start a report (``mark`` has ``_HEADER``: it may
+    hold a header) or belongs to open ones; the reports it closes, if any."""
+    view = _view(raw)
+    line, context, stripped, questionable = view
+    kind = _match_kind(line) if mark & _HEADER else None
+    ignored = kind is not None and any(r.search(line) for r in REPORT_START_IGNORES)
+    if mark & _HANGUP and _GCE_HANGUP in line:
         for rep in open_reports:
             rep.console_hangup = True
     if kind is not None and open_reports and _repeats_header(open_reports[-1], number, line, kind):
         kind = None
-    for rep in open_reports:
-        rep.feed(raw, line, context, stripped, questionable, kind, limits)
+    if open_reports:
+        starts_next = (kind is not None and not ignored) or bool(
+            mark & _INFO and _INFO_WITH_STACK_RE.search(line) is not None)
+        _offer(open_reports, raw, line, context, stripped, questionable, starts_next,
+               bool(mark & _SPECIAL), limits)
     if kind is not None and kind.header == "Booting the kernel." and not seen_text:
         kind = None  # a log that starts with a boot is not a reboot
-    if kind is not None and (
-        not open_reports or not any(r.search(line) for r in REPORT_START_IGNORES)
-    ) and not _follow_up(open_reports, context, limits):
+    closed: list[ScannedReport] = []
+    if kind is not None and (not open_reports or not ignored) and not _follow_up(open_reports, context, limits):
         prefix = _prefix(recent, context, 50 if _TASK_CONTEXT_RE.search(context) else 5)
         rep = ScannedReport(kind, context, number, line, prefix, raw_line=raw, text_lines=1)
         rep._append(raw, stripped, limits)
         open_reports.append(rep)
         if len(open_reports) > limits.max_open_reports:
-            yield open_reports.popleft()
+            closed.append(open_reports.popleft())
     while open_reports and open_reports[0].full:
-        yield open_reports.popleft()
-    recent.append(raw)
+        closed.append(open_reports.popleft())
+    recent.append((raw, view))
+    return closed
 
 
 @dataclass(frozen=True)

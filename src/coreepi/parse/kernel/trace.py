@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from coreepi.model.report import Frame, FrameTrust
+from coreepi.model.trusted import trusted
 from coreepi.parse.demangle import demangle_function
 
 __all__ = ["MAX_FRAMES", "PC_LINE", "read_frames"]
@@ -61,6 +62,7 @@ _MARKER: Final = re.compile(
     r"^\s*(?:</?(?:IRQ|TASK|NMI|EOI|SOFTIRQ)>\s*$|Exception stack|--- (?:Exception|interrupt)"
     r"|LR = |[0-9a-f]{4}:(?: +[0-9a-f]{8})+\s*$|\(\[<)"
 )
+_MARKER_INITIALS: Final = frozenset("<EL-(0123456789abcdef")  # what a _MARKER line starts with
 _CONTEXT_PREFIX: Final = re.compile(r"^\s*<(?:IRQ|EOI|NMI|TASK|SOFTIRQ)>\s*")
 _FRAME: Final = re.compile(
     rf"^\s*(?:\[<?(?:0x)?([0-9a-f]*)>?\]\s*){{0,2}}(?::([A-Za-z0-9_\-]+):)?\.?({_NAME}){_OFFSET}{_MODULE}"
@@ -78,31 +80,53 @@ _UNRELIABLE_HEAD: Final = re.compile(r"\s*(?:\[<?[0-9a-f]*>?\]\s*)*\? |\s*(?:\[<
 _UNRELIABLE_TAIL: Final = re.compile(r"\(unreliable\)\s*$")
 
 
+def _may_be_pc_line(line: str) -> bool:
+    """Whether ``line`` holds a literal every PC_LINE form needs (RIP/EIP/IP/
+    NIP, "PC is at", "pc :"/"epc :", "Krnl PSW")."""
+    return "IP" in line or "PC is at" in line or "pc :" in line or "PSW" in line
+
+
+_U64_MAX: Final = (1 << 64) - 1
+
+
 def _hex(text: str | None) -> int | None:
-    return int(text, 16) if text else None
+    """A printed hex number as an address; ValueError past 64 bits (a
+    garbled line: the report then falls back to its minimal form, as when
+    the model refused such a value)."""
+    if not text:
+        return None
+    value = int(text, 16)
+    if value > _U64_MAX:
+        raise ValueError(f"address out of the unsigned 64-bit range: 0x{value:x}")
+    return value
 
 
+# Frames are built with trusted(): every value below is typed by its regexp
+# (an address by _hex, a line number by \d+), see coreepi.model.trusted.
 def _pc_frame(match: re.Match[str]) -> Frame:
-    return Frame(index=0, pc=None, function=demangle_function(match.group(1)), function_offset=_hex(match.group(2)),
-                 module=match.group(3), trust=FrameTrust.CONTEXT)
+    return trusted(Frame, index=0, pc=None, function=demangle_function(match.group(1)),
+                   function_offset=_hex(match.group(2)), module=match.group(3), trust=FrameTrust.CONTEXT)
 
 
 def _frame(line: str, index: int, bare_ok: bool) -> Frame | None:
-    """The frame one trace line prints, or None."""
-    if (m := _ARM_OLD.match(line)) is not None:
-        return Frame(index=index, pc=_hex(m.group(1)), function=m.group(2), function_offset=_hex(m.group(3)),
-                     module=m.group(4), trust=FrameTrust.CFI)
-    if (m := _ARM_NEW.match(line)) is not None:
-        return Frame(index=index, pc=None, function=m.group(1), module=m.group(2), trust=FrameTrust.CFI)
-    if (m := _INLINE.match(line)) is not None:
-        return Frame(index=index, pc=None, function=m.group(1), file=m.group(2), line=int(m.group(3)),
-                     inlined=True, trust=FrameTrust.CFI)
-    if (m := _FRAME.match(line)) is not None:
-        return Frame(index=index, pc=_hex(m.group(1)), module=m.group(5) or m.group(2),
-                     function=demangle_function(m.group(3)), function_offset=_hex(m.group(4)),
-                     file=m.group(6), line=int(m.group(7)) if m.group(7) else None, trust=FrameTrust.CFI)
+    """The frame one trace line prints, or None. Each regexp is tried only
+    on lines holding the literal it needs (most lines are x86 frames)."""
+    if " from " in line:
+        if ") from " in line and (m := _ARM_OLD.match(line)) is not None:
+            return trusted(Frame, index=index, pc=_hex(m.group(1)), function=m.group(2),
+                           function_offset=_hex(m.group(3)), module=m.group(4), trust=FrameTrust.CFI)
+        if (m := _ARM_NEW.match(line)) is not None:
+            return trusted(Frame, index=index, pc=None, function=m.group(1), module=m.group(2),
+                           trust=FrameTrust.CFI)
+    if " [inline]" in line and (m := _INLINE.match(line)) is not None:
+        return trusted(Frame, index=index, pc=None, function=m.group(1), file=m.group(2), line=int(m.group(3)),
+                       inlined=True, trust=FrameTrust.CFI)
+    if "+0x" in line and (m := _FRAME.match(line)) is not None:
+        return trusted(Frame, index=index, pc=_hex(m.group(1)), module=m.group(5) or m.group(2),
+                       function=demangle_function(m.group(3)), function_offset=_hex(m.group(4)),
+                       file=m.group(6), line=int(m.group(7)) if m.group(7) else None, trust=FrameTrust.CFI)
     if bare_ok and (m := _BARE.match(line)) is not None:
-        return Frame(index=index, pc=None, function=m.group(1), trust=FrameTrust.CFI)
+        return trusted(Frame, index=index, pc=None, function=m.group(1), trust=FrameTrust.CFI)
     return None
 
 
@@ -120,7 +144,7 @@ def read_frames(lines: Sequence[str]) -> list[Frame]:
         if "race" in line and _TRACE_START.search(line):  # every keyword holds "race"
             start, keyword = i + 1, True
             break
-        if not frames and (m := PC_LINE.match(line)) is not None:
+        if not frames and _may_be_pc_line(line) and (m := PC_LINE.match(line)) is not None:
             frames.append(_pc_frame(m))
     in_trace = False
     for line in lines[start:]:
@@ -128,8 +152,9 @@ def read_frames(lines: Sequence[str]) -> list[Frame]:
             break
         if "<" in line:
             line = _CONTEXT_PREFIX.sub("", line, count=1)
-        if (_UNRELIABLE_HEAD.match(line) or ("(unreliable)" in line and _UNRELIABLE_TAIL.search(line))
-                or _MARKER.match(line)):
+        if ((("? " in line or "[" in line) and _UNRELIABLE_HEAD.match(line))
+                or ("(unreliable)" in line and _UNRELIABLE_TAIL.search(line))
+                or (line.lstrip()[:1] in _MARKER_INITIALS and _MARKER.match(line))):
             continue
         frame = _frame(line, len(frames), keyword)
         if frame is not None:

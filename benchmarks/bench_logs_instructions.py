@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Instructions per MiB of the log parsers, counted by valgrind's callgrind:
+a measure that, unlike CPU time, does not move with the load of a shared
+machine, so two source trees can be compared on a busy one.
+
+Inputs (once each, the same as one pass of ``bench_logs.py``): the 713
+titled syzkaller console logs concatenated (3.7 MiB; every report built,
+as ``iter_kernel_log`` does) and krashpad's 60 hs_err logs parsed one by
+one (1.15 MiB). Each tree runs three children under ``valgrind
+--tool=callgrind``: one that only imports, reads the inputs and warms up
+(a 200 kB piece of the kernel input and one hs_err log, so lazily compiled
+regexps are not counted), and one per parser doing the same and then the
+whole input; a parser's count is its child's minus the first. Python's
+startup is in both and cancels out.
+
+Run by hand (needs valgrind; ≈ 100× slower than a plain run)::
+
+    .venv/bin/python benchmarks/bench_logs_instructions.py [--src OTHER/src] [--json-out out.json]
+
+``--src`` (repeatable) adds trees to compare (``git archive REV src | tar
+-x -C DIR``), each imported through ``PYTHONPATH``; this tree's ``src`` is
+always measured first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+MB = 1 << 20
+WHAT = ("none", "kernel", "hs_err")
+
+
+def _inputs() -> tuple[bytes, list[bytes]]:
+    """(kernel log, hs_err logs), as ``bench_logs.py`` builds them."""
+    sys.path.insert(0, str(HERE))
+    from bench_logs import TESTDATA, _hs_err_logs, _syzkaller_logs  # noqa: PLC0415 - child only
+
+    kernel, _ = _syzkaller_logs(TESTDATA / "kernel-oops-syzkaller")
+    hs_err, _ = _hs_err_logs(TESTDATA / "jvm-hs_err-krashpad")
+    return b"".join(kernel), hs_err
+
+
+def _child(what: str) -> None:
+    """Warm up, then parse one input whole (``what`` = kernel / hs_err) or nothing."""
+    from coreepi.parse.jvm.hs_err import parse_hs_err  # noqa: PLC0415 - from PYTHONPATH's tree
+    from coreepi.parse.kernel.oops import iter_kernel_log  # noqa: PLC0415
+
+    kernel, hs_err = _inputs()
+    list(iter_kernel_log(kernel[:200_000], name="warm-up"))
+    parse_hs_err(hs_err[0], name="warm-up")
+    if what == "kernel":
+        sum(1 for _ in iter_kernel_log(kernel, name="bench"))
+    elif what == "hs_err":
+        sum(parse_hs_err(log, name="bench") is not None for log in hs_err)
+
+
+def _count(src: Path, what: str) -> int:
+    """Instructions callgrind counted for one child run on tree ``src``."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    with tempfile.TemporaryDirectory(prefix="coreepi-callgrind-") as tmp:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
+             sys.executable, __file__, "--child", what],
+            env=env, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from callgrind: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--src", type=Path, action="append", default=[], help="another tree's src/")
+    ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--child", choices=WHAT, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(args.child)
+        return 0
+    kernel, hs_err = _inputs()
+    sizes = {"kernel": len(kernel) / MB, "hs_err": sum(map(len, hs_err)) / MB}
+    results = []
+    print("| tree | parser | MiB | instructions | instructions per MiB |\n|---|---|---:|---:|---:|")
+    for src in [REPO / "src", *args.src]:
+        counts = {what: _count(src.resolve(), what) for what in WHAT}
+        for what in ("kernel", "hs_err"):
+            spent = counts[what] - counts["none"]
+            results.append({"src": str(src), "parser": what, "mib": round(sizes[what], 2),
+                            "instructions": spent, "per_mib": round(spent / sizes[what])})
+            print(f"| {src} | {what} | {sizes[what]:.2f} | {spent:,} | {spent / sizes[what]:,.0f} |",
+                  flush=True)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
