@@ -277,16 +277,20 @@ def lead_text(lead: TelemetryLead) -> str:
 
 
 def _telemetry(e: Evidence) -> str:
+    # The tallies count only the events in the window before a crash (epi's
+    # HostTables.events), not every event of the report's window: a host
+    # page listing all of them must not read as a contradiction.
     kinds = _names(e.tallies)
     example = f': "{e.example}"' if e.example else ""
     days = e.window_days or 0.0
     hours = days * 24
     window = f"{hours:g} h" if hours < 72 else f"{fmt_n(days)} days"
+    counted = f"only events in the {window} before a crash count: {kinds}"
     if e.lead is not None:
         return (f"host {_host(e)}: {lead_text(e.lead)} in the {window} before {e.observed} of "
-                f"its {e.total} crashes (events in the window: {kinds}){example}")
+                f"its {e.total} crashes ({counted}){example}")
     return (f"host {_host(e)}: {e.observed} of {e.total} crashes within {fmt_n(days)} days "
-            f"after a hardware event ({kinds}){example}")
+            f"after a hardware event ({counted}){example}")
 
 
 def _sir(e: Evidence) -> str:
