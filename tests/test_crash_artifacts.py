@@ -65,7 +65,8 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Logs:
             "'general protection fault in __do_page_fault' GROUP BY source").fetchall())
     shutil.copytree(root / "store", root / "cli")
     return Logs(root / "store", root / "cli", got["kernel-oops"], got["hs_err"],
-                (crashes / "console.log").read_bytes(), (crashes / "hs_err_pid25779.log").read_bytes())
+                (crashes / "console.log").read_bytes(),
+                (crashes / "hs_err_pid25779.log").read_bytes())
 
 
 @pytest.fixture(scope="module")

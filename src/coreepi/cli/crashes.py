@@ -139,11 +139,12 @@ def info(
 
 
 def _write_core(source: CrashSource, crash_id: str, dst: IO[bytes], scratch: Path) -> int:
-    """Write the stored core of ``crash_id``, decompressed, to ``dst`` (the
-    blob as stored goes through a temporary file in ``scratch``); bytes written.
+    """Write the stored artifact (core or log) of ``crash_id``, decompressed, to
+    ``dst`` (the blob as stored goes through a temporary file in ``scratch``); bytes written.
     Raises :class:`InputError` naming the crash when the blob does not decompress."""
     from coreepi.errors import InputError
     from coreepi.parse.open_input import DecompressionError, open_input
+    from coreepi.reporting.artifact_kind import artifact_kind
 
     report = source.report(crash_id)
     written = 0
@@ -156,13 +157,14 @@ def _write_core(source: CrashSource, crash_id: str, dst: IO[bytes], scratch: Pat
                     dst.write(chunk)
                     written += len(chunk)
         except DecompressionError as exc:
-            raise InputError(f"the core of crash {crash_id}", exc.reason) from None
+            what = artifact_kind(report.source).name
+            raise InputError(f"the {what} of crash {crash_id}", exc.reason) from None
     return written
 
 
 def _core_to_file(source: CrashSource, crash_id: str, path: Path) -> int:
-    """The decompressed core at ``path``, written whole or not at all (``path.part``
-    first); its size in bytes. A write error is one line, exit 2."""
+    """The decompressed artifact (core or log) at ``path``, written whole or not
+    at all (``path.part`` first); its size in bytes. A write error is one line, exit 2."""
     part = path.with_name(path.name + ".part")
     try:
         with open(part, "wb") as fh:

@@ -12,9 +12,9 @@ vouches for them.
 from __future__ import annotations
 
 __all__ = [
-    "ArtifactKind",
     "LOG_TRUST",
     "LOG_TRUST_NOTE",
+    "ArtifactKind",
     "artifact_kind",
     "frame_trust_text",
 ]
@@ -49,7 +49,8 @@ class ArtifactKind:
 
 _CORE = ArtifactKind("core", "yes", "{id}.core", debuggable=True, text=False)
 _KINDS = {
-    "kernel-oops": ArtifactKind("kernel log", "log", "{id}.kernel.log", debuggable=False, text=True),
+    "kernel-oops": ArtifactKind("kernel log", "log", "{id}.kernel.log",
+                                debuggable=False, text=True),
     # hs_err_pid<pid>.log is the JVM's own name; the crash id keeps downloads apart
     "hs_err": ArtifactKind("hs_err log", "log", "hs_err_{id}.log", debuggable=False, text=True),
     "minidump": ArtifactKind("minidump", "minidump", "{id}.dmp", debuggable=False, text=False),

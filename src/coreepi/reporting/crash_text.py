@@ -108,7 +108,7 @@ def render_identity(report: CrashReport, console: Console) -> None:
     kind = artifact_kind(report.source)
     size = f", {core.size_bytes:,} bytes" if core.size_bytes is not None else ""
     # a kernel or hs_err log is named as what it is: "core: stored" sent users to gdb
-    label, what = ("core", "") if kind.debuggable else ("artifact", f"{kind.name} ")
+    heading, what = ("core", "") if kind.debuggable else ("artifact", f"{kind.name} ")
     opens = "coreepi dump / coreepi debug" if kind.debuggable else "coreepi dump"
     if core.stored and core.dropped_reason:  # kept as received, not analysable (list: unreadable)
         fate = f"{what}unreadable, kept as received{size} ({core.dropped_reason}; coreepi dump)"
@@ -119,7 +119,7 @@ def render_identity(report: CrashReport, console: Console) -> None:
     when = report.captured_at.isoformat(sep=" ") if report.captured_at else "unknown"
     for label, value in (("crash", report.crash_id), ("captured", when),
                          ("host", report.host_id or "unknown"), ("source", str(report.source)),
-                         (label, fate)):
+                         (heading, fate)):
         console.print(Text.assemble((f"{label}: ", "bold"), value))
     facts = [f"{k}={v}" for k, v in (("kernel", report.host.kernel),
                                      ("cpu", report.host.cpu_model),
