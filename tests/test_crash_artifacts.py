@@ -184,3 +184,16 @@ def test_telemetry_evidence_says_which_events_it_counts() -> None:
     assert evidence_text(no_lead) == (
         "host h-086: 44 of 45 crashes within 1 days after a hardware event (only events in "
         "the 24 h before a crash count: 10 mce)")
+
+
+def test_every_source_has_an_artifact_kind() -> None:
+    from coreepi.model.report import Source
+    from coreepi.reporting.artifact_kind import artifact_kind
+
+    kinds = {s.value: artifact_kind(s.value) for s in Source}
+    assert {s for s, k in kinds.items() if k.debuggable} == {"elf-core", "systemd-coredump"}
+    assert {s: k.short for s, k in kinds.items()} == {
+        "elf-core": "yes", "systemd-coredump": "yes", "hs_err": "log", "kernel-oops": "log",
+        "minidump": "minidump"}
+    assert kinds["minidump"].filename("ab", ".zst") == "ab.dmp.zst"
+    assert kinds["hs_err"].title == "hs_err log" and kinds["kernel-oops"].title == "Kernel log"
