@@ -116,9 +116,9 @@ def test_debug_refuses_a_crash_from_a_kernel_log(tmp_path: Path) -> None:
         crash_id = rows(store, "SELECT crash_id FROM crashes ORDER BY crash_id")[0][0]
     result = CliRunner().invoke(app, ["debug", crash_id, "--data-dir", str(tmp_path / "store")])
     assert result.exit_code == 2, result.output
-    assert result.output == (f"coreepi: error: crash {crash_id} came from a kernel-oops "
-                             f"artifact, not a core: nothing to debug (coreepi info {crash_id} "
-                             "shows what it holds)\n")
+    assert result.output == (f"coreepi: error: crash {crash_id} came from a kernel log, not a "
+                             f"core: nothing to debug in gdb (coreepi dump {crash_id} writes "
+                             "the kernel log)\n")
 
 
 def test_cli_ingest_telemetry(tmp_path: Path) -> None:

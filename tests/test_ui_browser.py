@@ -184,7 +184,7 @@ def test_browser_walk(browser: webdriver.Chrome, server: Serving, ui: UiStore,
     assert "SIGSEGV" in d.find_element(By.ID, "main").text
     seen |= links(d)
     shoot(d, shots, "crash")
-    d.find_element(By.ID, "download-core").click()
+    d.find_element(By.ID, "download-artifact").click()
     target = d.downloads / f"{ui.core_crash_id}.core.zst"  # type: ignore[attr-defined]
     deadline = time.monotonic() + 30
     while not target.exists() and time.monotonic() < deadline:

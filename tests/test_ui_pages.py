@@ -141,19 +141,22 @@ def test_crash_page_and_core_download(app: App, ui: UiStore) -> None:
     assert data["crash"]["crash_id"] == ui.core_crash_id
     assert data["crash"]["signal"]["name"] == "SIGSEGV"
     assert data["group_href"] == f"/groups/{ENV_ID}"
-    assert data["core"]["gdb_command"].startswith(f"zstd -dc {ui.core_crash_id}.core.zst")
+    assert data["artifact"]["kind"] == "core" and data["frame_trust"] is None
+    assert data["artifact"]["gdb_command"].startswith(f"zstd -dc {ui.core_crash_id}.core.zst")
     html = app.get(f"/crashes/{ui.core_crash_id}").text
     crashed = data["crash"]["threads"][data["crashed_thread"]]
     assert crashed["frames"] and crashed["frames"][0]["trust"] in html
     assert "Download the core" in html and "<details" in html and "rip" in html
-    r = app.get(data["core"]["url"])
+    r = app.get(data["artifact"]["url"])
     assert r.status_code == 200 and r.headers["content-type"] == "application/zstd"
-    assert ui.core_crash_id in r.headers["content-disposition"]
+    assert r.headers["content-disposition"] == f'attachment; filename="{ui.core_crash_id}.core.zst"'
+    assert r.headers["x-gdb-command"] == data["artifact"]["gdb_command"]
+    assert app.get(f"/api/v1/crashes/{ui.core_crash_id}/core").content == r.content  # first name
     raw = zstandard.ZstdDecompressor().stream_reader(r.content).read()
     assert hashlib.sha256(raw).digest() == hashlib.sha256(ui.core_path.read_bytes()).digest()
     # a crash without a stored core: no download, a 404 from the API
     other = app.get(f"/groups/{ENV_ID}.json").json()["crash_list"][1]["crash_id"]
-    assert app.get(f"/crashes/{other}.json").json()["core"] is None
+    assert app.get(f"/crashes/{other}.json").json()["artifact"] is None
     assert app.get(f"/api/v1/crashes/{'0' * 32}/core").status_code == 404
 
 

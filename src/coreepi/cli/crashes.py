@@ -139,11 +139,12 @@ def info(
 
 
 def _write_core(source: CrashSource, crash_id: str, dst: IO[bytes], scratch: Path) -> int:
-    """Write the stored core of ``crash_id``, decompressed, to ``dst`` (the
-    blob as stored goes through a temporary file in ``scratch``); bytes written.
+    """Write the stored artifact (core or log) of ``crash_id``, decompressed, to
+    ``dst`` (the blob as stored goes through a temporary file in ``scratch``); bytes written.
     Raises :class:`InputError` naming the crash when the blob does not decompress."""
     from coreepi.errors import InputError
     from coreepi.parse.open_input import DecompressionError, open_input
+    from coreepi.reporting.artifact_kind import artifact_kind
 
     report = source.report(crash_id)
     written = 0
@@ -156,13 +157,14 @@ def _write_core(source: CrashSource, crash_id: str, dst: IO[bytes], scratch: Pat
                     dst.write(chunk)
                     written += len(chunk)
         except DecompressionError as exc:
-            raise InputError(f"the core of crash {crash_id}", exc.reason) from None
+            what = artifact_kind(report.source).name
+            raise InputError(f"the {what} of crash {crash_id}", exc.reason) from None
     return written
 
 
 def _core_to_file(source: CrashSource, crash_id: str, path: Path) -> int:
-    """The decompressed core at ``path``, written whole or not at all (``path.part``
-    first); its size in bytes. A write error is one line, exit 2."""
+    """The decompressed artifact (core or log) at ``path``, written whole or not
+    at all (``path.part`` first); its size in bytes. A write error is one line, exit 2."""
     part = path.with_name(path.name + ".part")
     try:
         with open(part, "wb") as fh:
@@ -180,21 +182,25 @@ def _core_to_file(source: CrashSource, crash_id: str, path: Path) -> int:
 def dump(
     crash_id: CrashId,
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE",
-                                                help="Write the core here (default: stdout, "
-                                                "never a terminal).")] = None,
+                                                help="Write it here (default: stdout; a core "
+                                                "never to a terminal).")] = None,
     data_dir: DataDir = None,
     store: StoreOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
 ) -> None:
-    """Write a crash's core, decompressed (as the kernel wrote it), to FILE or stdout."""
-    if output is None and sys.stdout.isatty():
-        fail("refusing to write a core to a terminal: give -o FILE or redirect stdout")
+    """Write a crash's stored artifact, decompressed (a core as the kernel wrote
+    it, or its kernel log or hs_err log), to FILE or stdout."""
+    from coreepi.reporting.artifact_kind import artifact_kind
+
     with crash_source(data_dir, server, token_file, store) as source:
         full = source.resolve(crash_id)
+        kind = artifact_kind(source.report(full).source)
+        if output is None and not kind.text and sys.stdout.isatty():
+            fail(f"refusing to write a {kind.name} to a terminal: give -o FILE or redirect stdout")
         if output is not None:
             size = _core_to_file(source, full, output)
-            sys.stderr.write(f"coreepi: wrote {output} ({size:,} bytes), the core of crash "
+            sys.stderr.write(f"coreepi: wrote {output} ({size:,} bytes), the {kind.name} of crash "
                              f"{full}\n")
             return
         try:
@@ -204,12 +210,6 @@ def dump(
             raise  # the reader stopped early (| head): run_guarded ends quietly
         except OSError as exc:
             fail(f"stdout: {exc.strerror or exc}")
-
-
-_DEBUGGABLE = frozenset({"elf-core", "systemd-coredump"})
-"""Crash sources (``model.report.Source`` values, as text so that listing
-crashes does not import the model) whose artifact is an ELF core gdb can
-open; a JVM crash paired with its core has the core's source."""
 
 
 def debug(
@@ -232,6 +232,7 @@ def debug(
     """Open a stored crash in gdb: its core, and its executable and libraries
     found by build-id (sysroot and debug-file-directory set for them)."""
     from coreepi.cli.debugger import gdb_session, run_gdb
+    from coreepi.reporting.artifact_kind import artifact_kind
 
     extra = [*shlex.split(gdb_args_text or ""), *(gdb_args or [])]
     with tempfile.TemporaryDirectory(prefix="coreepi-debug-") as tmp:
@@ -240,10 +241,11 @@ def debug(
         with crash_source(data_dir, server, token_file, store) as source:
             full = source.resolve(crash_id)
             report = source.report(full)
-            if report.source not in _DEBUGGABLE:
-                # its artifact is a text log (kernel log, hs_err): gdb would read it as an executable
-                fail(f"crash {full} came from a {report.source} artifact, not a core: "
-                     f"nothing to debug (coreepi info {full} shows what it holds)")
+            kind = artifact_kind(report.source)
+            if not kind.debuggable:
+                # gdb would read a text log as an executable
+                fail(f"crash {full} came from a {kind.name}, not a core: nothing to debug "
+                     f"in gdb (coreepi dump {full} writes the {kind.name})")
             core = work / f"{full}.core"
             _core_to_file(source, full, core)
             dirs = [*(symbol_dir or []), *source.symbol_dirs(report)]

@@ -81,14 +81,23 @@ _CORE = {"stored": "yes", "not-stored": "no", "missing": "missing", "unreadable"
 ``pruned``: deleted by retention since, see :mod:`coreepi.cli.sources`)."""
 
 
+def _core_cell(row: dict[str, Any]) -> str:
+    """The CORE cell: :data:`_CORE`, but a stored artifact that is not a core
+    says what it is (``log`` for a kernel or hs_err log)."""
+    from coreepi.reporting.artifact_kind import artifact_kind
+
+    cell = _CORE.get(row.get("core_status") or "", "no")
+    return artifact_kind(row.get("source")).short if cell == "yes" else cell
+
+
 def crash_lines(rows: list[dict[str, Any]], width: int | None) -> list[str]:
     """A header and one line per crash: time (UTC, to the minute), short id,
-    host, signal, what became of the core (:data:`_CORE`), signature (or the
+    host, signal, what became of the core (:func:`_core_cell`), signature (or the
     phenotypes when it has none). ``width``: cut each line's signature to fit
     (None: no cut, e.g. for a pipe)."""
     cells = [(_when(r).strftime("%Y-%m-%d %H:%M") if r.get("captured_at") else "-",
               short_id(r["crash_id"]), r.get("host_id") or "-", r.get("signal") or "-",
-              _CORE.get(r.get("core_status") or "", "no"),
+              _core_cell(r),
               r.get("signature") or ",".join(r.get("phenotypes") or []) or "-")
              for r in rows]
     widths = [max(len(c[i]) for c in [_HEAD, *cells]) for i in range(len(_HEAD) - 1)]

@@ -16,15 +16,23 @@ from rich.table import Table
 from rich.text import Text
 
 from coreepi.model.report import CrashReport, Frame, FrameTrust, RuntimeFrame, Thread
+from coreepi.reporting.artifact_kind import (
+    LOG_TRUST,
+    LOG_TRUST_NOTE,
+    artifact_kind,
+    frame_trust_text,
+)
 from coreepi.reporting.fast_text import print_line, print_table
 
-__all__ = ["evidence_text", "frame_label", "render_identity", "render_report", "warning_lines"]
+__all__ = ["evidence_items", "evidence_text", "frame_label", "render_identity", "render_report",
+           "warning_lines"]
 
 _TRUST_STYLE = {
     FrameTrust.CONTEXT: "bold green",
     FrameTrust.CFI: "green",
     FrameTrust.FRAME_POINTER: "yellow",
     FrameTrust.SCAN: "red",
+    LOG_TRUST: "cyan",  # the kernel's unwinder vouched for it, not ours
 }
 MAX_SHOWN_FRAMES = 40
 MAX_SHOWN_MODULES = 15
@@ -47,8 +55,21 @@ def evidence_text(value: object) -> str:
     comma-separated, mappings as ``key value`` pairs, lists of mappings
     separated by ``;`` (at most :data:`MAX_EVIDENCE_ITEMS` items, then
     ``(+N more)``), cut at :data:`MAX_EVIDENCE_CHARS` with ``…``."""
-    text = _words(value)
-    return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"
+    return _cut(_words(value), MAX_EVIDENCE_CHARS)
+
+
+def _cut(text: str, max_chars: int | None) -> str:
+    return text if max_chars is None or len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def evidence_items(evidence: Mapping[str, object], *, max_chars: int | None = MAX_EVIDENCE_CHARS
+                   ) -> list[tuple[str, str]]:
+    """A phenotype's evidence as ``[(key, words), ...]`` in its order: values
+    in words (:func:`evidence_text`; booleans ``yes``/``no``), keys without
+    a value (None, empty text, list or mapping) left out. ``max_chars``: cut
+    each value there with ``…`` (None: whole, for a page)."""
+    return [(key, _cut(_words(value), max_chars)) for key, value in evidence.items()
+            if _shown(value)]
 
 
 def _words(value: object) -> str:
@@ -68,7 +89,11 @@ def _words(value: object) -> str:
 
 
 def _shown(value: object) -> bool:
-    return value not in (None, "", [], {}, False)
+    """Whether an evidence value says anything: False and 0 are answers
+    ("corrupted: no", "pid: 0"); None and empty text or collections are not."""
+    if isinstance(value, (str, Mapping, list, tuple, set)):
+        return len(value) > 0
+    return value is not None
 
 
 def warning_lines(report: CrashReport) -> list[str]:
@@ -80,17 +105,21 @@ def render_identity(report: CrashReport, console: Console) -> None:
     """What the store knows of a crash besides its analysis: id, time, host,
     source, and what became of its core (``coreepi info``)."""
     core = report.core
+    kind = artifact_kind(report.source)
     size = f", {core.size_bytes:,} bytes" if core.size_bytes is not None else ""
+    # a kernel or hs_err log is named as what it is: "core: stored" sent users to gdb
+    heading, what = ("core", "") if kind.debuggable else ("artifact", f"{kind.name} ")
+    opens = "coreepi dump / coreepi debug" if kind.debuggable else "coreepi dump"
     if core.stored and core.dropped_reason:  # kept as received, not analysable (list: unreadable)
-        fate = f"unreadable, kept as received{size} ({core.dropped_reason}; coreepi dump)"
+        fate = f"{what}unreadable, kept as received{size} ({core.dropped_reason}; coreepi dump)"
     elif core.stored:
-        fate = f"stored{size} (coreepi dump / coreepi debug)"
+        fate = f"{what}stored{size} ({opens})"
     else:
-        fate = f"not stored ({core.dropped_reason})" if core.dropped_reason else "not stored"
+        fate = f"{what}not stored" + (f" ({core.dropped_reason})" if core.dropped_reason else "")
     when = report.captured_at.isoformat(sep=" ") if report.captured_at else "unknown"
     for label, value in (("crash", report.crash_id), ("captured", when),
                          ("host", report.host_id or "unknown"), ("source", str(report.source)),
-                         ("core", fate)):
+                         (heading, fate)):
         console.print(Text.assemble((f"{label}: ", "bold"), value))
     facts = [f"{k}={v}" for k, v in (("kernel", report.host.kernel),
                                      ("cpu", report.host.cpu_model),
@@ -111,7 +140,7 @@ def render_report(report: CrashReport, console: Console, *, all_threads: bool = 
     threads = report.threads if all_threads else [t for t in (crashed,) if t is not None]
     stacks = _python_stacks(report)
     for thread in threads:
-        _render_thread(thread, console, registers=registers)
+        _render_thread(thread, console, registers=registers, source=report.source)
         frames = stacks.get(thread.tid) or (stacks.get(None, []) if thread.crashed else [])
         if frames:
             _render_python_stack(thread.tid, frames, console)
@@ -164,24 +193,26 @@ def _render_head(report: CrashReport, console: Console) -> None:
     for p in report.phenotypes:
         tag = " (hardware-indicative)" if p.hardware_indicative else ""
         print_line(console, Text.assemble(("phenotype ", ""), (p.name, "bold"), tag))
-        for key, value in p.evidence.items():
-            if _shown(value):
-                print_line(console, Text(f"  {key}: {evidence_text(value)}"))
+        for key, text in evidence_items(p.evidence):
+            print_line(console, Text(f"  {key}: {text}"))
 
 
-def _render_thread(thread: Thread, console: Console, *, registers: bool) -> None:
+def _render_thread(thread: Thread, console: Console, *, registers: bool, source: str) -> None:
     name = f" ({thread.name})" if thread.name else ""
     title = f"{'crashing thread' if thread.crashed else 'thread'} {thread.tid}{name}"
     if thread.frames:
         rows = tuple(
             (str(f.index), "" if f.pc is None else f"0x{f.pc:x}",
              frame_label(f) + (" [inlined]" if f.inlined else ""),
-             f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file and f.line else "", f.trust)
+             f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file and f.line else "",
+             frame_trust_text(source, f.trust))
             for f in thread.frames[:MAX_SHOWN_FRAMES])
         # laid out once per distinct stack: a big log repeats the same one
         print_table(console, ("frames", title, rows), lambda: _frames_table(title, rows))
         if len(thread.frames) > MAX_SHOWN_FRAMES:
             print_line(console, f"… {len(thread.frames) - MAX_SHOWN_FRAMES} more frames (--json)")
+        if rows[0][-1] == LOG_TRUST:
+            print_line(console, Text(f"trust {LOG_TRUST}: {LOG_TRUST_NOTE}", style="dim"))
     else:
         print_line(console, Text(f"{title}: no frames", style="bold"))
     if thread.unwind_error and thread.unwind_error != "not unwound":
@@ -213,7 +244,7 @@ def _render_python_stack(tid: int, frames: list[RuntimeFrame], console: Console)
         print_line(console, f"    … {len(frames) - MAX_SHOWN_FRAMES} more frames (--json)")
 
 
-def _frames_table(title: str, rows: tuple[tuple[str, str, str, str, FrameTrust], ...]) -> Table:
+def _frames_table(title: str, rows: tuple[tuple[str, str, str, str, str], ...]) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("#", "pc", "frame", "source", "trust"):
         # A long frame folds rather than ending in "…" (which would hide
@@ -226,7 +257,7 @@ def _frames_table(title: str, rows: tuple[tuple[str, str, str, str, FrameTrust],
         )
     for index, pc, label, source, trust in rows:
         table.add_row(index, pc, Text(label), Text(source),
-                      Text(trust.value, style=_TRUST_STYLE[trust]))
+                      Text(trust, style=_TRUST_STYLE[trust]))
     return table
 
 

@@ -281,17 +281,21 @@ def lead_text(lead: TelemetryLead) -> str:
 
 
 def _telemetry(e: Evidence) -> str:
+    # The tallies count only the events in the window before a crash (epi's
+    # HostTables.events), not every event of the report's window: a host
+    # page listing all of them must not read as a contradiction.
     kinds = _names(e.tallies)
     example = f': "{e.example}"' if e.example else ""
     days = e.window_days or 0.0
     hours = days * 24
     window = f"{hours:g} h" if hours < 72 else f"{fmt_n(days)} days"  # 72 h or more: plural
+    counted = f"only events in the {window} before a crash count: {kinds}"
     if e.lead is not None:
         return (f"host {_host(e)}: {lead_text(e.lead)} in the {window} before {e.observed} of "
-                f"its {how_many(e.total, 'crash')} (events in the window: {kinds}){example}")
+                f"its {how_many(e.total, 'crash')} ({counted}){example}")
     return (f"host {_host(e)}: {e.observed} of {how_many(e.total, 'crash')} within "
             f"{fmt_n(days)} day{'' if days == 1 else 's'} "
-            f"after a hardware event ({kinds}){example}")
+            f"after a hardware event ({counted}){example}")
 
 
 def _sir(e: Evidence) -> str:

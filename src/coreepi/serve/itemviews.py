@@ -3,7 +3,8 @@
 The host page joins the findings (SIR, verdict, evidence) with the host's
 facts, its crashes (one indexed store read) and its telemetry; the crash
 page shows the stored CrashReport with the links around it (host, group,
-core download) and the one command that opens the core in gdb.
+the download of its artifact: core, kernel log or hs_err log) and the one
+command that opens it (gdb for a core, a pager for a log).
 """
 
 from __future__ import annotations
@@ -12,6 +13,13 @@ from datetime import datetime
 from typing import Any
 
 from coreepi.model.report import CrashReport
+from coreepi.reporting.artifact_kind import (
+    LOG_TRUST,
+    LOG_TRUST_NOTE,
+    artifact_kind,
+    frame_trust_text,
+)
+from coreepi.reporting.crash_text import evidence_items
 from coreepi.serve.cores import StoredCore
 from coreepi.serve.findings import Snapshot, group_id
 from coreepi.serve.views import (
@@ -76,21 +84,34 @@ def _hex(v: int | None) -> str | None:
 
 
 def crash_view(report: CrashReport, core: StoredCore | None) -> dict[str, Any]:
-    """One crash: the report (JSON), links, the index of the crashing thread
-    and the core download (when its blob is stored) with the gdb command."""
+    """One crash: the report (JSON), links, the index of the crashing thread,
+    each phenotype's evidence in words (``evidence``: ``[[[key, text],
+    ...], ...]`` in phenotype order), the frame trust shown for every frame
+    when the report's own does not apply (``frame_trust``: ``"log"`` for a
+    kernel log, else None), what its artifact is (``artifact_kind``: ``"core"``,
+    ``"kernel log"``, ...) and the stored artifact (``artifact``, when its
+    blob is stored: what it is, download URL and name, size, and the command
+    that opens it: gdb for a core, a pager for a log)."""
     data = report.model_dump(mode="json")
     sig = report.signature.signature if report.signature else None
     gid = group_id("signature", sig) if sig else None
     crashed = next((i for i, t in enumerate(report.threads) if t.crashed), None)
     data["memory_map_truncated"] = len(data["memory_map"]) > MAX_MAPPINGS
     data["memory_map"] = data["memory_map"][:MAX_MAPPINGS]
+    kind = artifact_kind(report.source)
+    trust = frame_trust_text(report.source, "")  # "": each frame's own trust applies
     return {
         "crash": data,
         "crashed_thread": crashed,
         "fault_address": _hex(report.signal.fault_address) if report.signal else None,
         "host_href": host_href(report.host_id) if report.host_id else None,
         "group_id": gid, "group_href": group_href(gid) if gid else None,
-        "core": None if core is None else {
-            "url": f"/api/v1/crashes/{report.crash_id}/core", "filename": core.filename,
-            "bytes": core.size, "gdb_command": core.gdb_command},
+        "evidence": [evidence_items(p.evidence, max_chars=None) for p in report.phenotypes],
+        "frame_trust": trust or None,
+        "frame_trust_note": LOG_TRUST_NOTE if trust == LOG_TRUST else None,
+        "artifact_kind": kind.name, "artifact_title": kind.title,
+        "artifact": None if core is None else {
+            "kind": core.kind, "url": f"/api/v1/crashes/{report.crash_id}/artifact",
+            "filename": core.filename, "bytes": core.size,
+            "gdb_command": core.gdb_command, "read_command": core.read_command},
     }

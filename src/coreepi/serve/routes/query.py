@@ -1,4 +1,4 @@
-"""Read endpoints (scope ``read``): crashes, one report, its core, the findings, groups, hosts.
+"""Read endpoints (scope ``read``): crashes, one report, its artifact, the findings, groups, hosts.
 
 Groups and hosts come from the findings snapshot (:mod:`coreepi.serve.findings`),
 never from a scan of the crash table per request."""
@@ -82,25 +82,31 @@ async def list_crashes(
             "next_cursor": encode_cursor(last["ingested_at"], last["crash_id"]) if last else None}
 
 
-@router.get("/crashes/{crash_id}/core", response_class=StreamingResponse, responses={
-    200: {"content": {"application/zstd": {}}, "description": "the stored core, compressed"},
-    404: {"description": "unknown crash, or no core stored"}})
-async def get_core(crash_id: str, request: Request, _: Read) -> StreamingResponse:
-    """The crash's stored core as it lies in the blob store (zstd; gzip/xz/bzip2
-    when it arrived so), streamed; ``X-Gdb-Command`` tells how to open it."""
+@router.get("/crashes/{crash_id}/artifact", response_class=StreamingResponse, responses={
+    200: {"content": {"application/zstd": {}},
+          "description": "the stored artifact (core, kernel log, hs_err log), compressed"},
+    404: {"description": "unknown crash, or nothing stored"}})
+@router.get("/crashes/{crash_id}/core", response_class=StreamingResponse, include_in_schema=False)
+async def get_artifact(crash_id: str, request: Request, _: Read) -> StreamingResponse:
+    """The crash's stored artifact as it lies in the blob store (zstd; gzip/xz/bzip2
+    when it arrived so), streamed, named by what it is (``X.core.zst``,
+    ``X.kernel.log.zst``, ``hs_err_X.log.zst``); ``X-Gdb-Command`` tells how to
+    open a core in gdb (a log has none). ``…/core`` is the same (its first name)."""
     checked_crash_id(crash_id)
     state = request.app.state
     report = await state.gateway.read(state.store.get_report, crash_id)
     if report is None:
         raise ApiError(404, f"unknown crash {crash_id}", "not-found")
-    core = await state.gateway.read(stored_core, state.store, report)
-    if core is None:
-        why = report.core.dropped_reason or "no core stored for this crash"
+    stored = await state.gateway.read(stored_core, state.store, report)
+    if stored is None:
+        why = report.core.dropped_reason or "nothing stored for this crash"
         raise ApiError(404, f"crash {crash_id}: {why}", "not-found")
-    return StreamingResponse(state.store.blobs.stored_chunks(core.key), media_type=core.media_type, headers={
-        "Content-Length": str(core.size),
-        "Content-Disposition": f'attachment; filename="{core.filename}"',
-        "X-Gdb-Command": core.gdb_command})
+    headers = {"Content-Length": str(stored.size),
+               "Content-Disposition": f'attachment; filename="{stored.filename}"'}
+    if stored.gdb_command:
+        headers["X-Gdb-Command"] = stored.gdb_command
+    return StreamingResponse(state.store.blobs.stored_chunks(stored.key),
+                             media_type=stored.media_type, headers=headers)
 
 
 @router.get("/crashes/{crash_id:path}", responses={404: {"description": "unknown crash"}})
