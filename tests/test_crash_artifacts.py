@@ -182,7 +182,7 @@ def test_telemetry_evidence_says_which_events_it_counts() -> None:
         "crashes (only events in the 7 days before a crash count: 10 mce)")
     no_lead = e.model_copy(update={"lead": None, "window_days": 1.0})
     assert evidence_text(no_lead) == (
-        "host h-086: 44 of 45 crashes within 1 days after a hardware event (only events in "
+        "host h-086: 44 of 45 crashes within 1 day after a hardware event (only events in "
         "the 24 h before a crash count: 10 mce)")
 
 
