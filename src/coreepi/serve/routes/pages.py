@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 
 from coreepi import __version__
 from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio, how_many
@@ -75,12 +76,19 @@ def group_spark(row: dict[str, Any], axis: dict[str, str]) -> str:
     return svg
 
 
+def _day_cell(iso: str | None) -> Markup:
+    """An ISO time's UTC day for a table cell: the year over the month-day
+    (``2024-<wbr>05-10``), so a narrow column breaks it where it reads well."""
+    day = (iso or "")[:10]
+    return Markup(f"{escape(day[:5])}<wbr>{escape(day[5:])}")
+
+
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
 TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlencode,
                              spark=group_spark)
 TEMPLATES.env.filters.update(many=how_many, rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]),
                              n=fmt_n, p=fmt_p, q=fmt_q, ratio=lambda r: fmt_ratio(*r),
-                             day=lambda iso: (iso or "")[:10])
+                             day=_day_cell)
 PAGE_CRASHES = 50
 HOST_CRASHES = 500
 VERDICTS = ("hardware-suspect", "environment-triggered", "software", "undetermined")
