@@ -106,6 +106,9 @@ def test_groups_pages_and_counts_signatures(app: App) -> None:
     assert app.get("/groups.json?page=3").status_code == 404
     html = app.get("/groups").text
     assert "212 signatures in the window, 200 analysed as groups" in html
+    overview = app.get("/index.json").json()
+    assert (overview["signatures"], overview["analysed"]) == (212, 200)
+    assert "212 signatures, 200 analysed as groups" in app.get("/").text
     assert 'rel="next" href="?' in html and "page=2" in html
 
 

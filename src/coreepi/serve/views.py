@@ -163,6 +163,7 @@ def overview_view(snap: Snapshot) -> dict[str, Any]:
         "environment_groups": env,
         "hardware_groups": [group_row(snap, g) for g in hw_groups],
         "software_groups": [group_row(snap, g) for g in software],
+        "signatures": f.window.signature_groups, "analysed": len(sig),
         "notes": f.notes,
     }
 
