@@ -169,3 +169,15 @@ def test_hosts_filter_by_verdict(app: App) -> None:
     assert [h["host_id"] for h in undetermined] == [
         h["host_id"] for h in every if h["verdict"] == "undetermined"]
     assert app.get("/hosts.json", params={"verdict": "hardware-suspect"}).json()["rows"] == []
+
+
+def test_evidence_counts_are_in_number() -> None:
+    from coreepi.epi.models import Evidence
+    from coreepi.reporting.phrases import evidence_text
+
+    one = Evidence(kind="sample-size", supports="undetermined", strength=1.0, observed=1,
+                   hosts=1, minimum=5)
+    assert evidence_text(one) == "only 1 crash on 1 host; at least 5 are needed"
+    spread = Evidence(kind="fleet-spread", supports="software", strength=1.0, total=1, hosts=1,
+                      observed=1, share=1.0, expected=0.5, host_ids=["h-1"])
+    assert evidence_text(spread).startswith("1 crash on 1 host; the top host h-1 has 1 (100%)")
