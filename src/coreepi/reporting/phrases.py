@@ -197,7 +197,7 @@ def _sample_size(e: Evidence) -> str:
     if e.host_ids:
         return (f"host {_host(e)}: only {how_many(e.observed, 'crash')}; at least "
                 f"{e.minimum} are needed")
-    return (f"only {how_many(e.observed, 'crash')} on {how_many(e.hosts or 0, 'host')}; at least "
+    return (f"only {how_many(e.observed, 'crash')} on {how_many(e.hosts, 'host')}; at least "
             f"{e.minimum} are needed")
 
 
