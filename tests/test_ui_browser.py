@@ -227,6 +227,33 @@ def test_browser_walk(browser: webdriver.Chrome, server: Serving, ui: UiStore,
     assert len(seen) > 50
 
 
+def test_groups_table_fits_the_window(browser: webdriver.Chrome, server: Serving, ui: UiStore,
+                                      shots: Path) -> None:
+    # 1400 px: every column on screen, nothing to scroll; 800 px: the page itself does
+    # not scroll sideways (the table scrolls in its own box, the signature stays visible)
+    d = browser
+    d.get(server.url + "/login?next=/groups")
+    d.find_element(By.ID, "token").send_keys(ui.read_token)
+    d.find_element(By.ID, "token").submit()
+    WebDriverWait(d, 60).until(lambda d: urlsplit(d.current_url).path == "/groups")
+    for width in (1400, 800):
+        d.set_window_size(width, 1000)
+        d.get(server.url + "/groups")
+        d.save_screenshot(str(shots / f"ui-groups-fit-{width}.png"))
+        page = d.execute_script("const e = document.documentElement; "
+                                "return [e.scrollWidth, e.clientWidth];")
+        assert page[0] <= page[1], (width, page)
+        table = d.find_element(By.CSS_SELECTOR, "table.groups")
+        box = d.execute_script("const b = arguments[0].parentElement; "
+                               "return [b.scrollWidth, b.clientWidth];", table)
+        last = d.find_element(By.CSS_SELECTOR, "table.groups thead th:last-child").rect
+        sig = d.find_element(By.CSS_SELECTOR, "table.groups tbody td.sigcol").rect
+        if width == 1400:
+            assert box[0] <= box[1] and last["x"] + last["width"] <= page[1], (box, last)
+        assert sig["x"] + min(sig["width"], 200) <= page[1], sig
+    d.set_window_size(1400, 1000)
+
+
 def test_keyboard_reaches_the_main_links(browser: webdriver.Chrome, server: Serving) -> None:
     d = browser
     d.get(server.url + "/")

@@ -29,7 +29,19 @@ from coreepi.epi import FleetFindings, GroupFinding, HostFinding
 from coreepi.epi.models import group_id
 from coreepi.store import Store
 
-__all__ = ["FindingsCache", "Snapshot", "TelemetryPoint", "group_id"]
+__all__ = ["FindingsCache", "SignatureCount", "Snapshot", "TelemetryPoint", "group_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureCount:
+    """One signature of the window, analysed as a group or not: its crashes,
+    distinct hosts and first / last crash (UTC; None when no crash has a time)."""
+
+    signature: str
+    crashes: int
+    hosts: int
+    first_seen: datetime | None
+    last_seen: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +74,10 @@ class Snapshot:
     signature_hosts: pd.DataFrame | None = None
     """Distinct (``signature``, ``host_id``) pairs of the window's crashes: what
     the per-group metrics need to count the hosts of the groups outside the top N."""
+    signatures: dict[str, SignatureCount] = field(default_factory=dict)
+    """Every signature of the window by its group id (``group_id("signature", s)``),
+    the ``max_groups`` analysed ones and the others: what gives every crash's
+    signature a page and makes it findable."""
 
     def gid(self, group: GroupFinding) -> str:
         return group_id(group.kind, group.key)
@@ -87,6 +103,20 @@ def _fleet_curve(crashes: pd.DataFrame) -> list[dict[str, Any]]:
         return []
     days = crashes["captured_at"].dropna().dt.strftime("%Y-%m-%d").value_counts().sort_index()
     return [{"day": str(d), "crashes": int(n)} for d, n in days.items()]
+
+
+def _signatures(crashes: pd.DataFrame) -> dict[str, SignatureCount]:
+    """{group id: SignatureCount} for every signature of ``crashes``."""
+    if crashes.empty:
+        return {}
+    by = crashes.dropna(subset=["signature"]).groupby("signature", observed=True)
+    agg = by.agg(crashes=("host_id", "size"), hosts=("host_id", "nunique"),
+                 first=("captured_at", "min"), last=("captured_at", "max"))
+    return {group_id("signature", str(sig)): SignatureCount(
+        str(sig), int(r.crashes), int(r.hosts),
+        None if pd.isna(r.first) else r.first.to_pydatetime(),
+        None if pd.isna(r.last) else r.last.to_pydatetime())
+        for sig, r in zip(agg.index, agg.itertuples(index=False), strict=True)}
 
 
 def _clean(value: Any) -> Any:
@@ -128,6 +158,7 @@ def compute(store: Store, covers: int) -> Snapshot:
         host_facts=facts, telemetry=telemetry, fleet_curve=_fleet_curve(crashes),
         signature_hosts=crashes[["signature", "host_id"]].dropna().drop_duplicates()
         .reset_index(drop=True),
+        signatures=_signatures(crashes),
     )
 
 

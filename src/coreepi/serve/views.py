@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from coreepi.epi import Association, Attribution, GroupFinding, HostFinding
 from coreepi.reporting.phrases import evidence_text, how_many
-from coreepi.serve.findings import Snapshot, group_id
+from coreepi.serve.findings import SignatureCount, Snapshot, group_id
 
 __all__ = [
     "GroupFilter",
@@ -31,11 +31,13 @@ __all__ = [
     "hosts_view",
     "overview_view",
     "recommendation",
+    "signature_view",
     "status",
     "trigger",
 ]
 
 TOP_SOFTWARE = 10
+PAGE_ROWS = 100
 SORTS = ("rate", "crashes", "hosts", "first_seen", "last_seen", "signature")
 
 
@@ -161,6 +163,7 @@ def overview_view(snap: Snapshot) -> dict[str, Any]:
         "environment_groups": env,
         "hardware_groups": [group_row(snap, g) for g in hw_groups],
         "software_groups": [group_row(snap, g) for g in software],
+        "signatures": f.window.signature_groups, "analysed": len(sig),
         "notes": f.notes,
     }
 
@@ -169,8 +172,10 @@ def overview_view(snap: Snapshot) -> dict[str, Any]:
 class GroupFilter:
     """The groups page's state, all in the URL: ``verdict``, ``phenotype``,
     ``attr`` (``name=value``: groups with crashes at that value), ``since`` /
-    ``until`` (UTC days, ``until`` exclusive: groups with crashes then),
-    ``q`` (signature substring, case-insensitive), ``sort`` / ``desc``."""
+    ``until`` (UTC days, both included: groups with a crash then; a group's
+    numbers stay the window's, its crashes in the range are counted beside),
+    ``q`` (signature substring, case-insensitive), ``sort`` / ``desc``,
+    ``page`` (1-based, :data:`PAGE_ROWS` rows a page)."""
 
     verdict: str | None = None
     phenotype: str | None = None
@@ -180,12 +185,15 @@ class GroupFilter:
     q: str | None = None
     sort: str = "rate"
     desc: bool = True
+    page: int = 1
 
     def params(self, **change: Any) -> dict[str, str]:
-        """The URL query of this state with ``change`` applied (None drops a key)."""
+        """The URL query of this state with ``change`` applied (None drops a key).
+        A change other than ``page`` goes back to the first page."""
         out = {k: getattr(self, k) for k in ("verdict", "phenotype", "attr", "since", "until",
                                              "q", "sort")}
         out["desc"] = "1" if self.desc else "0"
+        out["page"] = self.page if self.page > 1 and (not change or "page" in change) else None
         out.update(change)
         return {k: str(v) for k, v in out.items() if v not in (None, "")}
 
@@ -205,9 +213,48 @@ def _matches(snap: Snapshot, g: GroupFinding, flt: GroupFilter, skip: str = "") 
             return False
     if flt.since or flt.until:
         lo, hi = flt.since or date.min, flt.until or date.max
-        if not any(lo <= p.day < hi for p in g.epidemic_curve):
+        if not any(lo <= p.day <= hi for p in g.epidemic_curve):
             return False
     return True
+
+
+def _in_range(g: GroupFinding, flt: GroupFilter) -> int | None:
+    """The group's crashes on the filter's days (None: no date filter)."""
+    if not (flt.since or flt.until):
+        return None
+    lo, hi = flt.since or date.min, flt.until or date.max
+    return sum(p.crashes for p in g.epidemic_curve if lo <= p.day <= hi)
+
+
+def _signature_row(gid: str, s: SignatureCount) -> dict[str, Any]:
+    return {"id": gid, "href": group_href(gid), "key": s.signature, "crashes": s.crashes,
+            "hosts": s.hosts, "analysed": False,
+            "first_seen": s.first_seen.isoformat() if s.first_seen else None,
+            "last_seen": s.last_seen.isoformat() if s.last_seen else None}
+
+
+def _unanalysed(snap: Snapshot, flt: GroupFilter) -> list[dict[str, Any]]:
+    """The window's signatures that are not analysed groups and match the
+    text filters (``q``, ``phenotype``; dates by first / last seen), most
+    crashes first; none when a filter needs findings (verdict, attr)."""
+    if not (flt.q or flt.phenotype) or flt.verdict or flt.attr:
+        return []
+    lo, hi = flt.since or date.min, flt.until or date.max
+    out = []
+    for gid, s in snap.signatures.items():
+        if gid in snap.groups:
+            continue
+        if flt.q and flt.q.lower() not in s.signature.lower():
+            continue
+        if flt.phenotype and not snap.phenotypes_by_signature.get(s.signature, {}).get(
+                flt.phenotype):
+            continue
+        if (flt.since or flt.until) and (s.first_seen is None or s.last_seen is None or
+                                         s.last_seen.date() < lo or s.first_seen.date() > hi):
+            continue
+        out.append(_signature_row(gid, s))
+    out.sort(key=lambda r: (-r["crashes"], r["key"]))
+    return out
 
 
 def _sort_key(flt: GroupFilter) -> Any:
@@ -220,10 +267,15 @@ def _sort_key(flt: GroupFilter) -> Any:
     return key
 
 
-def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = 100) -> dict[str, Any]:
-    """Signature groups matching ``flt``, sorted, the first ``limit``; facets
-    (verdict, phenotype, significant attribute value) count the groups each
-    choice would leave with the other filters kept."""
+def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = PAGE_ROWS) -> dict[str, Any]:
+    """Signature groups matching ``flt``, sorted, page ``flt.page`` of ``limit``
+    rows (``pages``: how many; ``prev`` / ``next``: their URL queries, None at
+    an end); facets (verdict, phenotype, significant attribute value) count
+    the groups each choice would leave with the other filters kept.
+    ``signatures`` / ``analysed``: the window's distinct signatures and how many
+    of them the findings analyse as groups (the ``max_groups`` largest);
+    ``unanalysed``: the others that match ``q`` / ``phenotype`` (first ``limit``,
+    ``unanalysed_total`` in all), each linked to its plain page."""
     f = snap.findings
     if f is None:
         return {"ready": False}
@@ -245,10 +297,21 @@ def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = 100) -> dict[str,
             attrs.update(f"{a.attribute}={a.value}" for a in g.associations
                          if a.crashes and a.q_value is not None and a.q_value <= fdr_q)
     matched.sort(key=_sort_key(flt), reverse=flt.desc)
+    pages = max(1, -(-len(matched) // limit))
+    start = (flt.page - 1) * limit
+    rows = [{**group_row(snap, g), "in_range": _in_range(g, flt)}
+            for g in matched[start:start + limit]]
+    others = _unanalysed(snap, flt)
     return {
         "ready": True, "filter": flt.params(), "total": len(matched),
-        "rows": [group_row(snap, g) for g in matched[:limit]],
-        "truncated": len(matched) > limit, "axis": _axis(snap),
+        "page": flt.page, "pages": pages, "rows": rows,
+        "prev": flt.params(page=flt.page - 1 if flt.page > 2 else None) if flt.page > 1 else None,
+        "next": flt.params(page=flt.page + 1) if flt.page < pages else None,
+        "signatures": f.window.signature_groups,
+        "analysed": sum(1 for g in f.groups if g.kind == "signature"),
+        "max_groups": f.config.get("max_groups"),
+        "unanalysed": others[:limit], "unanalysed_total": len(others),
+        "axis": _axis(snap),
         "facets": {"verdict": verdicts.most_common(), "phenotype": phen.most_common(20),
                    "attr": attrs.most_common(20)},
     }
@@ -257,7 +320,9 @@ def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = 100) -> dict[str,
 def group_view(snap: Snapshot, gid: str, crashes: list[dict[str, Any]],
                next_cursor: str | None) -> dict[str, Any] | None:
     """One group: verdict with all its evidence, rate, epidemic curve, rate
-    ratios by attribute value (forest), host concentration (observed vs
+    ratios by attribute value (forest; ``too_few``: the minimum crashes, set
+    when the group has fewer, the ``min_group_crashes`` below which its
+    attribution is ``undetermined``), host concentration (observed vs
     expected per host), phenotype counts, first/last seen, a page of its
     crashes (``crashes``, from the store) and the representative crash
     (the first one of the page). None when no group has this id."""
@@ -265,8 +330,12 @@ def group_view(snap: Snapshot, gid: str, crashes: list[dict[str, Any]],
     if g is None:
         return None
     conc = g.concentration
+    f = snap.findings
+    least = int(f.config.get("min_group_crashes", 5)) if f else 5
     return {
         **group_row(snap, g), "axis": _axis(snap),
+        # below the attribution's minimum the ratios are all ∞ or 0: noise, not drawn
+        "too_few": least if g.crashes < least else None,
         "attribution": {"verdict": g.attribution.verdict, "rule": g.attribution.rule,
                         "evidence": evidence_rows(g.attribution)},
         "associations": [_assoc(a) for a in sorted(
@@ -281,10 +350,30 @@ def group_view(snap: Snapshot, gid: str, crashes: list[dict[str, Any]],
     }
 
 
-def hosts_view(snap: Snapshot) -> dict[str, Any]:
-    """The hosts the findings report on (suspects first, then by SIR p-value)."""
+def signature_view(snap: Snapshot, gid: str, crashes: list[dict[str, Any]],
+                   next_cursor: str | None) -> dict[str, Any] | None:
+    """A signature of the window that the findings do not analyse as a group
+    (outside the ``max_groups`` largest): its counts, ``why`` (one sentence)
+    and a page of its crashes, as on a group page. None when no signature of
+    the window has this id."""
+    s = snap.signatures.get(gid)
+    f = snap.findings
+    if s is None or f is None or gid in snap.groups:
+        return None
+    why = (f"not analysed as a group: the findings analyse the "
+           f"{f.config.get('max_groups')} largest of {f.window.signature_groups:,} signatures; "
+           f"this one has {how_many(s.crashes, 'crash')} in the window")
+    return {**_signature_row(gid, s), "kind": "signature", "why": why,
+            "crash_list": crashes, "next_cursor": next_cursor}
+
+
+def hosts_view(snap: Snapshot, verdict: str | None = None) -> dict[str, Any]:
+    """The hosts the findings report on (suspects first, then by SIR p-value),
+    only those with ``verdict`` when given."""
     f = snap.findings
     if f is None:
         return {"ready": False}
-    return {"ready": True, "rows": [_host_row(h) for h in f.hosts],
+    return {"ready": True, "verdict": verdict,
+            "rows": [_host_row(h) for h in f.hosts
+                     if verdict is None or h.attribution.verdict == verdict],
             "hosts_in_window": f.window.hosts}

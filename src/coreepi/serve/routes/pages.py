@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 
 from coreepi import __version__
 from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio, how_many
@@ -52,6 +53,7 @@ from coreepi.serve.views import (
     host_href,
     hosts_view,
     overview_view,
+    signature_view,
     status,
 )
 
@@ -74,11 +76,19 @@ def group_spark(row: dict[str, Any], axis: dict[str, str]) -> str:
     return svg
 
 
+def _day_cell(iso: str | None) -> Markup:
+    """An ISO time's UTC day for a table cell: the year over the month-day
+    (``2024-<wbr>05-10``), so a narrow column breaks it where it reads well."""
+    day = (iso or "")[:10]
+    return Markup(f"{escape(day[:5])}<wbr>{escape(day[5:])}")
+
+
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
 TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlencode,
                              spark=group_spark)
 TEMPLATES.env.filters.update(many=how_many, rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]),
-                             n=fmt_n, p=fmt_p, q=fmt_q, ratio=lambda r: fmt_ratio(*r))
+                             n=fmt_n, p=fmt_p, q=fmt_q, ratio=lambda r: fmt_ratio(*r),
+                             day=_day_cell)
 PAGE_CRASHES = 50
 HOST_CRASHES = 500
 VERDICTS = ("hardware-suspect", "environment-triggered", "software", "undetermined")
@@ -139,14 +149,35 @@ def _day(name: str, value: str | None) -> date | None:
                        "invalid-query") from None
 
 
-def _filter(request: Request) -> GroupFilter:
+FILTER_PARAMS = ("verdict", "phenotype", "attr", "since", "until", "q", "sort", "desc", "page")
+
+
+def _only(request: Request, allowed: tuple[str, ...]) -> None:
+    """400 for a query parameter this page does not take: a typo must not
+    silently show the unfiltered page."""
+    for name in request.query_params:
+        if name not in allowed:
+            takes = f"it takes {', '.join(allowed)}" if allowed else "it takes none"
+            raise ApiError(400, f"{name[:40]!r}: not a parameter of {request.url.path} ({takes})",
+                           "invalid-query")
+
+
+def _verdict(request: Request) -> str | None:
+    verdict = request.query_params.get("verdict") or None
+    if verdict is not None and verdict not in VERDICTS:
+        raise ApiError(400, f"verdict: one of {', '.join(VERDICTS)}, not {verdict[:40]!r}",
+                       "invalid-query")
+    return verdict
+
+
+def _filter(request: Request, extra: tuple[str, ...] = ()) -> GroupFilter:
+    """The groups filter of the URL; 400 naming the parameter when one is not
+    understood (``extra``: the page's other parameters)."""
+    _only(request, FILTER_PARAMS + extra)
     q = request.query_params
     sort = q.get("sort") or "rate"
     if sort not in SORTS:
         raise ApiError(400, f"sort: one of {', '.join(SORTS)}, not {sort[:40]!r}", "invalid-query")
-    verdict = q.get("verdict") or None
-    if verdict is not None and verdict not in VERDICTS:
-        raise ApiError(400, f"verdict: one of {', '.join(VERDICTS)}", "invalid-query")
     attr = q.get("attr") or None
     if attr is not None:
         name, eq, value = attr.partition("=")
@@ -154,12 +185,18 @@ def _filter(request: Request) -> GroupFilter:
             raise ApiError(400, f"attr: give name=value (e.g. kernel=6.1.0), not {attr[:40]!r}",
                            "invalid-query")
     since, until = _day("since", q.get("since")), _day("until", q.get("until"))
-    if since is not None and until is not None and since >= until:
-        raise ApiError(400, f"since {since} is not before until {until} (until is exclusive): "
+    if since is not None and until is not None and since > until:
+        raise ApiError(400, f"since {since} is after until {until} (both days included): "
                        "no day lies between them", "invalid-query")
-    return GroupFilter(verdict=verdict, phenotype=q.get("phenotype") or None, attr=attr,
-                       since=since, until=until, q=q.get("q") or None, sort=sort,
-                       desc=q.get("desc", "1") != "0")
+    desc = q.get("desc", "1")
+    if desc not in ("0", "1"):
+        raise ApiError(400, f"desc: 0 or 1, not {desc[:40]!r}", "invalid-query")
+    page = q.get("page") or "1"
+    if not page.isdigit() or not 1 <= int(page) <= 1_000_000:
+        raise ApiError(400, f"page: a page number from 1, not {page[:40]!r}", "invalid-query")
+    return GroupFilter(verdict=_verdict(request), phenotype=q.get("phenotype") or None,
+                       attr=attr, since=since, until=until, q=q.get("q") or None, sort=sort,
+                       desc=desc == "1", page=int(page))
 
 
 def _check_phenotype(flt: GroupFilter, snap: Snapshot) -> None:
@@ -200,7 +237,10 @@ async def groups(request: Request) -> Response:
     flt = _filter(request)
     snap, st = await _snapshot(request)
     _check_phenotype(flt, snap)
-    return await _page(request, "groups.html", groups_view(snap, flt), as_json, "Groups", st,
+    data = groups_view(snap, flt)
+    if data.get("ready") and flt.page > data["pages"]:
+        raise ApiError(404, f"page {flt.page}: there are {data['pages']} pages", "not-found")
+    return await _page(request, "groups.html", data, as_json, "Groups", st,
                        flt=flt, verdicts=VERDICTS, sorts=SORTS)
 
 
@@ -208,19 +248,26 @@ async def groups(request: Request) -> Response:
 async def group(name: str, request: Request) -> Response:
     gid, as_json = _split(name)
     await _authorize(request, as_json)
+    _only(request, ("cursor",))
     snap, st = await _snapshot(request)
     g = snap.groups.get(gid)
+    unanalysed = snap.signatures.get(gid) if g is None else None
+    signature = g.key if g is not None and g.kind == "signature" else (
+        unanalysed.signature if unanalysed else None)
     rows: list[dict[str, Any]] = []
     nxt = None
-    if g is not None and g.kind == "signature":
+    if signature is not None:
         cursor = request.query_params.get("cursor")
         state = request.app.state
-        raw = await state.gateway.read(state.store.list_crashes, signature=g.key,
+        raw = await state.gateway.read(state.store.list_crashes, signature=signature,
                                        limit=PAGE_CRASHES,
                                        after=decode_cursor(cursor) if cursor else None)
         rows = crash_rows(raw)
         if len(raw) == PAGE_CRASHES:
             nxt = encode_cursor(raw[-1]["ingested_at"], raw[-1]["crash_id"])
+    if unanalysed is not None:
+        return await _page(request, "signature.html", signature_view(snap, gid, rows, nxt),
+                           as_json, f"Signature {unanalysed.signature}", st)
     data = group_view(snap, gid, rows, nxt)
     if data is not None and g is not None and g.kind == "signature":
         data["alerts"] = await page_alerts(request, signature=g.key)
@@ -238,8 +285,10 @@ async def group(name: str, request: Request) -> Response:
 async def hosts(request: Request) -> Response:
     as_json = request.url.path.endswith(".json")
     await _authorize(request, as_json)
+    _only(request, ("verdict",))
+    verdict = _verdict(request)
     snap, st = await _snapshot(request)
-    return await _page(request, "hosts.html", hosts_view(snap), as_json, "Hosts", st)
+    return await _page(request, "hosts.html", hosts_view(snap, verdict), as_json, "Hosts", st)
 
 
 @router.get("/hosts/{name:path}")
@@ -307,7 +356,7 @@ async def search(request: Request) -> Response:
     time; hosts by id substring (``host``); a crash by its id (``q``)."""
     as_json = request.url.path.endswith(".json")
     await _authorize(request, as_json)
-    flt = _filter(request)
+    flt = _filter(request, ("host",))
     host_q = (request.query_params.get("host") or "").strip()
     snap, st = await _snapshot(request)
     _check_phenotype(flt, snap)
@@ -317,6 +366,9 @@ async def search(request: Request) -> Response:
         found = groups_view(snap, flt, limit=100)
         data["groups"] = found.get("rows", [])
         data["groups_total"] = found.get("total", 0)
+        data["unanalysed"] = found.get("unanalysed", [])
+        data["unanalysed_total"] = found.get("unanalysed_total", 0)
+        data["max_groups"] = found.get("max_groups")
         ids = sorted(set(snap.host_facts) | set(snap.hosts))
         data["hosts"] = [{"host_id": h, "href": host_href(h)} for h in ids
                          if host_q and host_q.lower() in h.lower()][:100]
