@@ -43,6 +43,7 @@ from coreepi.ingest.fleet import (
     sidecar_candidates,
     sidecar_from_object,
 )
+from coreepi.ingest.followons import follow_on_note, follow_ons_outcome, split_follow_ons
 from coreepi.ingest.pairing import PAIR_WINDOW, merge_core_and_hs_err, pair_crash_id, pairable, pairs_with
 from coreepi.ingest.sandbox import SandboxResult
 from coreepi.ingest.summary import IngestObserver, IngestSummary
@@ -374,7 +375,12 @@ class CrashIngest:
         assert result is not None
         records: list[CrashRecord] = []
         if result.ok:
-            for i, report in enumerate(result.reports):
+            incidents = split_follow_ons(result.reports)
+            follow_ons = sum(len(inc.follow_ons) for inc in incidents)
+            for i, incident in enumerate(incidents):
+                report = incident.report
+                if incident.follow_ons:
+                    report.analysis.warnings.append(follow_on_note(incident))
                 report.host_id = sidecar.host_id
                 if report.captured_at is None:
                     report.captured_at = sidecar.captured_at
@@ -389,6 +395,9 @@ class CrashIngest:
                 rejections.add(item.path, None, "no-crash-found",
                                "no crash found in this artifact")
             outcome = f"{len(records)} crash(es)"
+            if follow_ons:
+                self.summary.follow_ons += follow_ons
+                outcome = follow_ons_outcome(len(result.reports), incidents)
             completed: list[CrashRecord] = []
             if records and self._stored_status(sidecar) in (CoreStatus.MISSING,
                                                            CoreStatus.UNREADABLE):

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from coreepi.analyze import analyze
+from coreepi.ingest.followons import follow_on_note, split_follow_ons
 from coreepi.ingest.summary import IngestSummary, unchanged
 from coreepi.model.events import TelemetryEvent
 from coreepi.model.fleet import Rejections
@@ -231,9 +232,16 @@ def ingest_host_log(store: Store, path: Path, host: str, summary: IngestSummary,
     read = _OnePass(path, host, store_events, limits)
     mtime = datetime.fromtimestamp(st.st_mtime, tz=UTC)
     lines = read.lines()
-    records = [_crash_record(analyze(report), read.time_of(_report_line(report)), path, host,
-                             mtime, rejections)
-               for report in iter_kernel_log(lines, name=str(path), limits=limits)]
+    # each report's time is read while its line is still in the window of prefixes
+    timed = {id(report): (report, read.time_of(_report_line(report)))
+             for report in map(analyze, iter_kernel_log(lines, name=str(path), limits=limits))}
+    incidents = split_follow_ons([report for report, _ in timed.values()])
+    for incident in incidents:
+        if incident.follow_ons:
+            incident.report.analysis.warnings.append(follow_on_note(incident))
+            summary.follow_ons += len(incident.follow_ons)
+    records = [_crash_record(inc.report, timed[id(inc.report)][1], path, host, mtime, rejections)
+               for inc in incidents]
     for _ in lines:  # the parser read them all; if not, the events of the rest still count
         pass
     if read.not_a_log is not None:  # nothing was read past its head

@@ -44,6 +44,9 @@ class IngestSummary:
     crashes_paired: int = 0
     crashes_completed: int = 0
     """Crashes counted earlier without their core, whose core arrived in this run."""
+    follow_ons: int = 0
+    """Kernel reports not stored as crashes: follow-ons of an earlier report of
+    the same log and boot (:mod:`coreepi.ingest.followons`)."""
     crashes_by_status: Counter[str] = field(default_factory=Counter)
     rejections: Rejections = field(default_factory=Rejections)
     notes: list[str] = field(default_factory=list)
@@ -60,7 +63,9 @@ class IngestSummary:
              + (f", {self.crashes_paired} joined to the stored crash of the same JVM process "
                 "(hs_err log + core)" if self.crashes_paired else "")
              + (f", {self.crashes_completed} counted earlier without their core now completed "
-                "by it" if self.crashes_completed else "")),
+                "by it" if self.crashes_completed else "")
+             + (f"; {self.follow_ons} kernel report(s) not counted: follow-ons of an earlier "
+                "crash of the same log and boot" if self.follow_ons else "")),
             f"problems: {self.rejections.summary()}",
         ]
         return out + [f"note: {n}" for n in self.notes]
