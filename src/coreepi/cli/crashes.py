@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 import typer
 
 from coreepi.cli.common import DataDir, Server, TokenFile, fail, shown, store_target, window
-from coreepi.cli.options import StoreOpt
+from coreepi.cli.options import BlobsOpt, StoreOpt
 from coreepi.cli.sources import CrashSource
 from coreepi.errors import InputError, StoreError
 
@@ -36,9 +36,10 @@ NoPager = Annotated[bool, typer.Option("--no-pager", help="Never use a pager.")]
 
 @contextmanager
 def crash_source(data_dir: Path | None, server: str | None, token_file: Path | None,
-                 store: str | None = None) -> Iterator[CrashSource]:
+                 store: str | None = None, blobs: str | None = None) -> Iterator[CrashSource]:
     """The server at ``server`` when given, else the store (``--store`` or the
-    data dir, read-only). Errors of the source become one line and exit 2."""
+    data dir, read-only, its cores in ``blobs``: ``--blobs`` / COREEPI_BLOBS,
+    default the data dir's). Errors of the source become one line and exit 2."""
     from coreepi.cli.common import read_token
     from coreepi.cli.sources import ServerSource, StoreSource
 
@@ -52,7 +53,7 @@ def crash_source(data_dir: Path | None, server: str | None, token_file: Path | N
             from coreepi.store import open_store
 
             where = store_target(store, data_dir)
-            with open_store(where, read_only=True) as opened:
+            with open_store(where, read_only=True, blobs=blobs) as opened:
                 yield StoreSource(opened, shown(where))
     except (InputError, StoreError) as exc:
         fail(str(exc))
@@ -79,6 +80,7 @@ def list_crashes(
                            ] = False,
     data_dir: DataDir = None,
     store: StoreOpt = None,
+    blobs: BlobsOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
     no_pager: NoPager = False,
@@ -89,7 +91,7 @@ def list_crashes(
     if verdict is not None and verdict not in VERDICTS:
         fail(f"--verdict {verdict!r}: one of {', '.join(VERDICTS)}")
     lo, hi = window(since, until)
-    with crash_source(data_dir, server, token_file, store) as source:
+    with crash_source(data_dir, server, token_file, store, blobs) as source:
         rows = select_crashes(source, since=lo, until=hi, host=host, signature=signature,
                               phenotype=phenotype, verdict=verdict, limit=limit)
     if json_output:
@@ -118,11 +120,12 @@ def info(
     json_output: Annotated[bool, typer.Option("--json", help="The CrashReport as JSON.")] = False,
     data_dir: DataDir = None,
     store: StoreOpt = None,
+    blobs: BlobsOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
 ) -> None:
     """Show one stored crash: identity, core, signal, phenotypes, signature, backtrace."""
-    with crash_source(data_dir, server, token_file, store) as source:
+    with crash_source(data_dir, server, token_file, store, blobs) as source:
         report = source.report(source.resolve(crash_id))
     if json_output:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
@@ -186,6 +189,7 @@ def dump(
                                                 "never to a terminal).")] = None,
     data_dir: DataDir = None,
     store: StoreOpt = None,
+    blobs: BlobsOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
 ) -> None:
@@ -193,7 +197,7 @@ def dump(
     it, or its kernel log or hs_err log), to FILE or stdout."""
     from coreepi.reporting.artifact_kind import artifact_kind
 
-    with crash_source(data_dir, server, token_file, store) as source:
+    with crash_source(data_dir, server, token_file, store, blobs) as source:
         full = source.resolve(crash_id)
         kind = artifact_kind(source.report(full).source)
         if output is None and not kind.text and sys.stdout.isatty():
@@ -226,6 +230,7 @@ def debug(
         "tree), matched by build-id; repeatable.")] = None,
     data_dir: DataDir = None,
     store: StoreOpt = None,
+    blobs: BlobsOpt = None,
     server: Server = None,
     token_file: TokenFile = None,
 ) -> None:
@@ -238,7 +243,7 @@ def debug(
     with tempfile.TemporaryDirectory(prefix="coreepi-debug-") as tmp:
         work = Path(tmp)
         # everything is fetched first, so the store is closed while gdb runs
-        with crash_source(data_dir, server, token_file, store) as source:
+        with crash_source(data_dir, server, token_file, store, blobs) as source:
             full = source.resolve(crash_id)
             report = source.report(full)
             kind = artifact_kind(report.source)

@@ -75,10 +75,11 @@ def jsonable(row: dict[str, Any]) -> dict[str, Any]:
 
 _HEAD = ("TIME (UTC)", "CRASH", "HOST", "SIGNAL", "CORE", "SIGNATURE")
 _CORE = {"stored": "yes", "not-stored": "no", "missing": "missing", "unreadable": "unreadable",
-         "pruned": "pruned"}
+         "pruned": "pruned", "not-found": "not found"}
 """The CORE cell of each ``core_status``: the words ``coreepi info`` uses
 (an unreadable core is kept as received, but no analysis came of it;
-``pruned``: deleted by retention since, see :mod:`coreepi.cli.sources`)."""
+``pruned``: deleted by retention since; ``not-found``: not in the blob store
+the command was given, see :mod:`coreepi.cli.sources`)."""
 
 
 def _core_cell(row: dict[str, Any]) -> str:

@@ -90,6 +90,16 @@ PRUNED = "pruned: its core was deleted by retention"
 """What ``list`` / ``info`` / ``dump`` say of a crash whose blob retention deleted."""
 
 
+def _absent(store: Store, key: str) -> tuple[str, str]:
+    """(status, reason) of a crash whose blob ``key`` is not in the store's
+    blob store: ``pruned`` when retention recorded deleting it there, else
+    ``not-found``: the core is in a blob store this command was not given."""
+    if store.blobs.was_pruned(key):
+        return "pruned", PRUNED
+    return "not-found", (f"not found in the blob store {store.blobs} (the core is stored in "
+                         "another: give it with --blobs or COREEPI_BLOBS)")
+
+
 class StoreSource:
     """Crashes of the embedded store (opened read-only by the caller)."""
 
@@ -115,8 +125,8 @@ class StoreSource:
         but retention (``coreepi store prune``) deleted the blob since: one
         existence check per distinct blob of the page."""
         keys = {r["blob_key"] for r in rows if r.get("core_status") == "stored"}
-        gone = {k for k in keys if k and not self.store.blobs.has(k)}
-        return [r | {"core_status": "pruned", "core_reason": PRUNED}
+        gone = {k: _absent(self.store, k) for k in keys if k and not self.store.blobs.has(k)}
+        return [r | dict(zip(("core_status", "core_reason"), gone[r["blob_key"]], strict=True))
                 if r.get("core_status") == "stored" and r.get("blob_key") in gone else r
                 for r in rows]
 
@@ -126,8 +136,10 @@ class StoreSource:
             raise InputError(crash_id, f"no crash with this id in {self.name}")
         core = report.core
         if core.stored and core.blob_key and not self.store.blobs.has(core.blob_key):
-            # pruned since: say so (info, dump) rather than promise a core that is gone
-            gone = core.model_copy(update={"stored": False, "dropped_reason": PRUNED})
+            # pruned since, or kept in another blob store: say so (info, dump)
+            # rather than promise a core that is not there
+            _, reason = _absent(self.store, core.blob_key)
+            gone = core.model_copy(update={"stored": False, "dropped_reason": reason})
             return report.model_copy(update={"core": gone})
         return report
 
@@ -135,9 +147,9 @@ class StoreSource:
         key = _blob_key(report)
         try:
             self.store.blobs.write_to(key, out)  # streamed: a core may be bigger than memory
-        except KeyError:  # the report says stored: `coreepi store prune` deleted the blob since
-            raise InputError(report.crash_id, f"its core was deleted by retention (blob {key} "
-                             f"is no longer in {self.name})") from None
+        except KeyError:  # the report says stored: pruned since, or in another blob store
+            raise InputError(report.crash_id, f"core (blob {key}) "
+                             f"{_absent(self.store, key)[1]}") from None
         except (OSError, ValueError) as exc:
             raise InputError(report.crash_id, f"its core (blob {key}) cannot be read from "
                              f"{self.name}: {exc}") from None

@@ -60,11 +60,18 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+PRUNED_DIR = "pruned"
+"""Where a blob store keeps the tombstones of the blobs retention deleted."""
+
+
 class DirectoryBlobStore(BlobStore):
     """Blobs under the directory ``root`` (created on the first write)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+
+    def __str__(self) -> str:
+        return str(self.root)
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         base = self.root / check_key(key)[:2] / key
@@ -176,6 +183,18 @@ class DirectoryBlobStore(BlobStore):
     def delete(self, key: str) -> None:
         for p in self._paths(key):
             p.unlink(missing_ok=True)
+
+    def _tombstone(self, key: str) -> Path:
+        # "pruned" is not a two-character shard: entries() never lists it
+        return self.root / PRUNED_DIR / check_key(key)
+
+    def mark_pruned(self, key: str) -> None:
+        tomb = self._tombstone(key)
+        tomb.parent.mkdir(parents=True, exist_ok=True)
+        tomb.touch()
+
+    def was_pruned(self, key: str) -> bool:
+        return self._tombstone(key).exists()
 
     def size(self, key: str) -> int | None:
         """Bytes the blob takes on disk, or None when absent."""

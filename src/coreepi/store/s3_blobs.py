@@ -35,7 +35,7 @@ from obstore.store import S3Store
 
 from coreepi.errors import StoreError
 from coreepi.model.compression import compression_of
-from coreepi.store.blobs import ZSTD_LEVEL, check_key
+from coreepi.store.blobs import PRUNED_DIR, ZSTD_LEVEL, check_key
 from coreepi.store.interfaces.blobs import BlobInfo, BlobStore
 
 __all__ = ["PART_BYTES", "S3BlobStore"]
@@ -68,6 +68,9 @@ class S3BlobStore(BlobStore):
     def __init__(self, store: S3Store, name: str) -> None:
         self._store = store
         self.name = name
+
+    def __str__(self) -> str:
+        return self.name
 
     @classmethod
     def from_url(cls, url: str) -> S3BlobStore:
@@ -183,13 +186,23 @@ class S3BlobStore(BlobStore):
         for batch in obstore.list(self._store, chunk_size=1000):
             for meta in batch:
                 name = meta["path"].rsplit("/", 1)[-1]
-                if meta["path"].startswith("tmp/") or len(name) != 64:
+                if meta["path"].startswith(("tmp/", f"{PRUNED_DIR}/")) or len(name) != 64:
                     continue
                 modified: datetime = meta["last_modified"]
                 yield BlobInfo(name, int(meta["size"]), modified)
 
     def delete(self, key: str) -> None:
         obstore.delete(self._store, self._path(key))
+
+    def mark_pruned(self, key: str) -> None:
+        obstore.put(self._store, f"{PRUNED_DIR}/{check_key(key)}", b"")
+
+    def was_pruned(self, key: str) -> bool:
+        try:
+            obstore.head(self._store, f"{PRUNED_DIR}/{check_key(key)}")
+        except FileNotFoundError:
+            return False
+        return True
 
 
 def _parts(src: IO[bytes], digest: Any, compress: bool) -> Iterator[bytes]:

@@ -119,6 +119,17 @@ class BlobStore(abc.ABC):
     def delete(self, key: str) -> None:
         """Remove a blob (absent: nothing happens). ValueError for a malformed key."""
 
+    @abc.abstractmethod
+    def mark_pruned(self, key: str) -> None:
+        """Record that retention deleted blob ``key`` (a tombstone kept beside
+        the blobs), so a reader can tell a pruned core from a blob store that
+        never held it. ValueError for a malformed key."""
+
+    @abc.abstractmethod
+    def was_pruned(self, key: str) -> bool:
+        """Whether retention deleted blob ``key`` from this store
+        (:meth:`mark_pruned`). ValueError for a malformed key."""
+
     def prune(self, max_age: timedelta | None = None, max_total_bytes: int | None = None,
               now: datetime | None = None) -> PruneResult:
         """Retention: delete the blobs written more than ``max_age`` before
@@ -129,6 +140,7 @@ class BlobStore(abc.ABC):
         kept: list[BlobInfo] = []
         for info in self.entries():
             if max_age is not None and now - info.modified > max_age:
+                self.mark_pruned(info.key)
                 self.delete(info.key)
                 result.deleted_for_age += 1
                 result.deleted_bytes += info.size
@@ -138,6 +150,7 @@ class BlobStore(abc.ABC):
         total = sum(b.size for b in kept)
         while max_total_bytes is not None and kept and total > max_total_bytes:
             oldest = kept.pop(0)
+            self.mark_pruned(oldest.key)
             self.delete(oldest.key)
             total -= oldest.size
             result.deleted_for_size += 1
