@@ -166,9 +166,11 @@ def test_fleet_crashes_take_hs_err_and_kernel_logs(tmp_path: Path) -> None:
         for host, source, at, sig, attrs, artifact in got:
             by_source.setdefault(source, []).append((host, at, sig, json.loads(attrs), artifact))
         assert [h for h, *_ in by_source["hs_err"]] == ["h1"]
-        # hs_err knows its own crash time (with zone): it wins over the sidecar's
-        assert by_source["hs_err"][0][1].astimezone(UTC) == datetime(2020, 12, 1, 5, 30, 22,
-                                                                     tzinfo=UTC)
+        # the sidecar's time wins over the log's own (2020-12-01 05:30:22 UTC), noted (#22)
+        assert by_source["hs_err"][0][1].astimezone(UTC) == datetime(2024, 1, 2, tzinfo=UTC)
+        assert [r.reason.split(":")[0] for r in summary.rejections
+                if r.category == "time-mismatch"] == [
+            "the log's own time 2020-12-01T05"]
         kernel = by_source["kernel-oops"]
         assert len(kernel) == 1 and {h for h, *_ in kernel} == {"h2"}  # 2 follow-ons
         assert all(a.get("rack") == "r7" for *_, a, _ in kernel)
@@ -177,6 +179,35 @@ def test_fleet_crashes_take_hs_err_and_kernel_logs(tmp_path: Path) -> None:
         assert any(r.category == "no-crash-found" for r in summary.rejections)
         expected = {inspect_file(crashes / "console.log")[0].signature.signature}
         assert {s for _, _, s, *_ in kernel} == expected
+
+
+def test_hs_err_takes_the_sidecar_time_and_notes_a_far_log_time(tmp_path: Path) -> None:
+    """#22: krashpad's dataset59 (``time: Mon Mar 29 13:26:46 2021``, ``timezone:
+    CEST``) collected with a sidecar of 2024-05-28: the crash is at the
+    sidecar's time, inside the exposure it was written for; the log's far
+    time is one kept note. A log time within the skew limit is silent."""
+    fleet = tmp_path / "fleet"
+    (fleet / "crashes").mkdir(parents=True)
+    (fleet / "hosts.csv").write_text("host_id\njvm-04\njvm-05\n")
+    (fleet / "exposure.csv").write_text(
+        "host_id,start,end\njvm-04,2024-05-01T00:00:00Z,2024-06-01T00:00:00Z\n"
+        "jvm-05,2021-03-01T00:00:00Z,2021-04-01T00:00:00Z\n")
+    shutil.copy(HS_ERR / "dataset59.txt", fleet / "crashes" / "far.txt")
+    sidecar(fleet / "crashes" / "far.txt.json", "jvm-04", "2024-05-28T07:55:00Z")
+    shutil.copy(HS_ERR / "dataset59.txt", fleet / "crashes" / "near.txt")
+    sidecar(fleet / "crashes" / "near.txt.json", "jvm-05", "2021-03-29T11:30:00Z")
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([fleet], store, store_cores=False)
+        got = dict(rows(store, "SELECT host_id, captured_at FROM crashes"))
+    assert {h: at.astimezone(UTC) for h, at in got.items()} == {
+        "jvm-04": datetime(2024, 5, 28, 7, 55, tzinfo=UTC),
+        "jvm-05": datetime(2021, 3, 29, 11, 30, tzinfo=UTC)}
+    notes = [(Path(r.file).name, r.reason, r.action) for r in summary.rejections
+             if r.category == "time-mismatch"]
+    assert notes == [("far.txt", "the log's own time 2021-03-29T11:26:46+00:00 is "
+                      "1155 days, 20:28:14 away from the sidecar's captured_at "
+                      "2024-05-28T07:55:00+00:00: the sidecar's is kept", "kept")]
+    assert not [r for r in summary.rejections if r.category == "outside-exposure"]
 
 
 def test_sigbus_mceerr_crash_becomes_a_telemetry_event(tmp_path: Path) -> None:

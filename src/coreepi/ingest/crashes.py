@@ -49,7 +49,13 @@ from coreepi.ingest.sandbox import SandboxResult
 from coreepi.ingest.summary import IngestObserver, IngestSummary
 from coreepi.model.events import TelemetryEvent
 from coreepi.model.fleet import Rejections
-from coreepi.model.limits import AttributeLimitError, TimeRangeError, check_attributes, check_time
+from coreepi.model.limits import (
+    MAX_CLOCK_SKEW_SECONDS,
+    AttributeLimitError,
+    TimeRangeError,
+    check_attributes,
+    check_time,
+)
 from coreepi.model.report import AnalysisInfo, CoreInfo, CrashReport, Source, stable_crash_id
 from coreepi.store import CoreStatus, CrashRecord, LedgerEntry, Store
 
@@ -112,6 +118,29 @@ def _placeholder_report(
         analysis=AnalysisInfo(analyzer_version=__version__, warnings=[reason]),
     )
 
+
+def _sidecar_time(report: CrashReport, sidecar: Sidecar, path: Path,
+                  rejections: Rejections) -> None:
+    """Set the capture time of a report of an artifact with a sidecar. A
+    report without a time of its own takes the sidecar's; an hs_err log's
+    own ``time:`` line (one report, written by the dying JVM with the host's
+    zone) gives way to the sidecar's, which is what the collector saw and what
+    the host's exposure was written for: a difference over the clock-skew
+    limit (:data:`~coreepi.model.limits.MAX_CLOCK_SKEW_SECONDS`) is kept as a
+    ``time-mismatch`` note and a warning of the crash. A kernel log's reports
+    keep their own times (one log spans hours, the sidecar gives one time)."""
+    own = report.captured_at
+    if own is not None and report.source is not Source.HS_ERR:
+        return
+    report.captured_at = sidecar.captured_at
+    if own is None:
+        return
+    apart = abs(own - sidecar.captured_at)
+    if apart > timedelta(seconds=MAX_CLOCK_SKEW_SECONDS):
+        note = (f"the log's own time {own.isoformat()} is {apart} away from the sidecar's "
+                f"captured_at {sidecar.captured_at.isoformat()}: the sidecar's is kept")
+        rejections.add(path, None, "time-mismatch", note, action="kept")
+        report.analysis.warnings.append(note)
 
 
 class CrashIngest:
@@ -382,8 +411,7 @@ class CrashIngest:
                 if incident.follow_ons:
                     report.analysis.warnings.append(follow_on_note(incident))
                 report.host_id = sidecar.host_id
-                if report.captured_at is None:
-                    report.captured_at = sidecar.captured_at
+                _sidecar_time(report, sidecar, item.path, rejections)
                 report.crash_id = sidecar.crash_id() if i == 0 else crash_id_on_host(report)
                 report.core.sha256 = job.sha256
                 report.core.stored = job.blob_key is not None
