@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from coreepi.cli.main import app
 from coreepi.epi import FleetFindings
 from coreepi.store import open_store
+from coreepi.store.analytics.export import MARKER
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +42,35 @@ def test_export_parquet_by_day(data_dir: Path, tmp_path: Path) -> None:
                                   f"telemetry {counts['telemetry']}")
     crashes = ds.dataset(out / "crashes", format="parquet", partitioning="hive").to_table()
     assert crashes.num_rows == counts["crashes"]
-    days = sorted(p.name for p in (out / "crashes").iterdir())
+    days = sorted(p.name for p in (out / "crashes").iterdir() if p.name != MARKER)
     assert days[0] == "day=2024-01-01" and all(d.startswith("day=2024-") for d in days)
     # every crash sits in the folder of its own UTC day
     for row in crashes.select(["captured_at", "day"]).to_pylist()[:50]:
         assert row["captured_at"].strftime("%Y-%m-%d") == row["day"]
     assert ds.dataset(out / "exposure", format="parquet").count_rows() == counts["exposure"]
-    assert list((out / "hosts").iterdir()) == [out / "hosts" / "part-0.parquet"]
+    assert sorted((out / "hosts").iterdir()) == [out / "hosts" / MARKER,
+                                                 out / "hosts" / "part-0.parquet"]
+
+
+def test_export_parquet_refuses_a_folder_of_the_users(data_dir: Path, tmp_path: Path) -> None:
+    """#10: DIR/crashes/ holding a file of the user's (not an export): exit 2,
+    one line, the file kept; an empty folder or an earlier export is replaced."""
+    out = tmp_path / "exp2"
+    (out / "crashes").mkdir(parents=True)
+    mine = out / "crashes" / "mine.txt"
+    mine.write_text("my notes")
+    res = CliRunner().invoke(app, ["export", "parquet", str(out), "--data-dir", str(data_dir)])
+    assert res.exit_code == 2 and res.output == (
+        f"coreepi: error: {out}/crashes: holds files that are not a coreepi export (no "
+        f"{MARKER}); refusing to replace them: empty it or export to another folder than "
+        f"{out}\n")
+    assert mine.read_text() == "my notes" and not (out / "hosts").exists()
+    mine.unlink()
+    for _ in range(2):  # an empty folder, then the export made there
+        res = CliRunner().invoke(app, ["export", "parquet", str(out), "--data-dir",
+                                       str(data_dir)])
+        assert res.exit_code == 0, res.output
+    assert (out / "crashes" / MARKER).is_file()
 
 
 def test_report_engine_same_json(data_dir: Path, tmp_path: Path) -> None:
@@ -84,6 +107,7 @@ def test_export_parquet_to_s3(data_dir: Path, s3_bucket: str, s3_server: str) ->
         assert got.count_rows() == counts[name], name
     days = {info.base_name for info in fs.get_file_info(
         pafs.FileSelector(f"{bucket}/fleet/export/crashes"))}
+    days.discard(MARKER)
     assert "day=2024-01-01" in days and all(d.startswith("day=2024-") for d in days)
 
 
@@ -144,7 +168,7 @@ def test_export_of_a_store_without_telemetry_reads_back(tmp_path: Path) -> None:
     first = runner.invoke(app, ["export", "parquet", str(out), "--data-dir", str(data)])
     assert first.exit_code == 0, first.output
     assert first.output.strip().endswith("crashes 3, telemetry 0")
-    assert [p.name for p in (out / "telemetry").iterdir()] == ["part-0.parquet"]
+    assert sorted(p.name for p in (out / "telemetry").iterdir()) == [MARKER, "part-0.parquet"]
     report = runner.invoke(app, ["report", "--data-dir", str(data), "--parquet", str(out),
                                  "-f", "json", "-o", str(tmp_path / "r.json")])
     assert report.exit_code == 0, report.output
@@ -155,7 +179,7 @@ def test_export_of_a_store_without_telemetry_reads_back(tmp_path: Path) -> None:
     again = runner.invoke(app, ["export", "parquet", str(out), "--data-dir", str(data)])
     assert again.exit_code == 0, again.output
     assert sorted(p.name for p in (out / "crashes").iterdir()) == [
-        "day=2024-05-01", "day=2024-05-02"]
+        MARKER, "day=2024-05-01", "day=2024-05-02"]
 
 
 def test_report_on_a_broken_or_remote_export_is_one_line(data_dir: Path, tmp_path: Path) -> None:

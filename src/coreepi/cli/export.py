@@ -59,7 +59,8 @@ def export_parquet_cmd(
     data_dir: DataDir = None,
 ) -> None:
     """Write hosts, exposure, crashes and telemetry as Parquet, one folder per
-    table, partitioned by UTC day (day=YYYY-MM-DD), replacing an earlier export."""
+    table, partitioned by UTC day (day=YYYY-MM-DD), replacing an earlier export
+    (never a folder of the user's: refused, exit 2)."""
     from coreepi.errors import StoreError
     from coreepi.store import open_store
     from coreepi.store.analytics import export_parquet, store_tables

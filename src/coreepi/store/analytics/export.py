@@ -12,7 +12,9 @@ Rows are streamed from the engine as Arrow batches (memory: one batch and the
 open partition files), written by ``pyarrow.dataset``. ``DIR`` may be local
 or ``s3://bucket/prefix`` (credentials from the usual AWS environment).
 Re-exporting empties the table folders first, so an export is a snapshot,
-never a mix of two (nor a day left over from an earlier export). A table
+never a mix of two (nor a day left over from an earlier export); a table
+folder is emptied only when it is an export's (its :data:`MARKER` file) or
+empty already, never a folder of the user's. A table
 without rows is one empty ``part-0.parquet`` with the table's columns, so
 every table's folder is there for a reader.
 """
@@ -54,6 +56,35 @@ def _filesystem(root: str) -> tuple[pafs.FileSystem, str]:
         raise StoreError(f"{root}: cannot write a Parquet export there: {exc}") from None
 
 
+MARKER = ".coreepi-export"
+"""The empty file each table folder of an export holds: a folder re-export may
+empty (readers skip dot files: pyarrow, Spark, DuckDB's ``*.parquet`` globs)."""
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_folders(fs: pafs.FileSystem, base: str, root: str) -> None:
+    """Refuse (StoreError naming the folder) to replace a table folder that
+    holds anything but is not a coreepi export: a user's files are never
+    deleted by an export."""
+    for name in TABLES:
+        folder = f"{base}/{name}"
+        try:
+            if fs.get_file_info(folder).type == pafs.FileType.NotFound:
+                continue
+            held = fs.get_file_info(pafs.FileSelector(folder, recursive=False))
+            marked = fs.get_file_info(f"{folder}/{MARKER}").type == pafs.FileType.File
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(f"{root}: cannot write the {name} table: {_first_line(exc)}") from None
+        if held and not marked:
+            raise StoreError(f"{folder}: holds files that are not a coreepi export (no "
+                             f"{MARKER}); refusing to replace them: empty it or export to "
+                             f"another folder than {root}")
+
+
 def _batches(et: EngineTables, table: Any) -> pa.RecordBatchReader:
     """``table``'s rows as Arrow batches of ``BATCH_ROWS``. On DuckDB read from
     a relation of the compiled SQL: ibis 12's ``to_pyarrow_batches`` calls
@@ -70,6 +101,7 @@ def export_parquet(et: EngineTables, root: str | os.PathLike[str]) -> ExportResu
     """Write ``et``'s four tables under ``root`` (see the module docstring).
     Raises StoreError (one line naming ``root``) when it cannot be written."""
     fs, base = _filesystem(os.fspath(root))
+    _check_folders(fs, base, os.fspath(root))
     written: dict[str, int] = {}
     for name in TABLES:
         table = et.tables[name]
@@ -101,8 +133,10 @@ def export_parquet(et: EngineTables, root: str | os.PathLike[str]) -> ExportResu
                 fs.create_dir(folder)
                 pq.write_table(reader.schema.empty_table(), f"{folder}/part-0.parquet",
                                filesystem=fs)
+            with fs.open_output_stream(f"{folder}/{MARKER}"):
+                pass
         except (OSError, pa.ArrowException) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreError(f"{os.fspath(root)}: cannot write the {name} table: {first}") from None
+            raise StoreError(f"{os.fspath(root)}: cannot write the {name} table: "
+                             f"{_first_line(exc)}") from None
         written[name] = count
     return ExportResult(written)
