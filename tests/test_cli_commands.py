@@ -128,6 +128,23 @@ def test_serve_access_log_and_busy_port(tmp_path: Path) -> None:
         proc.wait(timeout=60)
 
 
+def test_a_store_held_by_serve_names_the_server(tmp_path: Path) -> None:
+    """#3: with `coreepi serve` holding the DuckDB store, list/report/token
+    create say in one line who holds it and what to do (exit 2)."""
+    data = tmp_path / "d"
+    server = ServeProcess(["--data-dir", str(data)], tmp_path / "serve.log")
+    try:
+        for command in (["list"], ["report"], ["token", "create", "--name", "x",
+                                               "--scope", "read"]):
+            done = cli(*command, "--data-dir", str(data))
+            assert (done.returncode, done.stderr) == (2, (
+                f"coreepi: error: the store {data} is open in coreepi serve (pid "
+                f"{server.proc.pid}): use --server URL with a read token, or stop the "
+                "server\n")), command
+    finally:
+        server.kill(15)
+
+
 def test_agent_status_creates_nothing(tmp_path: Path) -> None:
     spool = tmp_path / "spool" / "deep"
     config = tmp_path / "capture.toml"

@@ -58,6 +58,31 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("coreepi", appauthor=False))
 
 
+def _locked(data_dir: Path, text: str) -> str:
+    """The one line for a store another process holds, from DuckDB's lock
+    error ``text`` ("Conflicting lock is held in /usr/bin/python3 (PID 123)"):
+    the holder named (``coreepi serve`` read from ``/proc/PID/cmdline``) and
+    what to do, not DuckDB's internals."""
+    import re
+
+    found = re.search(r"\(PID (\d+)\)", text)
+    if found is None:
+        return (f"the store {data_dir} is in use by another process (DuckDB allows one "
+                "writer): wait for it to finish or stop it")
+    pid = found.group(1)
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        argv = []
+    words = [Path(a).name for a in argv if a]
+    if "serve" in words and any(w == "coreepi" or w.startswith("coreepi") for w in words):
+        return (f"the store {data_dir} is open in coreepi serve (pid {pid}): use --server URL "
+                "with a read token, or stop the server")
+    holder = " ".join(argv).strip() or "another process"
+    return (f"the store {data_dir} is in use by {holder[:120]} (pid {pid}; DuckDB allows one "
+            "writer): wait for it to finish or stop it")
+
+
 def _open(data_dir: Path, db_path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     """Connect to ``db_path``; every failure becomes one StoreError line."""
     if read_only and not db_path.exists():
@@ -72,10 +97,7 @@ def _open(data_dir: Path, db_path: Path, read_only: bool) -> duckdb.DuckDBPyConn
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():
-            raise StoreError(
-                f"{data_dir}: the store is in use by another process "
-                f"(DuckDB allows one writer): {text.splitlines()[0]}"
-            ) from None
+            raise StoreError(_locked(data_dir, text)) from None
         raise StoreError(f"{db_path}: cannot open: {text.splitlines()[0]}") from None
     except (duckdb.Error, OSError) as exc:
         raise StoreError(f"{db_path}: cannot open: {exc}") from None
