@@ -37,11 +37,12 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #cc
 table{border-collapse:collapse;font-size:13px;margin:.5em 0}
 th,td{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
 td.n{text-align:right;white-space:nowrap}th{background:#f4f4f4}
-code{font-size:12px;word-break:break-all}
+code{font-size:12px}.w{white-space:nowrap}
+.t{overflow-x:auto;max-width:100%}
 .v-hardware-suspect{color:#c0392b;font-weight:bold}.v-software{color:#2e86ab}
 .v-environment-triggered{color:#b8860b}.v-undetermined{color:#888}
 .curve{display:inline-block;margin:0 1em 1em 0;vertical-align:top}
-.curve h3{font-size:13px;margin:.2em 0;max-width:640px;word-break:break-all}
+.curve h3{font-size:13px;margin:.2em 0;max-width:640px;overflow-wrap:break-word}
 .note{color:#666;font-size:12px}
 """
 
@@ -50,19 +51,33 @@ def _e(text: object) -> str:
     return escape(str(text), quote=True)
 
 
+def _words(text: str) -> str:
+    """``text`` escaped, each space-separated word unbreakable: an identifier
+    (a signature "a | b::c", a host id, a phenotype "double-free-or-heap-corruption")
+    wraps at its spaces only, never inside a word or at a hyphen."""
+    return " ".join(f'<span class="w">{_e(word)}</span>' for word in str(text).split(" "))
+
+
+def _ident(text: str) -> str:
+    return f"<code>{_words(text)}</code>"
+
+
 def _verdict(v: str) -> str:
     return f'<span class="v-{_e(v)}">{_e(v)}</span>'
 
 
 def _table(head: list[str], rows: list[list[str]], numeric: set[int]) -> str:
     """``rows`` cells are HTML already (escaped by the caller)."""
-    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    # identifiers break only at their spaces (" | " between frames), never
+    # mid-word: a table wider than the page scrolls in its own box instead
+    out = ['<div class="t"><table><thead><tr>', *(f"<th>{_e(h)}</th>" for h in head),
+           "</tr></thead><tbody>"]
     for row in rows:
         out.append("<tr>")
         out.extend(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
                    for i, c in enumerate(row))
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -93,7 +108,7 @@ def html_report(findings: FleetFindings) -> str:
     rows = []
     for g in top_groups(f):
         ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
-        rows.append([_e(g.kind), f"<code>{_e(g.key)}</code>", f"{g.crashes:,}", f"{g.hosts:,}",
+        rows.append([_e(g.kind), _ident(g.key), f"{g.crashes:,}", f"{g.hosts:,}",
                      _e(f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})"),
                      _verdict(g.attribution.verdict), _e(ev)])
     out.append(_table(["kind", "group", "crashes", "hosts", "rate (95% CI)", "attribution",
@@ -107,7 +122,7 @@ def html_report(findings: FleetFindings) -> str:
         last = max(first, (w.until - timedelta(microseconds=1)).date())  # until is exclusive
         for g in curve_groups:
             title = f"{g.kind} {g.key}: {how_many(g.crashes, 'crash')}, {g.attribution.verdict}"
-            out.append(f'<div class="curve"><h3>{_e(g.key)} '
+            out.append(f'<div class="curve"><h3>{_words(g.key)} '
                        f"<small>({_e(g.kind)}, {g.crashes:,}, "
                        f"{_verdict(g.attribution.verdict)})</small></h3>"
                        f"{epidemic_curve(g.epidemic_curve, first, last, title)}</div>")
@@ -122,7 +137,8 @@ def html_report(findings: FleetFindings) -> str:
         for h in hosts:
             hw = ", ".join(f"{p.name} ×{p.crashes}" for p in h.hardware_phenotypes)
             evidence = "<br>".join(_e(evidence_text(e)) for e in h.attribution.evidence[:4])
-            rows.append([f"<code>{_e(h.host_id)}</code>", f"{h.crashes:,}", _e(fmt_n(h.expected)),
+            rows.append([_ident(h.host_id), f"{h.crashes:,}",
+                         _e(fmt_n(h.expected)),
                          _e(fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status)),
                          _e(f"{h.distinct_signatures} ({fmt_n(h.expected_distinct_signatures)})"),
                          _e(hw), _verdict(h.attribution.verdict), evidence])
@@ -148,7 +164,7 @@ def html_report(findings: FleetFindings) -> str:
             a = r.association
             adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper, a.adjusted_status)
                    if a.adjusted_irr is not None else "")
-            rows.append([f"<code>{_e(r.group.key)}</code>", _e(f"{a.attribute}={a.value}"),
+            rows.append([_ident(r.group.key), _e(f"{a.attribute}={a.value}"),
                          _e(f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}"),
                          _e(fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status)), _e(adj),
                          _e(fmt_p(a.p_value)), _e(fmt_q(a.q_value))])
