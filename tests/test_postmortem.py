@@ -142,3 +142,21 @@ def test_links_use_the_ui_group_ids(store: Path) -> None:
     md = _pm(store, "--since", "2024-05-04", "--until", "2024-05-09",
              "--base-url", "http://ui.example")
     assert f"http://ui.example/groups/{group_id('signature', BUG)}" in md
+
+
+def test_a_short_window_shows_the_whole_store_beside_it(store: Path) -> None:
+    """#12: a window holding 2 of the bad host's 16 crashes cannot judge it;
+    the whole store's numbers and verdict stand beside the window's and the
+    drain recommendation comes from them."""
+    md = _pm(store, "--since", "2024-05-05T05:00:00Z", "--until", "2024-05-05T10:00:00Z")
+    hosts = md.split("### Hosts")[1].split("###")[0].strip().splitlines()
+    assert hosts[0] == ("| host | crashes | hardware events (all events) | SIR | window verdict "
+                        "| whole store: crashes, verdict | evidence |")
+    bad = next(line for line in hosts if line.startswith(f"| {BAD} |"))
+    assert bad.startswith(f"| {BAD} | 2 |") and "| undetermined | 16, hardware-suspect |" in bad
+    assert f"Drain host {BAD} and run the vendor's diagnostics (hardware-suspect over the " \
+           "whole store: " in md
+    groups = md.split("### Groups involved")[1].split("###")[0].strip().splitlines()
+    assert groups[0] == ("| signature | crashes in scope | window: crashes / hosts | window "
+                         "verdict | whole store: crashes / hosts | whole-store verdict | "
+                         "evidence (whole store) |")

@@ -8,7 +8,9 @@
 What it holds (:class:`Postmortem`): a timeline of crashes and telemetry
 events in ``[since, until)``; the signature groups involved with their
 verdict and evidence (from the same findings as ``coreepi report`` over the
-window); the hosts with their crashes, hardware events, SIR and verdict;
+window, and beside them the whole store's: a short window rarely holds enough
+crashes to judge); the hosts with their crashes, hardware events, SIR and
+verdict (the window's and the whole store's);
 what changed in the window (:func:`rollouts`: attribute values whose share
 of node-time moved); recommended actions. Renderings are in
 :mod:`coreepi.reporting.postmortem_render`.
@@ -72,6 +74,15 @@ class Postmortem:
     changes: list[Change]
     actions: list[str] = field(default_factory=list)
     findings: FleetFindings | None = None
+    """The window's findings (the fleet's crashes in [since, until))."""
+    fleet: FleetFindings | None = None
+    """The whole store's findings: the baseline a short window lacks (a bad
+    host's 45 crashes, not the window's 2), shown beside the window's."""
+
+    def fleet_group(self, key: str) -> GroupFinding | None:
+        """The whole store's finding of signature group ``key``."""
+        return next((g for g in (self.fleet.groups if self.fleet else [])
+                     if g.kind == "signature" and g.key == key), None)
 
 
 def _selected_hosts(store: Store, exposure: pd.DataFrame, hosts: list[str] | None,
@@ -139,8 +150,10 @@ def _timeline(crashes: pd.DataFrame, telemetry: pd.DataFrame) -> list[Event]:
     return sorted(events, key=lambda e: (e.ts, e.host_id, e.kind))
 
 
-def _host_rows(crashes: pd.DataFrame, telemetry: pd.DataFrame,
-               found: dict[str, HostFinding]) -> list[dict[str, Any]]:
+def _host_rows(crashes: pd.DataFrame, telemetry: pd.DataFrame, found: dict[str, HostFinding],
+               fleet: dict[str, HostFinding]) -> list[dict[str, Any]]:
+    """One row per host in scope: its crashes and events in the window, and
+    the window's and the whole store's SIR and verdict (``fleet_*``)."""
     ids = sorted(set(crashes["host_id"].astype(str)) | set(telemetry["host_id"].astype(str)))
     rows = []
     for hid in ids:
@@ -155,9 +168,18 @@ def _host_rows(crashes: pd.DataFrame, telemetry: pd.DataFrame,
             "verdict": f.attribution.verdict if f else None,
             "evidence": evidence_text(f.attribution.evidence[0]) if f and f.attribution.evidence
             else None,
+            **_fleet_host(fleet.get(hid)),
         })
-    return sorted(rows, key=lambda r: (r["verdict"] != "hardware-suspect", -r["crashes"],
-                                       r["host_id"]))
+    return sorted(rows, key=lambda r: ("hardware-suspect" not in (r["verdict"],
+                                                                  r["fleet_verdict"]),
+                                       -r["crashes"], r["host_id"]))
+
+
+def _fleet_host(f: HostFinding | None) -> dict[str, Any]:
+    return {"fleet_crashes": f.crashes if f else None,
+            "fleet_verdict": f.attribution.verdict if f else None,
+            "fleet_evidence": evidence_text(f.attribution.evidence[0])
+            if f and f.attribution.evidence else None}
 
 
 def _actions(pm: Postmortem) -> list[str]:
@@ -167,10 +189,18 @@ def _actions(pm: Postmortem) -> list[str]:
         if h["verdict"] == "hardware-suspect":
             why = (f"{how_many(h['hardware_events'], 'hardware event')} in the window" if
                    h["hardware_events"] else "its crash rate and signatures")
-            out.append(f"Drain host {h['host_id']} and run the vendor's diagnostics "
-                       f"({why}); replace the part they name.")
+        elif h["fleet_verdict"] == "hardware-suspect":
+            why = f"hardware-suspect over the whole store: {h['fleet_evidence']}"
+        else:
+            continue
+        out.append(f"Drain host {h['host_id']} and run the vendor's diagnostics "
+                   f"({why}); replace the part they name.")
     for g in pm.groups:
         verdict = g.attribution.verdict
+        whole = pm.fleet_group(g.key)
+        if verdict == "undetermined" and whole is not None:
+            # too few crashes in the window to judge: the whole store's verdict
+            g, verdict = whole, whole.attribution.verdict
         if verdict == "environment-triggered":
             trigger = next((a for a in g.associations if a.irr and a.irr > 1 and a.q_value is
                             not None and a.q_value <= 0.05), None)
@@ -207,6 +237,7 @@ def build_postmortem(store: Store, since: datetime, until: datetime, *,
         telemetry = telemetry[telemetry["host_id"].astype(str).isin(scope_hosts)]
         exposure = exposure[exposure["host_id"].astype(str).isin(scope_hosts)]
     findings = build_findings(store, since, until) if len(crashes) else None
+    fleet = build_findings(store) if len(crashes) else None
     counts = crashes["signature"].dropna().astype(str).value_counts().to_dict()
     groups = [g for g in (findings.groups if findings else [])
               if g.kind == "signature" and g.key in counts]
@@ -217,7 +248,8 @@ def build_postmortem(store: Store, since: datetime, until: datetime, *,
     pm = Postmortem(since=since, until=until, scope=scope,
                     timeline=_timeline(crashes, telemetry), groups=groups,
                     group_crashes={k: int(v) for k, v in counts.items()},
-                    hosts=_host_rows(crashes, telemetry, found),
-                    changes=rollouts(exposure, since, until), findings=findings)
+                    hosts=_host_rows(crashes, telemetry, found,
+                                     {h.host_id: h for h in (fleet.hosts if fleet else [])}),
+                    changes=rollouts(exposure, since, until), findings=findings, fleet=fleet)
     pm.actions = _actions(pm)
     return pm

@@ -52,16 +52,21 @@ def _rows(pm: Postmortem, links: _Links, link: Callable[[str, str | None], str],
               c.first_seen.strftime("%Y-%m-%d %H:%M") if c.first_seen else "-"]
              for c in pm.changes]),
         "Groups involved": (
-            ["signature", "crashes in window", "fleet crashes / hosts", "verdict", "evidence"],
+            ["signature", "crashes in scope", "window: crashes / hosts", "window verdict",
+             "whole store: crashes / hosts", "whole-store verdict", "evidence (whole store)"],
             [[link(code(g.key), links.group(g.key)), str(pm.group_crashes.get(g.key, 0)),
               f"{g.crashes} / {g.hosts}", g.attribution.verdict,
-              esc("; ".join(evidence_text(e) for e in g.attribution.evidence[:2]) or "-")]
-             for g in pm.groups]),
+              f"{w.crashes} / {w.hosts}" if w else "-", w.attribution.verdict if w else "-",
+              esc("; ".join(evidence_text(e) for e in (w or g).attribution.evidence[:2])
+                  or "-")]
+             for g, w in ((g, pm.fleet_group(g.key)) for g in pm.groups)]),
         "Hosts": (
-            ["host", "crashes", "hardware events (all events)", "SIR", "verdict", "evidence"],
+            ["host", "crashes", "hardware events (all events)", "SIR", "window verdict",
+             "whole store: crashes, verdict", "evidence"],
             [[link(esc(h["host_id"]), links.host(h["host_id"])), str(h["crashes"]),
               f"{h['hardware_events']} ({h['events']})", sir(h["sir"]), h["verdict"] or "-",
-              esc(h["evidence"] or "-")] for h in pm.hosts]),
+              f"{h['fleet_crashes']}, {h['fleet_verdict']}" if h["fleet_verdict"] else "-",
+              esc(h["evidence"] or h["fleet_evidence"] or "-")] for h in pm.hosts]),
         "Timeline": (
             ["time (UTC)", "host", "what", ""],
             [[e.ts.strftime("%Y-%m-%d %H:%M:%S"), esc(e.host_id), _what(e, code, esc),
