@@ -9,7 +9,8 @@ plain or compressed, bounded) feeds three readers at once:
   hardware events, stored in batches, idempotent by event id;
 * the kernel-log parser (:func:`coreepi.parse.kernel.oops.iter_kernel_log`,
   then :func:`coreepi.analyze.analyze`): kernel crashes of host H,
-  ``crash_id`` made of the log's id and H;
+  ``crash_id`` made of the log's id and H; follow-on reports of one incident
+  (:mod:`coreepi.ingest.followons`) are counted, not stored as crashes;
 * a window of the last lines' prefixes, which gives each kernel crash the
   wall-clock time of its oops line, or of the latest line before it that
   has one (within :data:`LOOKBACK_LINES`); without one, the file's
