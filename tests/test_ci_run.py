@@ -185,3 +185,13 @@ def test_systemd_mode_from_a_recorded_export(suite: Suite, tmp_path: Path) -> No
     failure = ET.parse(tmp_path / "j.xml").getroot().findall(".//failure")[1]
     assert "stored no core" in (failure.text or "")
     assert junit_properties(tmp_path / "j.xml")["exit_status"] == "0"
+
+
+def test_an_unwritable_output_fails_before_the_command_runs(tmp_path: Path) -> None:
+    # a fresh user's long suite ran to the end, then "cannot write" (exit 2)
+    ran = tmp_path / "ran"
+    r = coreepi("ci", "run", "--junit-xml", str(tmp_path / "missing" / "j.xml"), "--",
+                "touch", str(ran), cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--junit-xml" in r.stderr and "no directory" in r.stderr
+    assert not ran.exists()  # refused before the command ran

@@ -33,6 +33,16 @@ def _write(path: Path, text: str) -> None:
         _fail(f"{path}: cannot write: {exc.strerror}")
 
 
+def _writable(path: Path, option: str) -> None:
+    """Fail before CMD runs when ``path`` cannot be written (a long suite run for
+    nothing otherwise): its directory missing or not writable, or the file not."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        _fail(f"{option} {path}: cannot write: no directory {parent}")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        _fail(f"{option} {path}: cannot write: permission denied")
+
+
 @ci_app.command("run", context_settings={"allow_interspersed_args": False})
 def run(
     command: Annotated[list[str], typer.Argument(help="The command (after --).",
@@ -78,6 +88,10 @@ def run(
         _fail("--server needs a read-scope token in COREEPI_TOKEN")
     if fail_on == "new" and not server:
         _fail("--fail-on new needs --server (what is new is decided by production)")
+    for out, option in ((junit_xml, "--junit-xml"), (markdown, "--markdown"),
+                        (gitlab_codequality, "--gitlab-codequality")):
+        if out is not None:
+            _writable(out, option)
     err = Console(stderr=True)
 
     def said(mode: str, notes: list[str]) -> None:
