@@ -68,7 +68,8 @@ def test_served_end_to_end(server: ServeProcess, tokens: dict[str, str],
     with httpx.Client(base_url=server.url, timeout=120) as c:
         # the store is held by the server: the CLI says so instead of corrupting it
         busy = _cli("token", "list", "--data-dir", str(server.tmp / "data"))
-        assert busy.returncode == 2 and "in use" in busy.stderr
+        assert busy.returncode == 2 and busy.stderr.count("\n") == 1, busy.stderr
+        assert "is open in coreepi serve (pid" in busy.stderr and "--server URL" in busy.stderr
 
         r = c.post("/api/v1/crashes", content=sent.model_dump_json(),
                    headers=ingest | {"content-type": "application/json"})
