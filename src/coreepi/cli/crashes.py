@@ -26,6 +26,7 @@ from coreepi.errors import InputError, StoreError
 
 if TYPE_CHECKING:
     from coreepi.cli.debugger import GdbSession
+    from coreepi.model.report import CrashReport
 
 __all__ = ["register"]
 
@@ -141,15 +142,14 @@ def info(
         sys.stderr.write(f"coreepi: analysis warning: {line}\n")
 
 
-def _write_core(source: CrashSource, crash_id: str, dst: IO[bytes], scratch: Path) -> int:
-    """Write the stored artifact (core or log) of ``crash_id``, decompressed, to
+def _write_core(source: CrashSource, report: CrashReport, dst: IO[bytes], scratch: Path) -> int:
+    """Write the stored artifact (core or log) of ``report``'s crash, decompressed, to
     ``dst`` (the blob as stored goes through a temporary file in ``scratch``); bytes written.
     Raises :class:`InputError` naming the crash when the blob does not decompress."""
     from coreepi.errors import InputError
     from coreepi.parse.open_input import DecompressionError, open_input
     from coreepi.reporting.artifact_kind import artifact_kind
 
-    report = source.report(crash_id)
     written = 0
     with tempfile.NamedTemporaryFile(dir=scratch, prefix="coreepi-core-") as raw:
         source.stored_core(report, raw)
@@ -161,17 +161,17 @@ def _write_core(source: CrashSource, crash_id: str, dst: IO[bytes], scratch: Pat
                     written += len(chunk)
         except DecompressionError as exc:
             what = artifact_kind(report.source).name
-            raise InputError(f"the {what} of crash {crash_id}", exc.reason) from None
+            raise InputError(f"the {what} of crash {report.crash_id}", exc.reason) from None
     return written
 
 
-def _core_to_file(source: CrashSource, crash_id: str, path: Path) -> int:
+def _core_to_file(source: CrashSource, report: CrashReport, path: Path) -> int:
     """The decompressed artifact (core or log) at ``path``, written whole or not
     at all (``path.part`` first); its size in bytes. A write error is one line, exit 2."""
     part = path.with_name(path.name + ".part")
     try:
         with open(part, "wb") as fh:
-            size = _write_core(source, crash_id, fh, path.parent)
+            size = _write_core(source, report, fh, path.parent)
         part.replace(path)
     except OSError as exc:
         part.unlink(missing_ok=True)
@@ -199,16 +199,17 @@ def dump(
 
     with crash_source(data_dir, server, token_file, store, blobs) as source:
         full = source.resolve(crash_id)
-        kind = artifact_kind(source.report(full).source)
+        report = source.report(full)  # once: its source names the artifact, its blob is it
+        kind = artifact_kind(report.source)
         if output is None and not kind.text and sys.stdout.isatty():
             fail(f"refusing to write a {kind.name} to a terminal: give -o FILE or redirect stdout")
         if output is not None:
-            size = _core_to_file(source, full, output)
+            size = _core_to_file(source, report, output)
             sys.stderr.write(f"coreepi: wrote {output} ({size:,} bytes), the {kind.name} of crash "
                              f"{full}\n")
             return
         try:
-            _write_core(source, full, sys.stdout.buffer, Path(tempfile.gettempdir()))
+            _write_core(source, report, sys.stdout.buffer, Path(tempfile.gettempdir()))
             sys.stdout.buffer.flush()
         except BrokenPipeError:
             raise  # the reader stopped early (| head): run_guarded ends quietly
@@ -252,7 +253,7 @@ def debug(
                 fail(f"crash {full} came from a {kind.name}, not a core: nothing to debug "
                      f"in gdb (coreepi dump {full} writes the {kind.name})")
             core = work / f"{full}.core"
-            _core_to_file(source, full, core)
+            _core_to_file(source, report, core)
             dirs = [*(symbol_dir or []), *source.symbol_dirs(report)]
         try:
             session = gdb_session(report, core, work, dirs)
