@@ -19,9 +19,10 @@ association, because one bad host makes every attribute it has look
 4. ``hardware-phenotypes-on-hardware-attribute`` → hardware-suspect
 5. ``environment-association`` → environment-triggered
 6. ``hardware-attribute-association`` → hardware-suspect
-7. ``host-clustered`` → software
-8. ``fleet-spread`` → software
-9. ``no-rule`` → undetermined
+7. ``rest-too-few-beside-hardware-host`` → undetermined
+8. ``host-clustered`` → software
+9. ``fleet-spread`` → software
+10. ``no-rule`` → undetermined
 
 Host rules:
 
@@ -142,6 +143,14 @@ GROUP_RULES: list[GroupRule] = [
             and a.attribute_class == "hardware"
         ),
     ),
+    # Before calling the group software: a top host with hardware signs may hold a share the
+    # concentration test cannot single out in a thin window (3 of 6); what is left beside it
+    # must be a group on its own, or the "spread" is that host plus a few chance crashes.
+    (
+        "rest-too-few-beside-hardware-host",
+        "undetermined",
+        lambda g, c: g.rest_too_few_beside_hardware_host(c),
+    ),
     # An attribute that covers the group but whose crashes a few hosts hold: those hosts
     # (a job they run) explain it, not the attribute.
     (
@@ -175,6 +184,8 @@ def attribute_group(g: GroupFacts, config: EpiConfig) -> Attribution:
     if g.top_host is not None and g.crashes > 0:
         conc = g.concentration_evidence("hardware-suspect" if g.concentrated(config) else None)
         (deciding if rule.startswith("one-host") else evidence).append(conc)
+    if rule == "rest-too-few-beside-hardware-host":
+        deciding.append(g.rest_evidence(config))
     if rule == "one-host-without-hardware-signs":
         deciding.append(Evidence(
             kind="concentration-without-signs", supports="undetermined",
@@ -182,7 +193,9 @@ def attribute_group(g: GroupFacts, config: EpiConfig) -> Attribution:
         ))  # fmt: skip
     if g.hardware_phenotype_crashes:
         evidence.append(g.hardware_evidence())
-    if g.top_host_signs is not None and g.concentrated(config):
+    if g.top_host_signs is not None and (
+        g.concentrated(config) or rule == "rest-too-few-beside-hardware-host"
+    ):
         evidence.extend(g.top_host_signs.signs(config))
     assoc = [e for a in g.associations if (e := a.evidence(config)) is not None]
     if rule in _EXPLAINED_BY_ASSOCIATION:

@@ -306,6 +306,25 @@ class GroupFacts:
             and self.top_host_p < config.host_concentration_p
         )
 
+    def rest_too_few_beside_hardware_host(self, config: EpiConfig) -> bool:
+        """The top host shows hardware signs and the crashes on the other hosts are fewer
+        than ``min_group_crashes``: the group is that host's crashes plus too few others
+        to call it anything (software needs a group that stands without the suspect)."""
+        return (
+            self.top_host_signs is not None
+            and len(self.top_host_signs.signs(config)) >= config.min_hardware_signs
+            and self.crashes - self.top_host_crashes < config.min_group_crashes
+        )
+
+    def rest_evidence(self, config: EpiConfig) -> Evidence:
+        """The group's crashes beside its top host (which shows hardware signs)."""
+        return Evidence(
+            kind="rest-beside-hardware-host", supports="undetermined",
+            host_ids=[self.top_host] if self.top_host else [],
+            observed=self.crashes - self.top_host_crashes, total=self.crashes,
+            hosts=self.hosts - 1, minimum=config.min_group_crashes, strength=1.0,
+        )  # fmt: skip
+
     def hardware_share(self) -> float:
         return self.hardware_phenotype_crashes / self.crashes if self.crashes else 0.0
 

@@ -57,7 +57,7 @@ def group_id(kind: str, key: str) -> str:
     return hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()[:16]
 
 
-FINDINGS_SCHEMA_VERSION = "2.2.0"
+FINDINGS_SCHEMA_VERSION = "2.3.0"
 """Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""
 
 Verdict = Literal["hardware-suspect", "software", "environment-triggered", "undetermined"]
@@ -71,6 +71,7 @@ EvidenceKind = Literal[
     "rate-ratio", "confounding", "hardware-phenotypes", "diversity", "private-signatures",
     "telemetry", "sir", "excess-without-signs", "group-verdicts",
     "insufficient-exposure", "host-clustered", "host-level", "adjustment-not-estimable",
+    "rest-beside-hardware-host",
 ]  # fmt: skip
 """What an :class:`Evidence` item states (each kind documented in docs/epidemiology.md)."""
 

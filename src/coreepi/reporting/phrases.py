@@ -212,6 +212,13 @@ def _without_signs(e: Evidence) -> str:
             "that host has is as likely as its hardware")
 
 
+def _rest_beside(e: Evidence) -> str:
+    top = (e.total or 0) - (e.observed or 0)
+    return (f"{top} of {how_many(e.total, 'crash')} on host {_host(e)}, which shows hardware "
+            f"signs; the other {how_many(e.observed, 'crash')} on {how_many(e.hosts, 'host')} "
+            f"are too few to judge without it (at least {e.minimum} are needed)")
+
+
 def _spread(e: Evidence) -> str:
     top = (f"; the top host {_host(e)} has {e.observed} ({e.share or 0.0:.0%}), expected "
            f"{fmt_n(e.expected)}" if e.host_ids else "")
@@ -354,6 +361,7 @@ PHRASES: dict[str, Callable[[Evidence], str]] = {
     "host-concentration": _concentration,
     "concentration-without-signs": _without_signs,
     "fleet-spread": _spread,
+    "rest-beside-hardware-host": _rest_beside,
     "rate-ratio": _rate_ratio,
     "confounding": _confounding,
     "hardware-phenotypes": _hardware_phenotypes,
