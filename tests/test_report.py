@@ -172,6 +172,10 @@ def test_text(findings: FleetFindings) -> None:
     assert "hardware-suspect" in text and "environment-triggered" in text
     assert "kernel=6.1.0" in text and "software" in text
     assert EVIL in text  # a terminal shows it as text; Rich markup is not interpreted
+    # every printed q names the family it was corrected in (signature and phenotype groups
+    # are separate FDR families): none is bare
+    qs = re.findall(r"q (?:<|=) [0-9.e+-]+(?: \(([a-z]+)-group family\))?", text)
+    assert qs and all(family in ("signature", "phenotype") for family in qs)
 
 
 def test_json_round_trips(findings: FleetFindings) -> None:
@@ -193,6 +197,7 @@ def test_markdown(findings: FleetFindings) -> None:
     assert "| group | attribute | crashes | rate ratio (95% CI) |" in md
     assert r"io\_uring\_submit \| Ring::flush" in md  # a pipe cannot split a cell
     assert "**hardware-suspect**" in md and "kernel=6.1.0" in md
+    assert "(signature-group family)" in md
     assert EVIL not in md and "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" not in md
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
 

@@ -350,7 +350,7 @@ def _facts(item: tuple[Association, list[str], int]) -> AssociationFacts:
         attribute=a.attribute, attribute_class=a.attribute_class, value=a.value,
         crashes=a.crashes, share_of_group=a.share_of_group, irr=a.irr,
         irr_status=a.irr_status, irr_lower=a.irr_lower, irr_upper=a.irr_upper,
-        p_value=a.p_value, q_value=a.q_value, adjusted_irr=a.adjusted_irr,
+        p_value=a.p_value, q_value=a.q_value, q_family=a.q_family, adjusted_irr=a.adjusted_irr,
         adjusted_status=a.adjusted_status, adjusted_lower=a.adjusted_lower,
         adjusted_upper=a.adjusted_upper, adjusted_for=tuple(a.adjusted_for),
         adjustment_note=a.adjustment_note, adjustment_assessable=a.adjustment_assessable,

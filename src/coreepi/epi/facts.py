@@ -159,6 +159,7 @@ class AssociationFacts:
     p_value: float | None
     q_value: float | None
     adjusted_irr: float | None = None
+    q_family: str | None = None
     adjusted_status: RatioStatus | None = None
     adjusted_lower: float | None = None
     adjusted_upper: float | None = None
@@ -257,7 +258,8 @@ class AssociationFacts:
         common = dict(
             attribute=self.attribute, level=self.value, observed=self.crashes,
             ratio=self.irr, ratio_status=self.irr_status, ci_low=self.irr_lower,
-            ci_high=self.irr_upper, p=self.p_value, q=self.q_value, adjusted=adjusted,
+            ci_high=self.irr_upper, p=self.p_value, q=self.q_value, q_family=self.q_family,
+            adjusted=adjusted,
         )  # fmt: skip
         # "explained away" only when the adjusted ratio itself falls below min_irr; one that
         # stays large with a wide CI (two proxies of one cause adjusted for each other) is

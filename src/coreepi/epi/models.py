@@ -164,6 +164,8 @@ class Evidence(_Out):
     ci_high: float | None = None
     p: float | None = None
     q: float | None = None
+    q_family: str | None = Field(
+        default=None, description="the FDR family of q: 'signature' or 'phenotype' groups (2.3.0)")
     share: float | None = None
     hosts: int | None = Field(default=None, description="distinct hosts")
     minimum: int | None = Field(default=None, description="the threshold it falls short of")

@@ -88,7 +88,7 @@ def markdown_report(findings: FleetFindings) -> str:
                          f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}",
                          md_escape(fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status)),
                          md_escape(adj),
-                         md_escape(fmt_p(a.p_value)), md_escape(fmt_q(a.q_value))])
+                         md_escape(fmt_p(a.p_value)), md_escape(fmt_q(a.q_value, a.q_family))])
         out += _table(["group", "attribute", "crashes", "rate ratio (95% CI)",
                        "adjusted (95% CI)", "p", "q"], rows, {2, 3, 4})
     else:

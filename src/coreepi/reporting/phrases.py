@@ -59,9 +59,12 @@ def fmt_p(p: float | None) -> str:
     return f"p = {p:.2g}"
 
 
-def fmt_q(q: float | None) -> str:
-    """A q-value in the format of :func:`fmt_p`: ``q = 0.003``."""
-    return fmt_p(q).replace("p", "q", 1)
+def fmt_q(q: float | None, family: str | None = None) -> str:
+    """A q-value in the format of :func:`fmt_p` with the family it was corrected in:
+    ``q = 0.003 (signature-group family)``; signature and phenotype groups are separate
+    FDR families (docs/epidemiology.md), so a q means nothing without its family."""
+    text = fmt_p(q).replace("p", "q", 1)
+    return f"{text} ({family}-group family)" if family else text
 
 
 def fmt_n(x: float | None) -> str:
@@ -248,7 +251,7 @@ def _rate_ratio(e: Evidence) -> str:
     text = (f"{e.attribute}={e.level}: {how_many(e.observed, 'crash')}, rate ratio "
             f"{fmt_ratio_value(e.ratio, e.ratio_status)} (95% CI "
             f"{fmt_bound(e.ci_low, e.ratio_status)}–{fmt_bound(e.ci_high, e.ratio_status)}) vs "
-            f"the rest of the fleet, {fmt_p(e.p)}, q = {fmt_n(e.q)}")
+            f"the rest of the fleet, {fmt_p(e.p)}, {fmt_q(e.q, e.q_family)}")
     if e.adjusted is not None:
         how = _ADJUSTED_HOW.get(e.adjusted.method, "")
         text += (f"; adjusted for {', '.join(e.adjusted.adjusted_for) or 'nothing'}{how}: "

@@ -70,7 +70,7 @@ def _adjusted(a: Association) -> str:
 
 def _assoc_words(a: Association) -> str:
     return (f"{a.crashes:,} of its crashes with {a.attribute}={a.value}, rate ratio "
-            f"{_crude(a)}, {fmt_q(a.q_value)}")
+            f"{_crude(a)}, {fmt_q(a.q_value, a.q_family)}")
 
 
 def _host_line(h: HostFinding) -> Text:
@@ -246,7 +246,7 @@ def _associations(f: FleetFindings, console: Console) -> None:
         a = r.association
         table.add_row(Text(r.group.key), Text(f"{a.attribute}={a.value}"),
                       f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}", _crude(a),
-                      _adjusted(a), fmt_p(a.p_value), fmt_q(a.q_value))
+                      _adjusted(a), fmt_p(a.p_value), fmt_q(a.q_value, a.q_family))
     if _fits(table, console):
         console.print(table)
         return
@@ -258,7 +258,7 @@ def _associations(f: FleetFindings, console: Console) -> None:
             Text.assemble((f"{a.attribute}={a.value}", "bold"), " in ", r.group.key),
             Text(f"{a.crashes:,} of {how_many(a.crashes + a.rest_crashes, 'crash')}, rate ratio "
                  f"{_crude(a)}{adj}, {fmt_p(a.p_value)}, "
-                 f"{fmt_q(a.q_value)}")))
+                 f"{fmt_q(a.q_value, a.q_family)}")))
 
 
 def render_text(findings: FleetFindings, console: Console, *, details: bool = False) -> None:
