@@ -216,6 +216,11 @@ def test_unbounded_ratio_reaches_the_webhook_as_json(hook: WebhookReceiver) -> N
     got = hook.bodies[0]["alert"]["evidence"]
     assert (got["ratio"], got["lower"], got["upper"], got["ratio_status"]) == (
         None, 24.4, None, "unbounded")
+    # Alertmanager annotations are strings: the missing bounds are left out, never "None"
+    am = payload(t.alert, Receiver("am", "alertmanager", hook.url))[0]["annotations"]
+    assert "None" not in am.values() and "ratio" not in am and "upper" not in am
+    assert (am["lower"], am["ratio_status"]) == ("24.4", "unbounded")
+    jsonschema.validate([{"labels": {"a": "b"}, "annotations": am}], _am_schema())
 
 
 def test_failed_delivery_is_retried_at_the_next_evaluation(tmp_path: Path) -> None:

@@ -15,12 +15,23 @@ from coreepi.store import DuckDBStore
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("surv") / "data"
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fleet's store as written, never touched by a test (copy it)."""
+    d = tmp_path_factory.mktemp("surv") / "pristine"
     f = TimelineFleet(hosts=40, days=40, groups=3, rate_range=(1, 1),
                       bad_hosts=(BadHost(host=9, day=25, rate=0.8),))
     with DuckDBStore(d) as store:
         write_timeline(store, make_timeline(f, seed=4))
+    return d
+
+
+@pytest.fixture(scope="module")
+def data_dir(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy the module's tests share (and change: alerts, silences, drains)."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("surv") / "data"
+    shutil.copytree(pristine, d)
     return d
 
 
@@ -31,8 +42,19 @@ def test_watch_once_fires_lists_and_drains(data_dir: Path, tmp_path: Path) -> No
                      f'[[receiver]]\nname = "hook"\nformat = "slack"\nurl = "{hook.url}"\n')
     run = CliRunner().invoke
     try:
+        # a replay is a dry run by default: printed, not stored, not delivered
         r = run(app, ["watch", "--data-dir", str(data_dir), "--rules", str(rules), "--once",
                       "--at", "2026-11-10T00:00:00"])
+        assert r.exit_code == 0, r.output
+        assert r.output.splitlines()[:2] == [
+            "replay: alerts printed, not stored or delivered (--deliver sends them)",
+            r.output.splitlines()[1]]
+        assert r.output.splitlines()[1].startswith("firing: host h00009 looks hardware-suspect")
+        assert hook.bodies == []
+        with DuckDBStore(data_dir, read_only=True) as store:
+            assert store.alerts("firing") == []
+        r = run(app, ["watch", "--data-dir", str(data_dir), "--rules", str(rules), "--once",
+                      "--at", "2026-11-10T00:00:00", "--deliver"])
         assert r.exit_code == 0, r.output
         assert r.output.startswith("firing: host h00009 looks hardware-suspect")
         assert len(hook.bodies) == 1 and "h00009" in hook.bodies[0]["text"]
@@ -57,6 +79,31 @@ def test_watch_once_fires_lists_and_drains(data_dir: Path, tmp_path: Path) -> No
     assert r.output == "h00009: already drained\n"
     with DuckDBStore(data_dir, read_only=True) as store:
         assert [d.reason for d in store.drained_hosts()] == ["mce"]
+
+
+def test_a_replay_honours_the_silences_active_today(pristine: Path, tmp_path: Path) -> None:
+    # a fresh user silenced the bad host for 2 hours, then replayed last month with
+    # --deliver: the silence (active now, not at the replayed time) must mute it
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(pristine, data)
+    hook = WebhookReceiver()
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[evaluation]\nkinds = ["hardware-suspect-host"]\n'
+                     f'[[receiver]]\nname = "hook"\nformat = "json"\nurl = "{hook.url}"\n')
+    run = CliRunner().invoke
+    try:
+        r = run(app, ["alerts", "silence", "--match", "host_id=h00009", "--hours", "2",
+                      "--data-dir", str(data)])
+        assert r.exit_code == 0, r.output
+        r = run(app, ["watch", "--data-dir", str(data), "--rules", str(rules), "--once",
+                      "--at", "2026-11-10T00:00:00", "--deliver"])
+        assert r.exit_code == 0, r.output
+        assert r.output.startswith("firing (silenced): host h00009 looks hardware-suspect")
+        assert hook.bodies == []
+    finally:
+        hook.close()
 
 
 def test_bad_input_is_one_line_and_exit_2(data_dir: Path, tmp_path: Path) -> None:

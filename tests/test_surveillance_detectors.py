@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from coreepi.epi.surveillance import (
-    DetectorParams, FleetClock, HostClocks, clip_drained, days, detect, drain_recheck, new_groups,
+    DetectorParams, FleetClock, HostClocks, baseline_days_covered, clip_drained, days, detect,
+    drain_recheck, new_groups,
     phenotype_crashes, poisson_cusum, polya_concentration, quasi_dispersion, rising_groups,
     signature_llr, rollout_regressions, rollouts,
     suspect_hosts, marked_poisson_sprt, wald_bounds, delay_bound_days,
@@ -100,6 +101,25 @@ def test_new_group_needs_k_crashes_on_m_hosts() -> None:
         ("x", T0 + pd.Timedelta(days=34), 4)]
     assert found[0].key == "new-group|signature=x"
     assert new_groups(crashes, T0 + pd.Timedelta(days=35), p, known={"x"}) == []
+
+
+def test_new_group_waits_for_a_whole_baseline() -> None:
+    # a store two days old: every background group is "new" against an empty baseline (a
+    # fresh user's first week paged 11 times); silent until 28 days precede the window
+    p = DetectorParams(window_days=7, baseline_days=28, new_min_crashes=3, new_min_hosts=2)
+    crashes = _crashes([("a", 31, "x"), ("a", 32, "x"), ("b", 33, "x")])
+    hosts = [("a", 28.0, 35.0), ("b", 28.0, 35.0)]  # node-time from day 28 only
+    now = T0 + pd.Timedelta(days=35)
+    assert baseline_days_covered(crashes, _exp(hosts), now, p) == 0.0
+    assert detect(crashes, _exp(hosts), now, p, kinds=["new-group"]) == []
+    # the same crashes with the baseline covered (node-time from day 0), or a store older
+    # than the frames (known signatures): new
+    covered = _exp([("a", 0.0, 35.0), ("b", 0.0, 35.0)])
+    assert baseline_days_covered(crashes, covered, now, p) == 28.0
+    assert [d.key for d in detect(crashes, covered, now, p, kinds=["new-group"])] == [
+        "new-group|signature=x"]
+    assert [d.key for d in detect(crashes, _exp(hosts), now, p, kinds=["new-group"],
+                                  known_signatures=["old"])] == ["new-group|signature=x"]
 
 
 def test_rising_detects_tripling_after_its_start_not_before() -> None:

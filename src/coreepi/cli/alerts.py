@@ -183,7 +183,11 @@ def watch(
     rules: RulesOpt = None,
     once: Annotated[bool, typer.Option("--once", help="Evaluate once and exit.")] = False,
     at: Annotated[str | None, typer.Option("--at", help="Evaluate as of this UTC time "
-                                           "(ISO 8601; replays, tests).")] = None,
+                                           "(ISO 8601; replays, tests): a dry run unless "
+                                           "--deliver.")] = None,
+    deliver: Annotated[bool, typer.Option(
+        "--deliver", help="With --at: store the replay's alerts and send them to the "
+        "receivers (default: print only).")] = False,
 ) -> None:
     """Evaluate the surveillance rules on a schedule (the embedded store's
     `coreepi serve` without the server), delivering alerts; stop with Ctrl-C."""
@@ -197,18 +201,27 @@ def watch(
     except InputError as exc:
         _fail(str(exc))
     target = store_target(store, data_dir)
+    dry_run = when is not None and not deliver
     if when is not None:
         _check_at(target, blobs, when)
+    if dry_run:
+        sys.stdout.write("replay: alerts printed, not stored or delivered (--deliver sends "
+                         "them)\n")
     stop = threading.Event()
+    said: list[str] = []
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     while True:
         try:
             with open_store(target, blobs=blobs) as opened:
-                ev = evaluate(opened, loaded, when)
+                ev = evaluate(opened, loaded, when, dry_run=dry_run)
         except StoreError as exc:
             _fail(str(exc))
+        if ev.notes != said:  # a warm-up note once, not every interval
+            for note in ev.notes:
+                sys.stdout.write(f"note: {note}\n")
+            said = ev.notes
         for t in ev.transitions:
             mute = " (silenced)" if t.silenced else ""
             sys.stdout.write(f"{t.alert.state}{mute}: {t.alert.summary}\n")

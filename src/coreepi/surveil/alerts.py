@@ -39,10 +39,19 @@ def reconcile(
     detections: list[Detection],
     now: datetime,
     silences: Sequence[SilenceRecord] = (),
+    *,
+    also_at: datetime | None = None,
 ) -> tuple[list[Transition], list[AlertRecord]]:
     """``(transitions, refreshed)``: transitions are new firings and
     resolutions (to store and deliver); refreshed are still-firing alerts
-    with this evaluation's evidence (to store, not deliver)."""
+    with this evaluation's evidence (to store, not deliver). A transition is
+    silenced by a silence active at ``now`` or at ``also_at`` (a replay's
+    real time)."""
+
+    def muted(labels: dict[str, str]) -> bool:
+        return any(s.matches(labels, now) or (also_at is not None and s.matches(labels, also_at))
+                   for s in silences)
+
     by_key = {a.key: a for a in firing}
     seen: set[str] = set()
     transitions: list[Transition] = []
@@ -59,9 +68,9 @@ def reconcile(
             continue
         alert = AlertRecord(d.key, d.kind, labels, alert_summary(d), evidence, "firing",
                             d.at.floor("us").to_pydatetime(), now)
-        transitions.append(Transition(alert, any(s.matches(labels, now) for s in silences)))
+        transitions.append(Transition(alert, muted(labels)))
     for key, a in by_key.items():
         if key not in seen:
             done = replace(a, state="resolved", ends_at=now, updated_at=now)
-            transitions.append(Transition(done, any(s.matches(a.labels, now) for s in silences)))
+            transitions.append(Transition(done, muted(a.labels)))
     return transitions, refreshed

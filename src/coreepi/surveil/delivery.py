@@ -44,8 +44,10 @@ def _rfc3339(ts: datetime | None) -> str | None:
 
 
 def _strings(d: dict[str, Any]) -> dict[str, str]:
+    """Annotation values are strings; a missing value (an unbounded ratio's None) is left
+    out rather than sent as the word "None" (its status key says why)."""
     return {k: v if isinstance(v, str) else f"{v:.6g}" if isinstance(v, float) else str(v)
-            for k, v in d.items()}
+            for k, v in d.items() if v is not None}
 
 
 def payload(alert: AlertRecord, receiver: Receiver, generator_url: str = "",

@@ -17,7 +17,13 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pandas as pd
 
-from coreepi.epi.surveillance import Detection, detect, drain_recheck
+from coreepi.epi.surveillance import (
+    WARMUP_SLACK_DAYS,
+    Detection,
+    baseline_days_covered,
+    detect,
+    drain_recheck,
+)
 from coreepi.store.alert_records import AlertRecord, DeliveryRecord
 from coreepi.store.base import Store
 from coreepi.surveil.alerts import Transition, reconcile
@@ -42,6 +48,8 @@ class Evaluation:
     delivered: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     rechecks: dict[str, dict[str, float | int | str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """What the evaluation could not do yet (a detector warming up), one sentence each."""
 
 
 # an Alertmanager alert stays firing this many evaluation intervals after it was
@@ -88,26 +96,43 @@ def evaluate(
     *,
     client: httpx.Client | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    dry_run: bool = False,
 ) -> Evaluation:
     """Evaluate every detector of ``rules.kinds`` at ``now`` (default: the
-    current time, UTC), store the alert changes, deliver them. Raises
+    current time, UTC), store the alert changes, deliver them (``dry_run``:
+    neither; the transitions are still computed against the stored alerts).
+    A silence mutes an alert when it is active at ``now`` or at the real time
+    of delivery (a replay of the past honours today's silences). Raises
     :class:`~coreepi.errors.StoreError` when the store cannot be read."""
-    now = now or datetime.now(UTC)
+    real_now = datetime.now(UTC)
+    now = now or real_now
     p = rules.detectors
     since = now - timedelta(days=p.baseline_days + p.window_days)
     crashes = store.crash_frame(since=since, until=now + timedelta(microseconds=1))
     exposure = store.exposure_frame(since=since, until=now)
     drained = {d.host_id: pd.Timestamp(d.drained_at) for d in store.drained_hosts()}
     ev = Evaluation(now)
-    ev.detections = detect(crashes, exposure, pd.Timestamp(now), p,
-                           known_signatures=store.signatures_before(since),
+    known = store.signatures_before(since)
+    ev.detections = detect(crashes, exposure, pd.Timestamp(now), p, known_signatures=known,
                            drained=drained, kinds=rules.kinds)
+    covered = baseline_days_covered(crashes, exposure, pd.Timestamp(now), p,
+                                    older_data=bool(known))
+    if "new-group" in rules.kinds and covered < p.baseline_days - WARMUP_SLACK_DAYS:
+        ev.notes.append(f"new-group: warming up — the store covers {covered:.1f} of the "
+                        f"{p.baseline_days:g} baseline days before the window; a group is new "
+                        "only against a whole baseline")
     silences = store.silences(active_at=now)
-    ev.transitions, refreshed = reconcile(store.alerts("firing"), ev.detections, now, silences)
-    for a in [t.alert for t in ev.transitions] + refreshed:
-        store.put_alert(a)
-    still = [Transition(a, any(s.matches(a.labels, now) for s in silences)) for a in refreshed]
-    _deliver_all(store, rules, ev.transitions, still, ev, client, sleep)
+    if real_now > now:  # a replay: today's silences too
+        seen = {s.silence_id for s in silences}
+        silences += [s for s in store.silences(active_at=real_now) if s.silence_id not in seen]
+    ev.transitions, refreshed = reconcile(store.alerts("firing"), ev.detections, now, silences,
+                                          also_at=real_now)
+    if not dry_run:
+        for a in [t.alert for t in ev.transitions] + refreshed:
+            store.put_alert(a)
+        still = [Transition(a, any(s.matches(a.labels, now) or s.matches(a.labels, real_now)
+                                   for s in silences)) for a in refreshed]
+        _deliver_all(store, rules, ev.transitions, still, ev, client, sleep)
     ts_now = pd.Timestamp(now)
     ev.rechecks = {host: drain_recheck(crashes, exposure, host, at, ts_now, p)
                    for host, at in drained.items() if at < ts_now}

@@ -19,6 +19,7 @@ from coreepi.epi.surveillance.cusum import (
 )
 from coreepi.epi.surveillance.groups import (
     GroupBy,
+    baseline_days_covered,
     new_groups,
     phenotype_crashes,
     rising_groups,
@@ -31,12 +32,17 @@ from coreepi.epi.surveillance.scatter import polya_concentration, signature_llr
 from coreepi.epi.surveillance.sprt import SprtRun, marked_poisson_sprt, wald_bounds
 
 __all__ = [
-    "KINDS", "CusumRun", "GroupBy", "Detection", "DetectorParams", "FleetClock", "HostClocks", "Kind",
-    "Rollout", "SprtRun", "clip_drained", "days", "delay_bound_days", "detect", "drain_recheck", "host_runs",
+    "KINDS", "WARMUP_SLACK_DAYS", "CusumRun", "GroupBy", "Detection", "DetectorParams", "FleetClock", "HostClocks", "Kind",
+    "Rollout", "SprtRun", "baseline_days_covered", "clip_drained", "days", "delay_bound_days", "detect", "drain_recheck", "host_runs",
     "marked_poisson_sprt", "polya_concentration", "signature_llr",
     "new_groups", "phenotype_crashes", "poisson_cusum", "quasi_dispersion", "rising_groups", "rollout_regressions",
     "rollouts", "suspect_hosts", "to_timestamp", "wald_bounds", "windows",
 ]  # fmt: skip
+
+
+WARMUP_SLACK_DAYS = 1.0
+"""A baseline this much short of ``baseline_days`` still counts as covered: exposure
+intervals start at a heartbeat or a day boundary, not at the baseline's first second."""
 
 
 def detect(
@@ -54,13 +60,19 @@ def detect(
     ``new-group`` and ``rising`` run on signature groups and, when the
     crash frame has ``phenotypes`` and ``params.phenotype_groups`` is on,
     on phenotype groups (a phenotype is new when absent from the frames
-    before the window: the store keeps no older phenotype list)."""
+    before the window: the store keeps no older phenotype list). ``new-group``
+    stays silent until the frames cover the whole baseline
+    (:func:`baseline_days_covered`; ``known_signatures`` non-empty means the
+    store is older than the frames): on a young store every background group
+    is "new"."""
     p = params or DetectorParams()
     exp = clip_drained(exposure, drained or {})
     wanted = set(kinds)
     pheno = phenotype_crashes(crashes) if p.phenotype_groups else phenotype_crashes(crashes[[]])
     out: list[Detection] = []
-    if "new-group" in wanted:
+    known_signatures = list(known_signatures)
+    covered = baseline_days_covered(crashes, exposure, now, p, older_data=bool(known_signatures))
+    if "new-group" in wanted and covered >= p.baseline_days - WARMUP_SLACK_DAYS:
         out += new_groups(crashes, now, p, known_signatures)
         out += new_groups(pheno, now, p, by="phenotype")
     if "rising" in wanted:

@@ -23,7 +23,8 @@ from coreepi.epi.surveillance.clock import FleetClock, days
 from coreepi.epi.surveillance.cusum import poisson_cusum, quasi_dispersion
 from coreepi.epi.surveillance.models import Detection, DetectorParams, ratio_evidence
 
-__all__ = ["GroupBy", "new_groups", "phenotype_crashes", "rising_groups", "windows"]
+__all__ = ["GroupBy", "baseline_days_covered", "new_groups", "phenotype_crashes", "rising_groups",
+           "windows"]
 
 GroupBy = Literal["signature", "phenotype"]
 
@@ -33,6 +34,27 @@ def windows(now: pd.Timestamp, params: DetectorParams) -> tuple[float, float, fl
     t_now = float(days(now)[0])
     ws = t_now - params.window_days
     return ws - params.baseline_days, ws, t_now
+
+
+def baseline_days_covered(
+    crashes: pd.DataFrame, exposure: pd.DataFrame, now: pd.Timestamp, params: DetectorParams,
+    *, older_data: bool = False,
+) -> float:
+    """Days of the baseline ``[window_start - baseline_days, window_start]`` the
+    frames cover, from the earliest node-time (or, without exposure, crash) in
+    them; ``baseline_days`` when ``older_data`` (the store holds crashes from
+    before the frames). A group is "new" only against a baseline the store has:
+    on a store younger than it, every background group would be new."""
+    bs, ws, _ = windows(now, params)
+    if older_data:
+        return params.baseline_days
+    if not exposure.empty:
+        first = float(days(exposure["start"]).min())
+    elif not crashes.empty:
+        first = float(days(crashes["captured_at"]).min())
+    else:
+        return 0.0
+    return float(min(params.baseline_days, max(0.0, ws - max(first, bs))))
 
 
 def phenotype_crashes(crashes: pd.DataFrame) -> pd.DataFrame:
