@@ -16,10 +16,12 @@ gives the same result.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+from typing import NoReturn
 
-__all__ = ["collect_args", "main"]
+__all__ = ["collect_args", "exit_without_teardown", "main"]
 
 
 def collect_args(argv: list[str]) -> tuple[list[str], str | None] | None:
@@ -59,7 +61,7 @@ def main() -> None:
             from coreepi.cli.basics import run_guarded
 
             run_guarded(lambda: _inspect(arguments))
-            return
+            exit_without_teardown()
     from coreepi.cli.main import main as typer_main
 
     typer_main()
@@ -73,3 +75,17 @@ def _inspect(arguments: dict[str, object]) -> None:
 
     exit_on_sigterm()  # as the Typer app's callback does
     run_inspect(**arguments)  # type: ignore[arg-type]
+
+
+def exit_without_teardown() -> NoReturn:
+    """Exit with status 0 once the command's output is flushed and the
+    ``atexit`` handlers (the scratch directory's removal, ``weakref.finalize``
+    callbacks, logging's flush) have run, without the interpreter's teardown:
+    freeing every module and object one by one cost ~0.07 CPU-s of an
+    ``inspect`` of a small core (~15 %, gdb's whole run is ~0.3 s), and a
+    command that is done has nothing left to free (the kernel takes the
+    memory back at once)."""
+    sys.stdout.flush()  # already done by run_guarded, which handles a closed pipe
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)
