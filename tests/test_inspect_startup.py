@@ -176,6 +176,52 @@ def test_fast_path_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert fast.stderr.startswith(f"coreepi: error: {junk}") and fast.stderr.count("\n") == 1
 
 
+def test_fast_path_imports_no_package_metadata(get_crash: Callable[[str], Crash]) -> None:
+    # pydantic's plugin loader imports importlib.metadata (~0.025 CPU-s) even
+    # with every plugin off; the fast path registers a loader without it
+    crash = get_crash("null_deref")
+    argv = ["inspect", str(crash.core), "--exe", str(crash.binary), "--json"]
+    code = ("import atexit, os, sys\n"
+            f"sys.argv = ['coreepi', *{argv!r}]\n"
+            "atexit.register(lambda: 'importlib.metadata' in sys.modules and os._exit(97))\n"
+            "from coreepi.cli.entry import main\nmain()\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["signal"]["name"] == "SIGSEGV"
+
+
+@pytest.mark.parametrize(("setting", "stubbed"), [(None, True), ("1", True),
+                                                  ("some_plugin", False), ("", False)])
+def test_plugin_loader_is_replaced_only_with_every_plugin_off(setting: str | None,
+                                                              stubbed: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if setting is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = setting
+    code = ("import json, sys\n"
+            "from coreepi.cli.entry import disable_pydantic_plugins\n"
+            "disable_pydantic_plugins()\n"
+            "from coreepi.model.report import Frame\n"
+            "from pydantic.plugin._loader import get_plugins\n"
+            "loader = sys.modules['pydantic.plugin._loader']\n"
+            "print(json.dumps([getattr(loader, '__file__', None) is None, list(get_plugins()),\n"
+            "                  Frame(index=0, pc='0x10', trust='context').pc]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120, env=env)
+    assert json.loads(proc.stdout) == [stubbed, [], 16]
+
+
+def test_pydantic_takes_only_get_plugins_from_its_plugin_loader() -> None:
+    # what the replacement loader provides is all pydantic imports from it
+    import pydantic
+
+    root = Path(pydantic.__file__).parent
+    uses = sorted({use for source in root.rglob("*.py") if source.name != "_loader.py"
+                   for use in re.findall(r"_loader\b.*", source.read_text(encoding="utf-8"))})
+    assert uses == ["_loader import get_plugins"]
+
+
 def test_fast_path_skips_the_interpreter_teardown(get_crash: Callable[[str], Crash],
                                                   tmp_path: Path) -> None:
     # A global's __del__ runs in the interpreter's teardown (what the fast

@@ -19,9 +19,15 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from collections.abc import Iterable
+from types import ModuleType
 from typing import NoReturn
 
-__all__ = ["collect_args", "exit_without_teardown", "main"]
+__all__ = ["collect_args", "disable_pydantic_plugins", "exit_without_teardown", "main"]
+
+#: the values of PYDANTIC_DISABLE_PLUGINS for which pydantic's ``get_plugins`` returns ()
+_ALL_PLUGINS_OFF = ("__all__", "1", "true")
+_PLUGIN_LOADER = "pydantic.plugin._loader"
 
 
 def collect_args(argv: list[str]) -> tuple[list[str], str | None] | None:
@@ -40,12 +46,37 @@ def collect_args(argv: list[str]) -> tuple[list[str], str | None] | None:
     return argv[i + 1:], config
 
 
+def disable_pydantic_plugins() -> None:
+    """Turn pydantic's plugins off (coreepi uses none) unless the user's own
+    PYDANTIC_DISABLE_PLUGINS says otherwise; with every plugin off, spare
+    the import that pydantic's plugin loader makes all the same.
+
+    pydantic's plugin loader (``pydantic/plugin/_loader.py``) imports
+    ``importlib.metadata`` at module level, on the first model class, even
+    when its ``get_plugins()`` is going to return ``()`` because plugins are
+    off: ~0.025 CPU-s (the ``email`` package and its parsers) of every
+    ``inspect``. With every plugin off, the loader module is registered as a
+    module whose ``get_plugins()`` returns ``()``, what pydantic's own returns
+    then; pydantic imports nothing else from it
+    (``tests/test_inspect_startup.py`` checks its sources)."""
+    # as in coreepi.cli.main.main: no scan for pydantic plugins
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if (os.environ["PYDANTIC_DISABLE_PLUGINS"] in _ALL_PLUGINS_OFF
+            and _PLUGIN_LOADER not in sys.modules):
+        loader = ModuleType(_PLUGIN_LOADER, "pydantic's plugin loader with every plugin off")
+        loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
+        sys.modules[_PLUGIN_LOADER] = loader
+
+
+def _no_plugins() -> Iterable[object]:
+    return ()
+
+
 def main() -> None:
     """Console-script entry point."""
     args = sys.argv[1:]
     if args[:1] == ["collect"] and (collect := collect_args(args[1:])) is not None:
-        # as in coreepi.cli.main.main: no scan for pydantic plugins
-        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+        disable_pydantic_plugins()
         from coreepi.capture.collect import run_collect
         from coreepi.ingest.scratch import exit_on_sigterm
 
@@ -56,8 +87,7 @@ def main() -> None:
 
         arguments = parse_inspect_argv(args[1:])
         if arguments is not None:
-            # as in coreepi.cli.main.main: no scan for pydantic plugins
-            os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+            disable_pydantic_plugins()
             from coreepi.cli.basics import run_guarded
 
             run_guarded(lambda: _inspect(arguments))
