@@ -176,14 +176,16 @@ def test_fast_path_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert fast.stderr.startswith(f"coreepi: error: {junk}") and fast.stderr.count("\n") == 1
 
 
-def test_fast_path_imports_no_package_metadata(get_crash: Callable[[str], Crash]) -> None:
+def test_fast_json_imports_no_package_metadata_nor_rich(get_crash: Callable[[str], Crash]) -> None:
     # pydantic's plugin loader imports importlib.metadata (~0.025 CPU-s) even
     # with every plugin off; the fast path registers a loader without it
     crash = get_crash("null_deref")
     argv = ["inspect", str(crash.core), "--exe", str(crash.binary), "--json"]
+    # and, drawing nothing, no Rich (its import is ~0.025 CPU-s)
     code = ("import atexit, os, sys\n"
             f"sys.argv = ['coreepi', *{argv!r}]\n"
             "atexit.register(lambda: 'importlib.metadata' in sys.modules and os._exit(97))\n"
+            "atexit.register(lambda: 'rich' in sys.modules and os._exit(98))\n"
             "from coreepi.cli.entry import main\nmain()\n")
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
