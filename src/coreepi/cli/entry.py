@@ -7,7 +7,10 @@ lines run here without importing Typer:
   :func:`coreepi.capture.collect.run_collect` (Typer and Click were about a
   third of its start-up);
 - an ordinary ``coreepi inspect CORE [options]``
-  (:mod:`coreepi.cli.inspect_args` says why).
+  (:mod:`coreepi.cli.inspect_args` says why); it also collects cycles
+  rarely (:data:`YOUNG_GC_THRESHOLD`) and ends without the interpreter's
+  teardown (:func:`exit_without_teardown`): a one-shot command's start-up is
+  most of what it costs (``docs/performance.md``).
 
 Every other command line (``collect --help``, ``collect
 --from-systemd-coredump``, …) goes to :func:`coreepi.cli.main.main`, which
@@ -24,7 +27,8 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import NoReturn
 
-__all__ = ["YOUNG_GC_THRESHOLD", "collect_args", "disable_pydantic_plugins", "exit_without_teardown", "main"]
+__all__ = ["YOUNG_GC_THRESHOLD", "collect_args", "disable_pydantic_plugins",
+           "exit_without_teardown", "main"]
 
 #: Allocations between two collections of the cyclic collector's youngest
 #: generation in ``inspect`` (Python's default: 700). With the default, its
