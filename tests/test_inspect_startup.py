@@ -231,8 +231,8 @@ def test_fast_path_collects_cycles_rarely(get_crash: Callable[[str], Crash]) -> 
     argv = ["inspect", str(crash.core), "--exe", str(crash.binary)]
     code = ("import atexit, gc, sys\n"
             f"sys.argv = ['coreepi', *{argv!r}]\n"
-            "atexit.register(lambda: sys.stderr.write(f'young collections: '\n"
-            "                                         f'{gc.get_stats()[0][\"collections\"]}\\n'))\n"
+            "def young(): return gc.get_stats()[0]['collections']\n"
+            "atexit.register(lambda: sys.stderr.write(f'young collections: {young()}\\n'))\n"
             "from coreepi.cli.entry import main\nmain()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
