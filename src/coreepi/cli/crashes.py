@@ -133,7 +133,8 @@ def info(
         return
     from rich.console import Console
 
-    from coreepi.reporting.crash_text import render_identity, render_report, warning_lines
+    from coreepi.reporting.crash_text import render_identity, render_report
+    from coreepi.reporting.crash_warnings import warning_lines
 
     console = Console(highlight=False)
     render_identity(report, console)

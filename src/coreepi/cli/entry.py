@@ -7,7 +7,10 @@ lines run here without importing Typer:
   :func:`coreepi.capture.collect.run_collect` (Typer and Click were about a
   third of its start-up);
 - an ordinary ``coreepi inspect CORE [options]``
-  (:mod:`coreepi.cli.inspect_args` says why).
+  (:mod:`coreepi.cli.inspect_args` says why); it also collects cycles
+  rarely (:data:`YOUNG_GC_THRESHOLD`) and ends without the interpreter's
+  teardown (:func:`exit_without_teardown`): a one-shot command's start-up is
+  most of what it costs (``docs/performance.md``).
 
 Every other command line (``collect --help``, ``collect
 --from-systemd-coredump``, …) goes to :func:`coreepi.cli.main.main`, which
@@ -16,10 +19,27 @@ gives the same result.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
+from collections.abc import Iterable
+from types import ModuleType
+from typing import NoReturn
 
-__all__ = ["collect_args", "main"]
+__all__ = ["YOUNG_GC_THRESHOLD", "collect_args", "disable_pydantic_plugins",
+           "exit_without_teardown", "main"]
+
+#: Allocations between two collections of the cyclic collector's youngest
+#: generation in ``inspect`` (Python's default: 700). With the default, its
+#: start-up (imports, pydantic's schemas: hundreds of thousands of objects,
+#: almost all of them kept) ran ~90 collections that freed ~700 objects, 3.5 %
+#: of its CPU time (``perf record``); cyclic garbage still waits for at most
+#: this many allocations.
+YOUNG_GC_THRESHOLD = 100_000
+#: the values of PYDANTIC_DISABLE_PLUGINS for which pydantic's ``get_plugins`` returns ()
+_ALL_PLUGINS_OFF = ("__all__", "1", "true")
+_PLUGIN_LOADER = "pydantic.plugin._loader"
 
 
 def collect_args(argv: list[str]) -> tuple[list[str], str | None] | None:
@@ -38,12 +58,37 @@ def collect_args(argv: list[str]) -> tuple[list[str], str | None] | None:
     return argv[i + 1:], config
 
 
+def disable_pydantic_plugins() -> None:
+    """Turn pydantic's plugins off (coreepi uses none) unless the user's own
+    PYDANTIC_DISABLE_PLUGINS says otherwise; with every plugin off, spare
+    the import that pydantic's plugin loader makes all the same.
+
+    pydantic's plugin loader (``pydantic/plugin/_loader.py``) imports
+    ``importlib.metadata`` at module level, on the first model class, even
+    when its ``get_plugins()`` is going to return ``()`` because plugins are
+    off: ~0.025 CPU-s (the ``email`` package and its parsers) of every
+    ``inspect``. With every plugin off, the loader module is registered as a
+    module whose ``get_plugins()`` returns ``()``, what pydantic's own returns
+    then; pydantic imports nothing else from it
+    (``tests/test_inspect_startup.py`` checks its sources)."""
+    # as in coreepi.cli.main.main: no scan for pydantic plugins
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if (os.environ["PYDANTIC_DISABLE_PLUGINS"] in _ALL_PLUGINS_OFF
+            and _PLUGIN_LOADER not in sys.modules):
+        loader = ModuleType(_PLUGIN_LOADER, "pydantic's plugin loader with every plugin off")
+        loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
+        sys.modules[_PLUGIN_LOADER] = loader
+
+
+def _no_plugins() -> Iterable[object]:
+    return ()
+
+
 def main() -> None:
     """Console-script entry point."""
     args = sys.argv[1:]
     if args[:1] == ["collect"] and (collect := collect_args(args[1:])) is not None:
-        # as in coreepi.cli.main.main: no scan for pydantic plugins
-        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+        disable_pydantic_plugins()
         from coreepi.capture.collect import run_collect
         from coreepi.ingest.scratch import exit_on_sigterm
 
@@ -54,12 +99,12 @@ def main() -> None:
 
         arguments = parse_inspect_argv(args[1:])
         if arguments is not None:
-            # as in coreepi.cli.main.main: no scan for pydantic plugins
-            os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+            disable_pydantic_plugins()
+            gc.set_threshold(YOUNG_GC_THRESHOLD)
             from coreepi.cli.basics import run_guarded
 
             run_guarded(lambda: _inspect(arguments))
-            return
+            exit_without_teardown()
     from coreepi.cli.main import main as typer_main
 
     typer_main()
@@ -73,3 +118,17 @@ def _inspect(arguments: dict[str, object]) -> None:
 
     exit_on_sigterm()  # as the Typer app's callback does
     run_inspect(**arguments)  # type: ignore[arg-type]
+
+
+def exit_without_teardown() -> NoReturn:
+    """Exit with status 0 once the command's output is flushed and the
+    ``atexit`` handlers (the scratch directory's removal, ``weakref.finalize``
+    callbacks, logging's flush) have run, without the interpreter's teardown:
+    freeing every module and object one by one cost ~0.07 CPU-s of an
+    ``inspect`` of a small core (~15 %, gdb's whole run is ~0.3 s), and a
+    command that is done has nothing left to free (the kernel takes the
+    memory back at once)."""
+    sys.stdout.flush()  # already done by run_guarded, which handles a closed pipe
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)

@@ -46,7 +46,7 @@ def run_inspect(core: Path, *, exe: Path | None = None, sysroot: Path | None = N
         _print_reports(reports, case_defs, all_threads=all_threads, registers=registers)
     if not reports:
         sys.stderr.write(f"coreepi: {core}: no crash found\n")
-    from coreepi.reporting.crash_text import warning_lines
+    from coreepi.reporting.crash_warnings import warning_lines
 
     for report in reports:
         for line in warning_lines(report):

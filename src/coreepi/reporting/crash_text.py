@@ -4,7 +4,8 @@
 Every value from the crash (names, paths, evidence) goes in as
 :class:`rich.text.Text`, never parsed as markup; evidence is written as
 ``key: value`` lines in words and hex, never as Python reprs. Warnings are
-not drawn here: the caller sends them to stderr (:func:`warning_lines`).
+not drawn here: the caller sends them to stderr
+(:func:`coreepi.reporting.crash_warnings.warning_lines`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from coreepi.reporting.artifact_kind import (
 )
 from coreepi.reporting.fast_text import print_line, print_table
 
-__all__ = ["evidence_items", "evidence_text", "frame_label", "render_identity", "render_report",
-           "warning_lines"]
+__all__ = ["evidence_items", "evidence_text", "frame_label", "render_identity", "render_report"]
 
 _TRUST_STYLE = {
     FrameTrust.CONTEXT: "bold green",
@@ -94,11 +94,6 @@ def _shown(value: object) -> bool:
     if isinstance(value, (str, Mapping, list, tuple, set)):
         return len(value) > 0
     return value is not None
-
-
-def warning_lines(report: CrashReport) -> list[str]:
-    """The analysis warnings of ``report``, one line each (for stderr)."""
-    return [" ".join(w.split()) for w in report.analysis.warnings]
 
 
 def render_identity(report: CrashReport, console: Console) -> None:
