@@ -178,3 +178,23 @@ def test_server_source_agrees_with_the_store(fleet: CliFleet, server: tuple[str,
     denied = cli("submit", str(report), "--server", url, env={"COREEPI_TOKEN": token})
     assert denied.returncode == 2 and denied.stderr.count("\n") == 1, denied.stderr
     assert "lacks the 'ingest' scope" in denied.stderr and denied.stderr.count("scope") == 1
+
+
+def test_inspect_json_crash_id_depends_on_host_and_time(fleet: CliFleet) -> None:
+    # a fresh user inspected one core for node-1, then node-2 (a mistyped host, then the
+    # right one): both got one id, and the server refused the second submit as a
+    # conflicting re-send. The id now follows host and capture time, as ingest's does.
+    core = str(list(fleet.cores.values())[0])
+
+    def crash_id(*args: str) -> str:
+        done = cli("inspect", core, "--json", *args)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["crash_id"]
+
+    bare = crash_id()
+    one = crash_id("--host-id", "node-1", "--captured-at", "2024-05-01T00:00:00Z")
+    assert one == crash_id("--host-id", "node-1", "--captured-at", "2024-05-01T00:00:00Z")
+    others = {crash_id("--host-id", "node-2", "--captured-at", "2024-05-01T00:00:00Z"),
+              crash_id("--host-id", "node-1", "--captured-at", "2024-05-02T00:00:00Z"),
+              crash_id("--host-id", "node-1")}
+    assert len({bare, one, *others}) == 5

@@ -54,11 +54,19 @@ def run_inspect(core: Path, *, exe: Path | None = None, sysroot: Path | None = N
 
 
 def identify(report: CrashReport, host_id: str | None, when: datetime | None) -> None:
-    """Set the host and time the user gave (what a node's collector records)."""
+    """Set the host and time the user gave (what a node's collector records), and
+    the crash id ingest gives the artifact on that host at that time: one core
+    inspected for two hosts (or a mistyped host, then the right one) is two
+    crashes, not one id the server refuses the second time."""
+    if host_id is None and when is None:
+        return
+    from coreepi.ingest.crashes import crash_id_on_host  # only when identified
+
     if host_id is not None:
         report.host_id = host_id
     if when is not None:
         report.captured_at = when
+    report.crash_id = crash_id_on_host(report)
 
 
 def _print_reports(reports: list[CrashReport], case_defs: Path | None, *, all_threads: bool,
