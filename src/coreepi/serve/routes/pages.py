@@ -43,6 +43,7 @@ from coreepi.serve.findings import FindingsCache, Snapshot
 from coreepi.serve.itemviews import crash_rows, crash_view, host_view
 from coreepi.serve.lineage import lineage_rows
 from coreepi.serve.routes.query import FIRST_WAIT, decode_cursor, encode_cursor
+from coreepi.store.blobstate import with_blob_state
 from coreepi.store.interfaces.crashes import MIN_CRASH_ID_PREFIX
 from coreepi.serve.views import (
     SORTS,
@@ -326,6 +327,8 @@ async def crash(name: str, request: Request) -> Response:
     data = None
     if report is not None:
         core = await state.gateway.read(stored_core, state.store, report)
+        if core is None:  # say why: pruned by retention, or in another blob store
+            report = await state.gateway.read(with_blob_state, state.store, report)
         data = crash_view(report, core)
     return await _page(request, "crash.html", data, as_json, f"Crash {crash_id[:12]}")
 
