@@ -327,7 +327,7 @@ def _bomb(zeros: int) -> bytes:
     return b"".join(out)
 
 
-def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path,
+def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path, coreset: CoreSet,  # noqa: F811
                                                  full_reports: list[CrashReport],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import zstandard
@@ -365,6 +365,12 @@ def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path,
         listed = s.client.get("/api/v1/crashes", headers=s.h("read")).json()["crashes"]
         assert {c["core_status"] for c in listed} == {"unreadable"}
         assert s.post(done).status_code == 200  # the node's report again: still a duplicate
+        # the real core, sent after all: it replaces the record of the refusal
+        assert s.put_core(done.crash_id, zstd_bytes(coreset.cores[1])).status_code == 201
+        got = s.store.get_report(done.crash_id)
+        assert got.core.stored and got.core.dropped_reason is None
+        listed = s.client.get("/api/v1/crashes", headers=s.h("read")).json()["crashes"]
+        assert sorted(c["core_status"] for c in listed) == ["stored", "unreadable"]
     s.store.close()
 
 

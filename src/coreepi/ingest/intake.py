@@ -416,7 +416,8 @@ class CoreIntake:
                                             max_ratio=config.max_core_ratio,
                                             ratio_min_bytes=config.core_ratio_min_bytes)
         except InvalidCore as exc:
-            self._refused(report, exc)
+            if exc.status != 400:  # a verdict on the core; a broken upload (400) writes nothing
+                self._refused(report, exc)
             raise
         key = self.store.put_blob(upload, sha256)  # durable before anything names it
         queued = needs_analysis(report)
@@ -444,7 +445,11 @@ class CoreIntake:
         """Record on the crash (no core stored yet) why its core was refused,
         in the words the uploader gets: ``list`` says unreadable (not a core)
         or missing (too large), ``info`` and ``dump`` the reason, instead of
-        the node's "stored" that the server never made true."""
+        the node's "stored" that the server never made true. Only for a
+        verdict on the core itself (422 not ELF, 413 too large once
+        decompressed): a broken upload (not zstd, cut short) may be sent
+        again and leaves the crash as it was. A core accepted later replaces
+        the record."""
         reason = f"{exc} ({exc.reason})"
         report.core.stored = False
         report.core.blob_key = None
