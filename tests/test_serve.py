@@ -398,7 +398,10 @@ def test_a_pruned_core_reads_pruned_through_the_server(server: Server, coreset: 
     assert r.status_code == 404 and r.json()["detail"] == (
         f"crash {sent.crash_id}: pruned: its core was deleted by retention")
     page = server.client.get(f"/crashes/{sent.crash_id}.json", headers=read)
-    assert "deleted by retention" in page.text, page.text[:500]
+    assert page.json()["crash"]["core"]["dropped_reason"] == (
+        "pruned: its core was deleted by retention")
+    host = server.client.get(f"/hosts/{sent.host_id}.json", headers=read).json()
+    assert [c["core_status"] for c in host["crashes"]] == ["pruned"]
 
 
 def test_decompress_to_counter_writes_nothing_and_caps(tmp_path: Path) -> None:
