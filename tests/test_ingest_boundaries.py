@@ -155,3 +155,16 @@ def test_a_sidecar_with_a_utf8_bom_is_read(tmp_path: Path) -> None:
     assert "problems: 0 rejected" in result.stdout and "telemetry events: 1 added" in result.stdout
     with DuckDBStore(tmp_path / "store") as store:
         assert {h for (h,) in store._query("SELECT host_id FROM crashes").fetchall()} == {"h-3"}
+
+
+def test_the_sidecar_of_a_named_file_must_lie_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    sidecar(tmp_path / "elsewhere" / "x.json", "h1", "2024-05-21T00:00:00Z", secret="SECRET")
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "kern-100.log").write_text(syz_log("100"))
+    (drop / "kern-100.log.json").symlink_to(tmp_path / "elsewhere" / "x.json")
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([drop / "kern-100.log"], store, jobs=1, store_cores=False)
+        assert sorted(r.category for r in summary.rejections) == ["no-sidecar", "symlink"]
+        assert store.counts().get("crashes", 0) == 0
