@@ -374,8 +374,8 @@ def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path, coreset: CoreSe
     s.store.close()
 
 
-def test_a_pruned_core_reads_pruned_through_the_server(server: Server, coreset: CoreSet,  # noqa: F811
-                                                       full_reports: list[CrashReport]) -> None:
+def test_a_pruned_core_reads_pruned_through_the_server(
+        server: Server, coreset: CoreSet, full_reports: list[CrashReport]) -> None:  # noqa: F811
     """breaker4 #1: the server's list, report, download and crash page read the
     blob store's pruned/KEY markers as `coreepi list --data-dir` does."""
     from datetime import timedelta
