@@ -327,7 +327,7 @@ def _bomb(zeros: int) -> bytes:
     return b"".join(out)
 
 
-def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path,
+def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path, coreset: CoreSet,  # noqa: F811
                                                  full_reports: list[CrashReport],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import zstandard
@@ -352,11 +352,56 @@ def test_zstd_bomb_and_non_elf_cores_are_refused(tmp_path: Path,
             r = s.put_core(report.crash_id, png)
             assert r.status_code == 422, r.text
             assert "not an ELF core" in r.json()["detail"]
-        assert snapshot(s.store) == before  # no blob, no row changed
+        after = snapshot(s.store)
+        assert (after["counts"], after["blobs"]) == (before["counts"], before["blobs"])  # no blob
         assert not [p for p in (s.store.data_dir / "tmp").rglob("*") if p.is_file()]  # no temp file
         assert s.metric("coreepi_core_analyses_total") == 0
-        assert s.store.get_report(done.crash_id).core.stored is False
+        # the crash says why it has no core, in the words the node got (breaker4 #12)
+        for report in (needs, done):
+            got = s.store.get_report(report.crash_id)
+            assert got.core.stored is False and got.core.blob_key is None
+            assert got.core.dropped_reason == r.json()["detail"] + " (invalid-core)"
+            assert got.core.dropped_reason.startswith("core refused by the server: not an ELF")
+        listed = s.client.get("/api/v1/crashes", headers=s.h("read")).json()["crashes"]
+        assert {c["core_status"] for c in listed} == {"unreadable"}
+        assert s.post(done).status_code == 200  # the node's report again: still a duplicate
+        # the real core, sent after all: it replaces the record of the refusal
+        assert s.put_core(done.crash_id, zstd_bytes(coreset.cores[1])).status_code == 201
+        got = s.store.get_report(done.crash_id)
+        assert got.core.stored and got.core.dropped_reason is None
+        listed = s.client.get("/api/v1/crashes", headers=s.h("read")).json()["crashes"]
+        assert sorted(c["core_status"] for c in listed) == ["stored", "unreadable"]
     s.store.close()
+
+
+def test_a_pruned_core_reads_pruned_through_the_server(
+        server: Server, coreset: CoreSet, full_reports: list[CrashReport]) -> None:  # noqa: F811
+    """breaker4 #1: the server's list, report, download and crash page read the
+    blob store's pruned/KEY markers as `coreepi list --data-dir` does."""
+    from datetime import timedelta
+
+    sent = edge_report(full_reports[1], analysed=True)
+    assert server.post(sent).status_code == 201
+    assert server.put_core(sent.crash_id, zstd_bytes(coreset.cores[1])).status_code == 201
+    read = server.h("read")
+    listed = server.client.get("/api/v1/crashes", headers=read).json()["crashes"]
+    assert [c["core_status"] for c in listed] == ["stored"]
+    assert server.store.blobs.prune(max_age=timedelta(0)).deleted_for_age == 1
+    listed = server.client.get("/api/v1/crashes", headers=read).json()["crashes"]
+    assert [(c["core_status"], c["core_reason"]) for c in listed] == [
+        ("pruned", "pruned: its core was deleted by retention")]
+    got = CrashReport.model_validate_json(server.client.get(
+        f"/api/v1/crashes/{sent.crash_id}", headers=read).text)
+    assert (got.core.stored, got.core.dropped_reason) == (
+        False, "pruned: its core was deleted by retention")
+    r = server.client.get(f"/api/v1/crashes/{sent.crash_id}/core", headers=read)
+    assert r.status_code == 404 and r.json()["detail"] == (
+        f"crash {sent.crash_id}: pruned: its core was deleted by retention")
+    page = server.client.get(f"/crashes/{sent.crash_id}.json", headers=read)
+    assert page.json()["crash"]["core"]["dropped_reason"] == (
+        "pruned: its core was deleted by retention")
+    host = server.client.get(f"/hosts/{sent.host_id}.json", headers=read).json()
+    assert [c["core_status"] for c in host["crashes"]] == ["pruned"]
 
 
 def test_decompress_to_counter_writes_nothing_and_caps(tmp_path: Path) -> None:

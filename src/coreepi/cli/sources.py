@@ -86,20 +86,6 @@ def _pick(prefix: str, ids: Iterator[str] | set[str] | Callable[[str], list[str]
     return found[0]
 
 
-PRUNED = "pruned: its core was deleted by retention"
-"""What ``list`` / ``info`` / ``dump`` say of a crash whose blob retention deleted."""
-
-
-def _absent(store: Store, key: str) -> tuple[str, str]:
-    """(status, reason) of a crash whose blob ``key`` is not in the store's
-    blob store: ``pruned`` when retention recorded deleting it there, else
-    ``not-found``: the core is in a blob store this command was not given."""
-    if store.blobs.was_pruned(key):
-        return "pruned", PRUNED
-    return "not-found", (f"not found in the blob store {store.blobs} (the core is stored in "
-                         "another: give it with --blobs or COREEPI_BLOBS)")
-
-
 class StoreSource:
     """Crashes of the embedded store (opened read-only by the caller)."""
 
@@ -108,11 +94,13 @@ class StoreSource:
 
     def summaries(self, since: datetime | None, until: datetime | None, host: str | None,
                   signature: str | None) -> Iterator[dict[str, Any]]:
+        from coreepi.store.blobstate import rows_with_blob_state  # a --server run needs no store
+
         after = None
         while True:
             rows = self.store.list_crashes(since, until, host_id=host, signature=signature,
                                            limit=1000, after=after)
-            yield from self._pruned_rows(rows)
+            yield from rows_with_blob_state(self.store, rows)
             if len(rows) < 1000:
                 return
             after = (rows[-1]["ingested_at"], rows[-1]["crash_id"])
@@ -120,36 +108,23 @@ class StoreSource:
     def resolve(self, prefix: str) -> str:
         return _pick(prefix, self.store.crash_ids_starting, self.name)
 
-    def _pruned_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``rows`` with ``core_status`` ``pruned`` where the row says stored
-        but retention (``coreepi store prune``) deleted the blob since: one
-        existence check per distinct blob of the page."""
-        keys = {r["blob_key"] for r in rows if r.get("core_status") == "stored"}
-        gone = {k: _absent(self.store, k) for k in keys if k and not self.store.blobs.has(k)}
-        return [r | dict(zip(("core_status", "core_reason"), gone[r["blob_key"]], strict=True))
-                if r.get("core_status") == "stored" and r.get("blob_key") in gone else r
-                for r in rows]
-
     def report(self, crash_id: str) -> CrashReport:
         report = self.store.get_report(crash_id)
         if report is None:
             raise InputError(crash_id, f"no crash with this id in {self.name}")
-        core = report.core
-        if core.stored and core.blob_key and not self.store.blobs.has(core.blob_key):
-            # pruned since, or kept in another blob store: say so (info, dump)
-            # rather than promise a core that is not there
-            _, reason = _absent(self.store, core.blob_key)
-            gone = core.model_copy(update={"stored": False, "dropped_reason": reason})
-            return report.model_copy(update={"core": gone})
-        return report
+        from coreepi.store.blobstate import with_blob_state
+
+        return with_blob_state(self.store, report)
 
     def stored_core(self, report: CrashReport, out: IO[bytes]) -> None:
+        from coreepi.store.blobstate import absent_core
+
         key = _blob_key(report)
         try:
             self.store.blobs.write_to(key, out)  # streamed: a core may be bigger than memory
         except KeyError:  # the report says stored: pruned since, or in another blob store
             raise InputError(report.crash_id, f"core (blob {key}) "
-                             f"{_absent(self.store, key)[1]}") from None
+                             f"{absent_core(self.store, key)[1]}") from None
         except (OSError, ValueError) as exc:
             raise InputError(report.crash_id, f"its core (blob {key}) cannot be read from "
                              f"{self.name}: {exc}") from None

@@ -13,12 +13,16 @@ Crash ids: a crash with a sidecar takes the sidecar's id
 is there, missing or unreadable, so a crash counted with its core missing is
 completed (its row replaced, not a second row added) when the core arrives
 later, and a sidecar read without its core never adds a second crash. The
-further crashes of an artifact holding several (a kernel log) take the
+crashes of an artifact holding several (a kernel log) take the
 artifact's own id (from its content: build-id, pid, tid, registers … — see
 the parsers) hashed with the host and the capture time by
 :func:`crash_id_on_host`, so that identical crashes on two hosts
 (containers with the same pid, no ASLR) stay two, while the same artifact
-ingested again keeps its id.
+ingested again keeps its id. Every crash of a kernel log takes that
+content id, the first one too (:func:`_many`: the sidecar of a log gives the
+time it was picked up, not a crash's), so two logs picked up with the same
+host and time stay two sets of crashes; the sidecar's id is a kernel log's
+first crash only when it completes a crash counted with its log missing.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from coreepi import __version__
+from coreepi.errors import InputError
 from coreepi.ingest.fleet import (
     CrashFile,
     Sidecar,
@@ -141,6 +146,30 @@ def _sidecar_time(report: CrashReport, sidecar: Sidecar, path: Path,
                 f"captured_at {sidecar.captured_at.isoformat()}: the sidecar's is kept")
         rejections.add(path, None, "time-mismatch", note, action="kept")
         report.analysis.warnings.append(note)
+
+
+def _many(report: CrashReport) -> bool:
+    """Whether ``report`` comes from an artifact that holds crashes of
+    their own times (a kernel log): its sidecar gives the time the log was
+    picked up (pstore and dmesg at boot, a batch rsync, all stamped alike),
+    not a crash's, so the sidecar's id names none of its crashes and two
+    such logs must not share it. A core or hs_err log is one crash: its
+    sidecar's id is that crash's (the same crash re-sent, recompressed, is
+    one crash)."""
+    return report.source is Source.KERNEL_OOPS
+
+
+def _kind_words(path: Path) -> str:
+    """What the artifact at ``path`` is, in the words of a rejection line
+    ("kernel log"), as :func:`coreepi.ingest.artifacts.sniff` tells it."""
+    from coreepi.ingest.artifacts import ArtifactKind, sniff
+
+    try:
+        kind, _ = sniff(path)
+    except (InputError, OSError):
+        return "artifact"
+    return {ArtifactKind.KERNEL_LOG: "kernel log", ArtifactKind.HS_ERR: "JVM hs_err log",
+            ArtifactKind.ELF: "ELF core"}.get(kind, "artifact")
 
 
 class CrashIngest:
@@ -299,12 +328,21 @@ class CrashIngest:
         record = CrashRecord(report, sidecar.attributes, CoreStatus.MISSING, reason, str(path))
         self._queue([record], rejections, replace, ledger, path, "core missing")
 
+    def _stored(self, sidecar: Sidecar) -> CrashRecord | None:
+        """The stored crash holding the id of ``sidecar`` (None: none). Looked
+        up by id first: a kernel log's crash keeps its own time, not the sidecar's."""
+        crash_id = sidecar.crash_id()
+        report = self.store.get_report(crash_id)
+        if report is None or report.captured_at is None or report.host_id is None:
+            return None
+        at = report.captured_at
+        stored = self.store.crash_records(report.host_id, at, at + timedelta(seconds=1))
+        return next((s for s in stored if s.report.crash_id == crash_id), None)
+
     def _stored_status(self, sidecar: Sidecar) -> CoreStatus | None:
         """The core status of the stored crash of ``sidecar`` (None: not stored)."""
-        at = sidecar.captured_at
-        crash_id = sidecar.crash_id()
-        stored = self.store.crash_records(sidecar.host_id, at, at + timedelta(seconds=1))
-        return next((s.core_status for s in stored if s.report.crash_id == crash_id), None)
+        held = self._stored(sidecar)
+        return held.core_status if held is not None else None
 
     def _report_record(self, path: Path, obj: dict[str, Any],
                        rejections: Rejections) -> CrashRecord | None:
@@ -412,7 +450,8 @@ class CrashIngest:
                     report.analysis.warnings.append(follow_on_note(incident))
                 report.host_id = sidecar.host_id
                 _sidecar_time(report, sidecar, item.path, rejections)
-                report.crash_id = sidecar.crash_id() if i == 0 else crash_id_on_host(report)
+                report.crash_id = (sidecar.crash_id() if i == 0 and not _many(report)
+                                   else crash_id_on_host(report))
                 report.core.sha256 = job.sha256
                 report.core.stored = job.blob_key is not None
                 report.core.blob_key = job.blob_key
@@ -421,15 +460,17 @@ class CrashIngest:
                                            str(item.path)))
             if not records:
                 rejections.add(item.path, None, "no-crash-found",
-                               "no crash found in this artifact")
-            outcome = f"{len(records)} crash(es)"
+                               f"{_kind_words(item.path)}, no crash found; not ingested")
+            outcome = f"{len(records)} crash(es)" if records else "no crash found"
             if follow_ons:
                 self.summary.follow_ons += follow_ons
                 outcome = follow_ons_outcome(len(result.reports), incidents)
             completed: list[CrashRecord] = []
-            if records and self._stored_status(sidecar) in (CoreStatus.MISSING,
-                                                           CoreStatus.UNREADABLE):
+            waiting = ((CoreStatus.MISSING,) if _many(records[0].report) else
+                       (CoreStatus.MISSING, CoreStatus.UNREADABLE)) if records else ()
+            if records and self._stored_status(sidecar) in waiting:
                 # counted before with its core missing (or unreadable): this is that crash
+                records[0].report.crash_id = sidecar.crash_id()
                 completed, records = records[:1], records[1:]
                 self.summary.crashes_completed += 1
                 outcome += ", completing the crash counted without its core"

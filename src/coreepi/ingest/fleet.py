@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from coreepi.ingest.boundary import refusal
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.fleet import ExposureInterval, HostRow, Rejections, parse_utc
 from coreepi.model.limits import check_time, trim_attributes
@@ -288,7 +289,7 @@ def read_telemetry(
     :class:`TelemetryEvent` go into ``detail``."""
     path = Path(path)
     try:
-        fh = open(path, encoding="utf-8", errors="surrogateescape")
+        fh = open(path, encoding="utf-8-sig", errors="surrogateescape")  # BOM-tolerant
     except OSError as exc:
         rejections.add(path, None, "unreadable-file", f"cannot read: {exc.strerror}")
         return
@@ -377,8 +378,10 @@ class Sidecar:
         """The id of the crash this sidecar describes (32 hex characters):
         a hash of host, capture time and attributes, so the crash keeps its
         id whether its core arrives before, with or after the sidecar, and
-        a crash re-sent with the same sidecar is the same crash. Two cores
-        with sidecars identical in all three are taken for one crash."""
+        a crash re-sent with the same sidecar is the same crash (two cores
+        with sidecars identical in all three are taken for one crash). A
+        kernel log's crashes take ids of their content instead
+        (:mod:`coreepi.ingest.crashes`): its sidecar's time is a pickup time."""
         attrs = json.dumps(self.attributes, sort_keys=True, default=str)
         return stable_crash_id("sidecar", self.host_id, self.captured_at.isoformat(), attrs)
 
@@ -428,7 +431,8 @@ def read_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     """Read and validate the sidecar at ``path``. Raises :class:`SidecarError`."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: Notepad and PowerShell's Out-File start with a byte-order mark
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise SidecarError("unreadable-file", f"cannot read sidecar: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -447,13 +451,15 @@ class CrashFile:
     """One thing found under ``crashes/``.
 
     ``kind`` is ``artifact`` (a core or kernel log; ``sidecar`` is its
-    NAME.json if present) or ``json`` (a .json file with no artifact beside
+    NAME.json if present), ``json`` (a .json file with no artifact beside
     it: a CrashReport, or the sidecar of a crash whose core is missing; which
-    one is decided when it is read)."""
+    one is decided when it is read) or ``refused`` (not to be read: ``refused``
+    says why, see :mod:`coreepi.ingest.boundary`)."""
 
     path: Path
     kind: str
     sidecar: Path | None = None
+    refused: str | None = None
 
 
 def sidecar_candidates(artifact: Path) -> list[Path]:
@@ -514,14 +520,31 @@ def pair_crash_files(files: list[Path]) -> Iterator[CrashFile]:
             yield CrashFile(f, "json")
 
 
-def scan_crashes(directory: str | os.PathLike[str]) -> Iterator[CrashFile]:
+def scan_crashes(directory: str | os.PathLike[str],
+                 root: str | os.PathLike[str] | None = None) -> Iterator[CrashFile]:
     """Every crash file under ``directory`` (recursively, sorted by path;
-    dot files are skipped), artifacts paired with their sidecars."""
+    dot files are skipped), artifacts paired with their sidecars. A file or
+    directory that resolves outside ``root`` (default: ``directory``; a fleet
+    directory's root for its ``crashes/``) and a symlinked directory come as
+    ``refused`` items, never read nor paired (:func:`coreepi.ingest.boundary.refusal`)."""
     files: list[Path] = []
-    for root, dirs, names in os.walk(directory):
+    refused: dict[Path, str] = {}
+    top = Path(root if root is not None else directory)
+    for at, dirs, names in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        files.extend(Path(root, n) for n in sorted(names) if not n.startswith("."))
-    yield from pair_crash_files(sorted(files))
+        for name in [*dirs, *names]:
+            path = Path(at, name)
+            why = None if name.startswith(".") else refusal(path, top)
+            if why is not None:
+                refused[path] = why
+            if name in names and not name.startswith(".") and (why is None or
+                                                                path.suffix != ".json"):
+                files.append(path)  # a refused artifact still pairs: its sidecar is not a crash
+    yield from (CrashFile(p, "refused", refused=why) for p, why in sorted(refused.items())
+                if p not in files)
+    for item in pair_crash_files(sorted(files)):
+        why = refused.get(item.path)
+        yield item if why is None else CrashFile(item.path, "refused", item.sidecar, why)
 
 
 # --------------------------------------------------------------------------

@@ -198,10 +198,12 @@ def accept_heartbeat(store: Store, hb: Heartbeat) -> Outcome:
 class InvalidCore(ValueError):
     """The upload is not a usable core: ``reason`` is a metrics key
     (``invalid-core`` or ``too-large``); ``status`` the HTTP status to answer
-    (413 for ``too-large``, else 400 unless given, e.g. 422 for not-ELF)."""
+    (413 for ``too-large``, else 400 unless given, e.g. 422 for not-ELF).
+    The message starts "core refused by the server: ", the one wording of
+    the agent's quarantine note and of the crash's ``core_reason``."""
 
     def __init__(self, reason: str, message: str, status: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(f"core refused by the server: {message}")
         self.reason = reason
         self.status = status if status is not None else (413 if reason == "too-large" else 400)
 
@@ -409,9 +411,14 @@ class CoreIntake:
         config = self.limits
         # validate (zstd, ELF, size, ratio) into a counter: no disk written
         # the limit of the directory the analysis decompresses it into
-        plain_size = decompress_checked(upload, None, max_decompressed_bytes(self.tmp_dir),
-                                        max_ratio=config.max_core_ratio,
-                                        ratio_min_bytes=config.core_ratio_min_bytes)
+        try:
+            plain_size = decompress_checked(upload, None, max_decompressed_bytes(self.tmp_dir),
+                                            max_ratio=config.max_core_ratio,
+                                            ratio_min_bytes=config.core_ratio_min_bytes)
+        except InvalidCore as exc:
+            if exc.status != 400:  # a verdict on the core; a broken upload (400) writes nothing
+                self._refused(report, exc)
+            raise
         key = self.store.put_blob(upload, sha256)  # durable before anything names it
         queued = needs_analysis(report)
         report.core.stored = True
@@ -433,6 +440,23 @@ class CoreIntake:
             self.wake.set()
         return CoreResult(crash_id, Outcome.CREATED, key, str(CoreStatus.STORED), queued=queued,
                           signature=report.signature.signature if report.signature else None)
+
+    def _refused(self, report: CrashReport, exc: InvalidCore) -> None:
+        """Record on the crash (no core stored yet) why its core was refused,
+        in the words the uploader gets: ``list`` says unreadable (not a core)
+        or missing (too large), ``info`` and ``dump`` the reason, instead of
+        the node's "stored" that the server never made true. Only for a
+        verdict on the core itself (422 not ELF, 413 too large once
+        decompressed): a broken upload (not zstd, cut short) may be sent
+        again and leaves the crash as it was. A core accepted later replaces
+        the record."""
+        reason = f"{exc} ({exc.reason})"
+        report.core.stored = False
+        report.core.blob_key = None
+        report.core.dropped_reason = reason
+        status = CoreStatus.MISSING if exc.reason == "too-large" else CoreStatus.UNREADABLE
+        with self.store.transaction():
+            self.store.update_crash(_record(report, status, reason))
 
 
 def spool_file(tmp_dir: Path) -> tuple[Any, Path]:

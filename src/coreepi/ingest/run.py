@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from coreepi.ingest.boundary import refusal
 from coreepi.ingest.buildid import BuildIdIndex
 from coreepi.ingest.crashes import CoreJob, CrashIngest
 from coreepi.ingest.fleet import (
@@ -99,7 +100,7 @@ def _crash_items(paths: Sequence[Path], fleets: list[Fleet]) -> list[CrashFile]:
     items: list[CrashFile] = []
     for fleet in fleets:
         if fleet.crashes is not None:
-            items.extend(scan_crashes(fleet.crashes))
+            items.extend(scan_crashes(fleet.crashes, fleet.root))
     loose = _with_artifacts([p for p in paths if p.is_file()])
     loose_set = set(loose)
     claimed: set[Path] = set()
@@ -108,6 +109,10 @@ def _crash_items(paths: Sequence[Path], fleets: list[Fleet]) -> list[CrashFile]:
             sidecar = next((c for c in sidecar_candidates(p) if c.is_file()), None)
             if sidecar is not None:
                 claimed.add(sidecar)
+                why = refusal(sidecar, p.parent)  # a sidecar found, not named: stay beside it
+                if why is not None:
+                    items.append(CrashFile(sidecar, "refused", refused=why))
+                    sidecar = None
             items.append(CrashFile(p, "artifact", sidecar))
     items.extend(CrashFile(p, "json") for p in loose if p.suffix == ".json" and p not in claimed)
     for p in paths:
@@ -189,6 +194,10 @@ def _run_crashes(items: list[CrashFile], store: Store, summary: IngestSummary,
     unreadable = Rejections()
     for item in items:
         summary.files_seen += 1
+        if item.refused is not None:
+            also = f"; its sidecar {item.sidecar.name} is not ingested" if item.sidecar else ""
+            unreadable.add(item.path, None, "symlink", item.refused + also)
+            continue
         try:
             st = item.path.stat()
         except OSError as exc:  # a dangling symlink, a symlink loop, a file gone meanwhile

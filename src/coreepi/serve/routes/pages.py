@@ -43,6 +43,7 @@ from coreepi.serve.findings import FindingsCache, Snapshot
 from coreepi.serve.itemviews import crash_rows, crash_view, host_view
 from coreepi.serve.lineage import lineage_rows
 from coreepi.serve.routes.query import FIRST_WAIT, decode_cursor, encode_cursor
+from coreepi.store.blobstate import rows_with_blob_state, with_blob_state
 from coreepi.store.interfaces.crashes import MIN_CRASH_ID_PREFIX
 from coreepi.serve.views import (
     SORTS,
@@ -262,6 +263,7 @@ async def group(name: str, request: Request) -> Response:
         raw = await state.gateway.read(state.store.list_crashes, signature=signature,
                                        limit=PAGE_CRASHES,
                                        after=decode_cursor(cursor) if cursor else None)
+        raw = await state.gateway.read(rows_with_blob_state, state.store, raw)  # pruned cores
         rows = crash_rows(raw)
         if len(raw) == PAGE_CRASHES:
             nxt = encode_cursor(raw[-1]["ingested_at"], raw[-1]["crash_id"])
@@ -299,6 +301,7 @@ async def host(name: str, request: Request) -> Response:
     state = request.app.state
     rows = await state.gateway.read(state.store.list_crashes, host_id=host_id,
                                     limit=HOST_CRASHES)
+    rows = await state.gateway.read(rows_with_blob_state, state.store, rows)  # pruned cores
     data = host_view(snap, host_id, rows)
     form_token = None
     if data is not None:
@@ -326,6 +329,8 @@ async def crash(name: str, request: Request) -> Response:
     data = None
     if report is not None:
         core = await state.gateway.read(stored_core, state.store, report)
+        if core is None:  # say why: pruned by retention, or in another blob store
+            report = await state.gateway.read(with_blob_state, state.store, report)
         data = crash_view(report, core)
     return await _page(request, "crash.html", data, as_json, f"Crash {crash_id[:12]}")
 

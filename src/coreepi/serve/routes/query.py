@@ -23,6 +23,7 @@ from coreepi.epi import FleetFindings
 from coreepi.serve.findings import FindingsCache, Snapshot
 from coreepi.serve.views import group_row, status
 from coreepi.store import ApiToken
+from coreepi.store.blobstate import rows_with_blob_state, with_blob_state
 
 router = APIRouter(prefix="/api/v1", tags=["read"])
 Read = Annotated[ApiToken, Depends(require("read"))]
@@ -78,7 +79,9 @@ async def list_crashes(
         host_id=host_id, signature=signature, limit=limit,
         after=decode_cursor(cursor) if cursor else None)
     last = rows[-1] if len(rows) == limit else None
-    return {"crashes": [_jsonable(r) for r in rows],
+    # a core retention deleted since reads "pruned", as on the store itself
+    shown = await state.gateway.read(rows_with_blob_state, state.store, rows)
+    return {"crashes": [_jsonable(r) for r in shown],
             "next_cursor": encode_cursor(last["ingested_at"], last["crash_id"]) if last else None}
 
 
@@ -99,6 +102,7 @@ async def get_artifact(crash_id: str, request: Request, _: Read) -> StreamingRes
         raise ApiError(404, f"unknown crash {crash_id}", "not-found")
     stored = await state.gateway.read(stored_core, state.store, report)
     if stored is None:
+        report = await state.gateway.read(with_blob_state, state.store, report)
         why = report.core.dropped_reason or "nothing stored for this crash"
         raise ApiError(404, f"crash {crash_id}: {why}", "not-found")
     headers = {"Content-Length": str(stored.size),
@@ -117,6 +121,7 @@ async def get_crash(crash_id: str, request: Request, _: Read) -> Response:
     report = await state.gateway.read(state.store.get_report, crash_id)
     if report is None:
         raise ApiError(404, f"unknown crash {crash_id}", "not-found")
+    report = await state.gateway.read(with_blob_state, state.store, report)
     return Response(report.model_dump_json(), media_type="application/json")
 
 
