@@ -10,6 +10,7 @@ started in the middle of the THREAD section, or pasted without banners.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any, Final
@@ -66,6 +67,43 @@ _VALUE_KEYS: Final = (
 
 Mode = Callable[[str], bool]
 
+# Lines that start a fact or a block, by prefix: (line prefix, HsErrScanner method).
+_HANDLERS: Final = (
+    ("Current thread", "_current_thread"), ("Stack: [", "_stack"),
+    ("Native frames:", "_native_frames"), ("Java frames:", "_java_frames"),
+    ("JavaThread 0x", "_processed_thread"), ("siginfo:", "_siginfo"),
+    ("Registers:", "_registers"), ("Instructions:", "_instructions"),
+    ("Current CompileTask:", "_compile_task"), ("Java Threads:", "_thread_list"),
+    ("Other Threads:", "_thread_list"), ("Dynamic libraries:", "_dynamic_libraries"),
+    ("jvm_args:", "_vm_args"), ("java_command:", "_vm_args"),
+    ("Launcher Type:", "_vm_args"), ("Command Line:", "_vm_args"),
+    ("[Global flags]", "_global_flags"), ("OS:", "_os"),
+    ("container (cgroup) information:", "_container"), ("CPU:", "_cpu_total"),
+    ("CPU Model and flags from /proc/cpuinfo:", "_cpuinfo"),
+    ("/proc/cpuinfo:", "_cpuinfo"), ("END.", "_end"),
+    ("...<more frames>", "_more_frames"),
+)  # fmt: skip
+
+
+@functools.cache
+def _wake(max_line_chars: int, virtualization: bool) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Regexps for the lines :meth:`HsErrScanner.feed` may act on outside a
+    block: ``(match at a line's start, search from the newline before a
+    line)``. A superset, never less: every handler's prefix, a header
+    (``#``), banner (``-----``) or reporting-error line, a line over
+    ``max_line_chars`` (counted and cut), and where ``virtualization``
+    (the text holds the phrase) any line with "virtualization detected".
+    Any other line can only be counted: it is skipped in C."""
+    prefixes = [key for key, _ in _HANDLERS] + [key for key, _, _ in _VALUE_KEYS]
+    prefixes += [key for key, _ in _SYSTEM_KEYS]
+    prefixes += ["#", "-----", "[error occurred", "[timeout occurred"]
+    branches = [re.escape(key) for key in sorted(prefixes)]
+    branches.append(f"[^\\n]{{{max_line_chars + 1}}}")
+    if virtualization:
+        branches.append("[^\\n]*virtualization detected")
+    line = "(?:" + "|".join(branches) + ")"
+    return re.compile(line), re.compile("\\n" + line)
+
 
 class HsErrScanner:
     """Feed lines (without newline) to :meth:`feed`; read :attr:`facts`.
@@ -83,21 +121,7 @@ class HsErrScanner:
         self._after_error = False
         self._banner_seen = False
         self._java_frames_other = False
-        self._keys: list[tuple[str, Callable[[str], None]]] = [
-            ("Current thread", self._current_thread), ("Stack: [", self._stack),
-            ("Native frames:", self._native_frames), ("Java frames:", self._java_frames),
-            ("JavaThread 0x", self._processed_thread), ("siginfo:", self._siginfo),
-            ("Registers:", self._registers), ("Instructions:", self._instructions),
-            ("Current CompileTask:", self._compile_task), ("Java Threads:", self._thread_list),
-            ("Other Threads:", self._thread_list), ("Dynamic libraries:", self._dynamic_libraries),
-            ("jvm_args:", self._vm_args), ("java_command:", self._vm_args),
-            ("Launcher Type:", self._vm_args), ("Command Line:", self._vm_args),
-            ("[Global flags]", self._global_flags), ("OS:", self._os),
-            ("container (cgroup) information:", self._container), ("CPU:", self._cpu_total),
-            ("CPU Model and flags from /proc/cpuinfo:", self._cpuinfo),
-            ("/proc/cpuinfo:", self._cpuinfo), ("END.", self._end),
-            ("...<more frames>", self._more_frames),
-        ]  # fmt: skip
+        self._keys = [(key, getattr(self, name)) for key, name in _HANDLERS]
         self._keys += [(key, self._value_line(key, attr, cap)) for key, attr, cap in _VALUE_KEYS]
         self._keys += [(key, self._system_line(name)) for key, name in _SYSTEM_KEYS]
         self._by_initial: dict[str, list[tuple[str, Callable[[str], None]]]] = {}
@@ -105,6 +129,39 @@ class HsErrScanner:
             self._by_initial.setdefault(key[0], []).append((key, handler))
 
     # --- dispatch ------------------------------------------------------------------
+
+    def feed_text(self, text: str) -> None:
+        """Take the lines of ``text`` (``text.split("\\n")``: no newline
+        at its end, ``""`` is one empty line) as :meth:`feed` would, one by
+        one. Outside a block, a line that can do nothing but be counted (it
+        starts no fact, header, banner or block and is not over-long; see
+        :func:`_wake`) is not looked at in Python: one regexp search finds
+        the next line that may matter, and the lines in between are only
+        counted. Most of a log is such lines (heap, events, meminfo, the
+        other processors of cpuinfo, environment, signal handlers)."""
+        facts = self.facts
+        at_start, after_newline = _wake(
+            self.limits.max_line_chars, "virtualization detected" in text
+        )
+        feed = self.feed
+        pos = 0
+        while not self.done:
+            if self._mode is None and not (pos == 0 and at_start.match(text)):
+                found = after_newline.search(text, pos - 1 if pos else 0)
+                start = found.start() + 1 if found else len(text)
+                skipped = text.count("\n", pos, start) + (found is None)
+                if skipped:
+                    facts.lines += skipped
+                    self._in_header = False  # as any line that is not a header line does
+                if found is None:
+                    return
+                pos = start
+            end = text.find("\n", pos)
+            if end < 0:
+                feed(text[pos:])
+                return
+            feed(text[pos:end])
+            pos = end + 1
 
     def feed(self, line: str) -> None:
         """Take one line of the log."""
