@@ -67,22 +67,33 @@ _VALUE_KEYS: Final = (
 
 Mode = Callable[[str], bool]
 
-# Lines that start a fact or a block, by prefix: (line prefix, HsErrScanner method).
+# Lines that start a fact or a block, by prefix: (line prefix, HsErrScanner
+# method, its arguments after the line); the first prefix that fits wins.
 _HANDLERS: Final = (
-    ("Current thread", "_current_thread"), ("Stack: [", "_stack"),
-    ("Native frames:", "_native_frames"), ("Java frames:", "_java_frames"),
-    ("JavaThread 0x", "_processed_thread"), ("siginfo:", "_siginfo"),
-    ("Registers:", "_registers"), ("Instructions:", "_instructions"),
-    ("Current CompileTask:", "_compile_task"), ("Java Threads:", "_thread_list"),
-    ("Other Threads:", "_thread_list"), ("Dynamic libraries:", "_dynamic_libraries"),
-    ("jvm_args:", "_vm_args"), ("java_command:", "_vm_args"),
-    ("Launcher Type:", "_vm_args"), ("Command Line:", "_vm_args"),
-    ("[Global flags]", "_global_flags"), ("OS:", "_os"),
-    ("container (cgroup) information:", "_container"), ("CPU:", "_cpu_total"),
-    ("CPU Model and flags from /proc/cpuinfo:", "_cpuinfo"),
-    ("/proc/cpuinfo:", "_cpuinfo"), ("END.", "_end"),
-    ("...<more frames>", "_more_frames"),
+    ("Current thread", "_current_thread", ()), ("Stack: [", "_stack", ()),
+    ("Native frames:", "_native_frames", ()), ("Java frames:", "_java_frames", ()),
+    ("JavaThread 0x", "_processed_thread", ()), ("siginfo:", "_siginfo", ()),
+    ("Registers:", "_registers", ()), ("Instructions:", "_instructions", ()),
+    ("Current CompileTask:", "_compile_task", ()), ("Java Threads:", "_thread_list", ()),
+    ("Other Threads:", "_thread_list", ()), ("Dynamic libraries:", "_dynamic_libraries", ()),
+    ("jvm_args:", "_vm_args", ()), ("java_command:", "_vm_args", ()),
+    ("Launcher Type:", "_vm_args", ()), ("Command Line:", "_vm_args", ()),
+    ("[Global flags]", "_global_flags", ()), ("OS:", "_os", ()),
+    ("container (cgroup) information:", "_container", ()), ("CPU:", "_cpu_total", ()),
+    ("CPU Model and flags from /proc/cpuinfo:", "_cpuinfo", ()),
+    ("/proc/cpuinfo:", "_cpuinfo", ()), ("END.", "_end", ()),
+    ("...<more frames>", "_more_frames", ()),
+    *((key, "_value_line", (len(key), attr, cap)) for key, attr, cap in _VALUE_KEYS),
+    *((key, "_system_line", (name,)) for key, name in _SYSTEM_KEYS),
 )  # fmt: skip
+_BY_INITIAL: Final[dict[str, list[tuple[str, str, tuple[Any, ...]]]]] = {}
+for _handler in _HANDLERS:
+    _BY_INITIAL.setdefault(_handler[0][0], []).append(_handler)
+
+
+def _is_key(line: str) -> bool:
+    """Does ``line`` start a fact or a block of its own (ends a free-form block)?"""
+    return any(line.startswith(key) for key, _, _ in _BY_INITIAL.get(line[:1], ()))
 
 
 @functools.cache
@@ -94,8 +105,7 @@ def _wake(max_line_chars: int, virtualization: bool) -> tuple[re.Pattern[str], r
     ``max_line_chars`` (counted and cut), and where ``virtualization``
     (the text holds the phrase) any line with "virtualization detected".
     Any other line can only be counted: it is skipped in C."""
-    prefixes = [key for key, _ in _HANDLERS] + [key for key, _, _ in _VALUE_KEYS]
-    prefixes += [key for key, _ in _SYSTEM_KEYS]
+    prefixes = [key for key, _, _ in _HANDLERS]
     prefixes += ["#", "-----", "[error occurred", "[timeout occurred"]
     branches = [re.escape(key) for key in sorted(prefixes)]
     branches.append(f"[^\\n]{{{max_line_chars + 1}}}")
@@ -121,12 +131,6 @@ class HsErrScanner:
         self._after_error = False
         self._banner_seen = False
         self._java_frames_other = False
-        self._keys = [(key, getattr(self, name)) for key, name in _HANDLERS]
-        self._keys += [(key, self._value_line(key, attr, cap)) for key, attr, cap in _VALUE_KEYS]
-        self._keys += [(key, self._system_line(name)) for key, name in _SYSTEM_KEYS]
-        self._by_initial: dict[str, list[tuple[str, Callable[[str], None]]]] = {}
-        for key, handler in self._keys:
-            self._by_initial.setdefault(key[0], []).append((key, handler))
 
     # --- dispatch ------------------------------------------------------------------
 
@@ -193,29 +197,24 @@ class HsErrScanner:
         if first == "[" and (err := _REPORTING_ERROR.match(line)):
             self._warn_reporting(err[1])
             return
-        for key, handler in self._by_initial.get(first, ()):
+        for key, handler, arguments in _BY_INITIAL.get(first, ()):
             if line.startswith(key):
-                handler(line)
+                getattr(self, handler)(line, *arguments)
                 return
         if line.endswith("virtualization detected") and facts.virtualization is None:
             facts.virtualization = line.strip()
 
-    def _value_line(self, key: str, attr: str, cap: int) -> Callable[[str], None]:
-        def handle(line: str) -> None:
-            if getattr(self.facts, attr) is None:
-                setattr(self.facts, attr, line[len(key) :].strip()[:cap])
-                if attr == "vm_info":
-                    self.facts.evidence += 1
-            # JDK 6-8 logs end with "elapsed time:", JDK 9+ with "END."
-            self.facts.end_seen = self.facts.end_seen or attr == "elapsed"
+    def _value_line(self, line: str, start: int, attr: str, cap: int) -> None:
+        """A one-line fact: ``line[start:]`` into ``facts.<attr>``, the first one wins."""
+        if getattr(self.facts, attr) is None:
+            setattr(self.facts, attr, line[start:].strip()[:cap])
+            if attr == "vm_info":
+                self.facts.evidence += 1
+        # JDK 6-8 logs end with "elapsed time:", JDK 9+ with "END."
+        self.facts.end_seen = self.facts.end_seen or attr == "elapsed"
 
-        return handle
-
-    def _system_line(self, name: str) -> Callable[[str], None]:
-        def handle(line: str) -> None:
-            self.facts.system.setdefault(name, line.split(":", 1)[-1].strip()[:500])
-
-        return handle
+    def _system_line(self, line: str, name: str) -> None:
+        self.facts.system.setdefault(name, line.split(":", 1)[-1].strip()[:500])
 
     def _enter(self, mode: Mode) -> None:
         self._mode = mode
@@ -455,7 +454,7 @@ class HsErrScanner:
         def consume(line: str) -> bool:
             if not line or self._block_lines >= self.limits.max_block_lines:
                 return False
-            if self._is_key(line):
+            if _is_key(line):
                 return False
             self._block_lines += 1
             facts.os_lines.append(line.strip()[:500])
@@ -463,16 +462,13 @@ class HsErrScanner:
 
         self._enter(consume)
 
-    def _is_key(self, line: str) -> bool:
-        return any(line.startswith(key) for key, _ in self._by_initial.get(line[:1], ()))
-
     def _container(self, line: str) -> None:
         def consume(line: str) -> bool:
             match = _KV_LINE.match(line)
             if (
                 match is None
                 or self._block_lines >= self.limits.max_block_lines
-                or self._is_key(line)
+                or _is_key(line)
             ):
                 return False
             self._block_lines += 1
