@@ -1,9 +1,18 @@
-"""The hs_err scanner's block path (``HsErrScanner.feed_text``) against its
-line path (``feed`` on each line): the block path skips, in C, the lines
-that cannot do anything outside a block; it must read exactly the same
-facts as feeding every line, on real logs and on hostile ones."""
+"""The hs_err parser's fast paths against their plain definitions.
+
+* The scanner's block path (``HsErrScanner.feed_text``) against its line
+  path (``feed`` on each line): the block path skips, in C, the lines that
+  cannot do anything outside a block; it must read exactly the same facts
+  as feeding every line, on real logs and on hostile ones.
+* Frame-line grammars rewritten for speed against the regexps they
+  replaced (kept here as the definition): the lazy ``.*?`` tails tried the
+  rest of the pattern at every character.
+"""
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +20,13 @@ from testdata import vendored
 
 from coreepi.parse.jvm.facts import HsErrFacts, HsErrLimits
 from coreepi.parse.jvm.hs_err import parse_hs_err
+from coreepi.parse.jvm.lines import (
+    _BARE_FRAME,
+    _NATIVE_FRAME,
+    _THREAD_ID,
+    RawFrame,
+    _split_symbol,
+)
 from coreepi.parse.jvm.scan import HsErrScanner
 
 LOGS = [
@@ -108,3 +124,68 @@ def test_an_over_long_line_is_counted_whatever_the_source() -> None:
         for source in (log, log.encode(), log.splitlines())
     ]
     assert all("1 over-long lines were cut" in w for w in warnings), warnings
+
+
+# --- frame grammars: the same groups as the regexps they replaced ---------------------------
+
+_LAZY_SYMBOL = re.compile(
+    r"^(?P<func>.*?)(?:\+0x(?P<off>[0-9a-fA-F]{1,16}))?"
+    r"(?:\s+\((?P<file>[^():\s]+):(?P<line>\d+)\))?\s*$"
+)
+_LAZY_NATIVE = re.compile(
+    r"^(?P<kind>[CV])\s+\[(?P<module>.+?)\+0x(?P<off>[0-9a-fA-F]{1,16})\]"
+    r"(?:\s+(?P<symbol>.*?))?\s*$"
+)
+_LAZY_BARE = re.compile(r"^C\s+0x(?P<pc>[0-9a-fA-F]{1,16})(?:\s+(?P<symbol>.*?))?\s*$")
+_WORD_ID = re.compile(r"\bid=(\d+)")
+_FRAME_TEXT = st.lists(
+    st.sampled_from(
+        [*"CV[]+0x1aF9( ):\t\n.z\u00a0\u2003\u0663", "+0x", "0x", " (", ".cpp:", "C  [",
+         "V  [lib+0x1f]", "C  0x12", "0123456789abcdef0", "pid=", "id=", "_id=7"]
+    ),
+    max_size=25,
+).map("".join)  # fmt: skip
+
+
+def _lazy_split(symbol: str) -> tuple[Any, ...]:
+    match = _LAZY_SYMBOL.match(symbol)
+    if match is None or not match["func"]:
+        return symbol, None, None, None
+    offset = int(match["off"], 16) if match["off"] else None
+    line = int(match["line"]) if match["file"] else None
+    return match["func"].strip(), offset, match["file"], line
+
+
+def _groups(match: re.Match[str] | None) -> dict[str, str | None] | None:
+    # an empty symbol and none are the same to the parser (it splits neither)
+    return None if match is None else {**match.groupdict(), "symbol": match["symbol"] or None}
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_FRAME_TEXT)
+def test_frame_grammars_split_as_the_lazy_regexps_did(text: str) -> None:
+    symbol = text.replace("\n", " ")  # a symbol is part of one line
+    if symbol:
+        frame = RawFrame(kind="V", text="")
+        _split_symbol(frame, symbol)
+        got = (frame.symbol, frame.symbol_offset, frame.source_file, frame.source_line)
+        assert got == _lazy_split(symbol)
+    assert _groups(_NATIVE_FRAME.match(text)) == _groups(_LAZY_NATIVE.match(text))
+    assert _groups(_BARE_FRAME.match(text)) == _groups(_LAZY_BARE.match(text))
+    found, want = _THREAD_ID.search(text), _WORD_ID.search(text)
+    assert (found and found.span(1)) == (want and want.span(1))
+
+
+def test_frame_symbols_of_every_shape() -> None:
+    for symbol, want in {
+        "oopDesc::size_given_klass(Klass*)+0x1": ("oopDesc::size_given_klass(Klass*)", 1, None),
+        "f+0x1a (os_linux.cpp:12)": ("f", 0x1A, "os_linux.cpp"),
+        "f  (a.cpp:7)": ("f", None, "a.cpp"),
+        "x+0x1+0x2": ("x+0x1", 2, None),
+        "f+0x1 (a+0x2:3)": ("f", 1, "a+0x2"),
+        "g+0x12345678901234567": ("g+0x12345678901234567", None, None),
+        "+0x12": ("+0x12", None, None),
+    }.items():
+        frame = RawFrame(kind="V", text="")
+        _split_symbol(frame, symbol)
+        assert (frame.symbol, frame.symbol_offset, frame.source_file) == want, symbol
