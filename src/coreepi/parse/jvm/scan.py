@@ -43,6 +43,7 @@ _PROCESSED: Final = re.compile(
 )
 _INSN_LINE: Final = re.compile(r"^(0x[0-9a-fA-F]{1,16}):\s+((?:[0-9a-fA-F]{2}\s*)+)$")
 _INSN_PC: Final = re.compile(r"pc=(0x[0-9a-fA-F]{1,16})")
+_CPU_TOTAL: Final = re.compile(r"^CPU:\s*total\s+\d+")
 _CPUINFO_LINE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9 _]*?)\s*:\s?(.*)$")
 _FLAG_LINE: Final = re.compile(r"^\s*\w+\s+(\w+)\s+:?=\s+(.*?)\s+\{")
 _KV_LINE: Final = re.compile(r"^(\w[\w ]*?)\s*:\s*(.*)$")
@@ -115,6 +116,63 @@ def _wake(max_line_chars: int, virtualization: bool) -> tuple[re.Pattern[str], r
     return re.compile(line), re.compile("\\n" + line)
 
 
+class _Collect:
+    """A block whose every line parses to one item (frames, listed threads,
+    libraries, flags); it ends at the first line that does not. Items
+    beyond ``cap`` are only counted, in ``facts.<dropped>``."""
+
+    __slots__ = ("cap", "dropped", "facts", "into", "max_chars", "parse")
+
+    def __init__(
+        self,
+        facts: HsErrFacts,
+        max_chars: int,
+        parse: Callable[[str], Any],
+        into: list[Any],
+        cap: int,
+        dropped: str,
+    ) -> None:
+        self.facts, self.max_chars, self.parse = facts, max_chars, parse
+        self.into, self.cap, self.dropped = into, cap, dropped
+
+    def __call__(self, line: str) -> bool:
+        """Take one line (cut, right-stripped, not a header or banner line):
+        False when it is not an item, which ends the block."""
+        item = self.parse(line) if line else None
+        if item is None:
+            return False
+        if len(self.into) < self.cap:
+            self.into.append(item)
+        else:
+            setattr(self.facts, self.dropped, getattr(self.facts, self.dropped) + 1)
+        return True
+
+    def run(self, text: str, pos: int) -> int:
+        """Take the lines of ``text`` from ``pos`` (a line's start) as
+        :meth:`HsErrScanner.feed` would, while they are items, in one loop;
+        return the start of the first line left to ``feed`` (an over-long,
+        header, banner or blank line, or one that is not an item: ``feed``
+        decides), or -1 when every line was taken."""
+        facts, parse, into = self.facts, self.parse, self.into
+        while True:
+            end = text.find("\n", pos)
+            line = text[pos:end] if end >= 0 else text[pos:]
+            if not line or len(line) > self.max_chars or line.startswith(("#", "-----")):
+                return pos
+            line = line.rstrip("\r\n\x00 ")
+            item = parse(line) if line else None
+            if item is None:
+                return pos
+            facts.lines += 1
+            if len(into) < self.cap:
+                into.append(item)
+            else:
+                setattr(facts, self.dropped, getattr(facts, self.dropped) + 1)
+            if end < 0:
+                return -1
+            pos = end + 1
+
+
 class HsErrScanner:
     """Feed lines (without newline) to :meth:`feed`; read :attr:`facts`.
     :attr:`done` turns True when a second log starts (only the first is
@@ -142,7 +200,9 @@ class HsErrScanner:
         :func:`_wake`) is not looked at in Python: one regexp search finds
         the next line that may matter, and the lines in between are only
         counted. Most of a log is such lines (heap, events, meminfo, the
-        other processors of cpuinfo, environment, signal handlers)."""
+        other processors of cpuinfo, environment, signal handlers). The
+        lines of a list (frames, threads, libraries, flags) are taken by
+        :meth:`_Collect.run` without a call per line."""
         facts = self.facts
         at_start, after_newline = _wake(
             self.limits.max_line_chars, "virtualization detected" in text
@@ -150,7 +210,12 @@ class HsErrScanner:
         feed = self.feed
         pos = 0
         while not self.done:
-            if self._mode is None and not (pos == 0 and at_start.match(text)):
+            mode = self._mode
+            if type(mode) is _Collect:
+                pos = mode.run(text, pos)
+                if pos < 0:
+                    return
+            elif mode is None and not (pos == 0 and at_start.match(text)):
                 found = after_newline.search(text, pos - 1 if pos else 0)
                 start = found.start() + 1 if found else len(text)
                 skipped = text.count("\n", pos, start) + (found is None)
@@ -329,23 +394,10 @@ class HsErrScanner:
 
     def _collect(
         self, parse: Callable[[str], Any], into: list[Any], cap: int, dropped: str
-    ) -> Mode:
-        """A block whose every line parses to one item; it ends at the first
-        line that does not. Items beyond ``cap`` are only counted."""
+    ) -> _Collect:
+        return _Collect(self.facts, self.limits.max_line_chars, parse, into, cap, dropped)
 
-        def consume(line: str) -> bool:
-            item = parse(line) if line else None
-            if item is None:
-                return False
-            if len(into) < cap:
-                into.append(item)
-            else:
-                setattr(self.facts, dropped, getattr(self.facts, dropped) + 1)
-            return True
-
-        return consume
-
-    def _frames_mode(self, into: list[RawFrame]) -> Mode:
+    def _frames_mode(self, into: list[RawFrame]) -> _Collect:
         return self._collect(parse_frame, into, self.limits.max_frames, "frames_dropped")
 
     def _more_frames(self, line: str) -> None:
@@ -478,7 +530,7 @@ class HsErrScanner:
         self._enter(consume)
 
     def _cpu_total(self, line: str) -> None:
-        if self.facts.cpu_total is None and re.match(r"^CPU:\s*total\s+\d+", line):
+        if self.facts.cpu_total is None and _CPU_TOTAL.match(line):
             self.facts.cpu_total = line[len("CPU:") :].strip()[:2000]
             self.facts.evidence += 1
 
