@@ -153,21 +153,15 @@ class _Collect:
         return the start of the first line left to ``feed`` (an over-long,
         header, banner or blank line, or one that is not an item: ``feed``
         decides), or -1 when every line was taken."""
-        facts, parse, into = self.facts, self.parse, self.into
+        facts = self.facts
         while True:
             end = text.find("\n", pos)
             line = text[pos:end] if end >= 0 else text[pos:]
             if not line or len(line) > self.max_chars or line.startswith(("#", "-----")):
                 return pos
-            line = line.rstrip("\r\n\x00 ")
-            item = parse(line) if line else None
-            if item is None:
+            if not self(line.rstrip("\r\n\x00 ")):
                 return pos
             facts.lines += 1
-            if len(into) < self.cap:
-                into.append(item)
-            else:
-                setattr(facts, self.dropped, getattr(facts, self.dropped) + 1)
             if end < 0:
                 return -1
             pos = end + 1
