@@ -32,8 +32,8 @@ header, then THREAD, PROCESS and SYSTEM sections (JDK 11+ add a SUMMARY).
   reports are kept, never dropped; ``core`` describes the log itself
   (size, sha256, truncated).
 
-Any input is safe: text of any size is read line by line with bounded
-memory (:class:`~coreepi.parse.jvm.scan.HsErrLimits`), any bytes decode
+Any input is safe: text of any size is read in blocks of whole lines with
+bounded memory (:class:`~coreepi.parse.jvm.scan.HsErrLimits`), any bytes decode
 (invalid UTF-8 becomes U+FFFD), and no content makes the parser raise; text
 that is not an hs_err log gives None ("no crash found").
 """

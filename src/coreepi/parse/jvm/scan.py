@@ -1,11 +1,14 @@
 """One pass over the lines of an hs_err log, keeping what a report needs.
 
-:class:`HsErrScanner` is fed one line at a time and collects raw facts in
+:class:`HsErrScanner` is fed blocks of whole lines (:meth:`~HsErrScanner.feed_text`;
+:meth:`~HsErrScanner.feed` is one line) and collects raw facts in
 :class:`HsErrFacts`; it never holds more than the capped facts (see
 :class:`HsErrLimits`), so a log of any size costs bounded memory. Lines are
 recognised by their own shape wherever they appear, not by the section
 they sit in, because real logs are often fragments: cut after the header,
 started in the middle of the THREAD section, or pasted without banners.
+So sections are not skipped by name: a block's lines that no handler could
+act on are skipped, found by one regexp over the block (:func:`_wake`).
 """
 
 from __future__ import annotations
