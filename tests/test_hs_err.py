@@ -689,6 +689,32 @@ def test_unreadable_path_raises_oserror(tmp_path: Path) -> None:
 
 # --- no crash found, sniffing -----------------------------------------------------------------
 
+# The head of an OpenJ9 javacore (the tagged sections of OpenJ9's "Java dump"
+# format, as its documentation shows them): a JVM crash report, but not
+# HotSpot's; this parser must refuse it, not read it as a fragment.
+_JAVACORE = """\
+0SECTION       TITLE subcomponent dump routine
+NULL           ===============================
+1TICHARSET     UTF-8
+1TISIGINFO     Dump Event "gpf" (00002000) received
+1TIDATETIMEUTC Date: 2021/03/16 at 13:34:56:123 (UTC)
+1TIFILENAME    Javacore filename:    /tmp/javacore.20210316.143456.1234.0002.txt
+1TIEVENT       Detected a gpf
+NULL           ------------------------------------------------------------------------
+0SECTION       GPINFO subcomponent dump routine
+NULL           ================================
+2XHOSLEVEL     OS Level         : Linux 4.18.0-240.el8.x86_64
+3XHCPUARCH       Architecture   : amd64
+1XHEXCPCODE    Signal_Number: 0000000B
+1XHEXCPMODULE  Module: /opt/java/openjdk/lib/default/libj9vm29.so
+0SECTION       ENVINFO subcomponent dump routine
+1CIJAVAVERSION JRE 11 Linux amd64-64 (build 11.0.10+9)
+1CIVMVERSION   20210120_899
+3XMTHREADINFO      "main" J9VMThread:0x0000000000021B00, state:R, prio=5
+4XESTACKTRACE                at java/lang/Thread.sleep(Native Method)
+"""
+
+
 
 @pytest.mark.parametrize(
     "text",
@@ -700,6 +726,7 @@ def test_unreadable_path_raises_oserror(tmp_path: Path) -> None:
         "# just a comment\n",
         'Traceback (most recent call last):\n  File "x.py", line 1\n',
         "\x00\x01\x02" * 1000,
+        _JAVACORE,
     ],
 )
 def test_not_an_hs_err_log_is_no_crash(text: str) -> None:

@@ -32,8 +32,8 @@ header, then THREAD, PROCESS and SYSTEM sections (JDK 11+ add a SUMMARY).
   reports are kept, never dropped; ``core`` describes the log itself
   (size, sha256, truncated).
 
-Any input is safe: text of any size is read line by line with bounded
-memory (:class:`~coreepi.parse.jvm.scan.HsErrLimits`), any bytes decode
+Any input is safe: text of any size is read in blocks of whole lines with
+bounded memory (:class:`~coreepi.parse.jvm.scan.HsErrLimits`), any bytes decode
 (invalid UTF-8 becomes U+FFFD), and no content makes the parser raise; text
 that is not an hs_err log gives None ("no crash found").
 """
@@ -45,8 +45,8 @@ import io
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
-from typing import IO, Any, Final, cast
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any, AnyStr, Final, cast
 
 from coreepi.model.report import AnalysisInfo, CrashReport, Source, stable_crash_id
 from coreepi.parse.jvm.build import ANALYZER, build_report
@@ -64,11 +64,13 @@ DEFAULT_LIMITS: Final = HsErrLimits()
 
 
 class _Reader:
-    """Lines of any source, decoded, each cut to ``max_chars``; counts bytes
-    and hashes them when the source is binary (the artifact's sha256)."""
+    """Blocks of whole lines of any source, decoded (``str``, the lines
+    joined by ``"\\n"``, no newline at the end: what
+    :meth:`~coreepi.parse.jvm.scan.HsErrScanner.feed_text` takes); counts
+    bytes and hashes them when the source is binary (the artifact's
+    sha256), and hashes the first 64 KiB (a fragment's identity)."""
 
     def __init__(self, max_chars: int) -> None:
-        self.max_bytes = max_chars * 4
         self.max_chars = max_chars
         self.size = 0
         self.sha = hashlib.sha256()
@@ -81,81 +83,95 @@ class _Reader:
             self.head.update(data[: self.head_left])
             self.head_left -= len(data)
 
-    def binary_lines(self, handle: IO[bytes]) -> Iterator[str]:
-        """Read in blocks of ``_BLOCK_BYTES``: one hash update and one decode
-        per block, not per line. An over-long line is given cut (the scanner
-        cuts it to ``max_chars``): to its first ``max_bytes`` bytes once its
-        unfinished part outgrows them, the rest read and dropped, so memory
-        stays bounded by the block size."""
+    def binary_blocks(self, handle: IO[bytes]) -> Iterator[str]:
+        """Read in blocks of ``_BLOCK_BYTES``: one hash update and one
+        decode per block, not per line."""
         self.binary = True
-        carry = b""
-        discarding = False  # the start of the current line was given already
-        while block := handle.read(_BLOCK_BYTES):
+
+        def read() -> bytes:
+            block = handle.read(_BLOCK_BYTES)
             self.size += len(block)
             self.sha.update(block)
             self._note_head(block)
-            data = carry + block if carry else block
-            end = data.rfind(b"\n")
-            if end < 0:
-                carry = data
-            else:
-                lines = data[:end].decode("utf-8", "replace").split("\n")
-                carry = data[end + 1 :]
-                if discarding:
-                    lines, discarding = lines[1:], False
-                yield from lines
-            if len(carry) > self.max_bytes:
-                if not discarding:
-                    yield carry[: self.max_bytes].decode("utf-8", "replace")
-                carry, discarding = b"", True
-        if carry and not discarding:
-            yield carry.decode("utf-8", "replace")
+            return block
 
-    def text_lines(self, handle: IO[str]) -> Iterator[str]:
-        discarding = False
-        while True:
-            chunk = handle.readline(self.max_chars)
-            if not chunk:
-                return
-            self._note_head(chunk.encode("utf-8", "surrogateescape"))
-            complete = chunk.endswith("\n")
-            if not discarding:
-                yield chunk[:-1] if complete else chunk
-            discarding = not complete and len(chunk) >= self.max_chars
+        return _whole_lines(read, b"\n", self.max_chars * 4, _decode)
 
-    def item_lines(self, items: Iterable[str | bytes]) -> Iterator[str]:
+    def text_blocks(self, handle: IO[str]) -> Iterator[str]:
+        """Read ``_BLOCK_BYTES`` characters at a time."""
+
+        def read() -> str:
+            block = handle.read(_BLOCK_BYTES)
+            if self.head_left > 0:  # a character is at least one byte: enough of the block
+                self._note_head(block[: self.head_left].encode("utf-8", "surrogateescape"))
+            return block
+
+        return _whole_lines(read, "\n", self.max_chars * 4, str)
+
+    def item_blocks(self, items: Iterable[str | bytes]) -> Iterator[str]:
+        """Each item (one line or several, with or without newline) as a block."""
         for item in items:
-            text = (
-                item.decode("utf-8", "replace")
-                if isinstance(item, (bytes, bytearray))
-                else str(item)
-            )
+            text = _decode(item) if isinstance(item, (bytes, bytearray)) else str(item)
             self._note_head(text[:4096].encode("utf-8", "surrogateescape"))
-            text = text.removesuffix("\n")
-            yield from text.split("\n") if "\n" in text else (text,)
+            yield text.removesuffix("\n")
 
 
-def _path_lines(path: os.PathLike[str], reader: _Reader) -> Iterator[str]:
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def _whole_lines(
+    read: Callable[[], AnyStr], newline: AnyStr, max_line: int, decode: Callable[[AnyStr], str]
+) -> Iterator[str]:
+    """The blocks ``read()`` returns (empty at the end), cut after their
+    last ``newline`` so that each given block holds whole lines; the rest
+    is carried to the next one. A line longer than ``max_line`` (bytes or
+    characters) is given cut to its first ``max_line`` as a block of its
+    own (the scanner cuts it further and counts it), the rest read and
+    dropped, so memory stays bounded by the block size."""
+    carry = newline[:0]
+    discarding = False  # the start of the current line was given already
+    while block := read():
+        data = carry + block if carry else block
+        end = data.rfind(newline)
+        if end < 0:
+            carry = data
+        else:
+            carry = data[end + 1 :]
+            if discarding:  # the first line's start was given: the rest of it goes
+                discarding = False
+                cut = data.find(newline, 0, end)
+                if cut >= 0:
+                    yield decode(data[cut + 1 : end])
+            else:
+                yield decode(data[:end])
+        if len(carry) > max_line:
+            if not discarding:
+                yield decode(carry[:max_line])
+            carry, discarding = carry[:0], True
+    if carry and not discarding:
+        yield decode(carry)
+
+
+def _path_blocks(path: os.PathLike[str], reader: _Reader) -> Iterator[str]:
     with open_input(path) as handle:
-        yield from reader.binary_lines(handle)
+        yield from reader.binary_blocks(handle)
 
 
-def _lines(source: Source_, reader: _Reader) -> Iterator[str]:
-    """The reader's line iterator for any source (not itself a generator
-    but for a path, which must be closed: one generator frame less per
-    line)."""
+def _blocks(source: Source_, reader: _Reader) -> Iterator[str]:
+    """The reader's block iterator for any source."""
     if isinstance(source, os.PathLike):
-        return _path_lines(source, reader)
+        return _path_blocks(source, reader)
     if isinstance(source, str):
-        return reader.text_lines(io.StringIO(source))
+        return reader.text_blocks(io.StringIO(source))
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return reader.binary_lines(io.BytesIO(bytes(source)))
+        return reader.binary_blocks(io.BytesIO(bytes(source)))
     if hasattr(source, "readline") and hasattr(source, "read"):
         stream = cast("IO[Any]", source)
         if isinstance(stream.read(0), bytes):
-            return reader.binary_lines(stream)
-        return reader.text_lines(stream)
-    return reader.item_lines(cast("Iterable[str | bytes]", source))
+            return reader.binary_blocks(stream)
+        return reader.text_blocks(stream)
+    return reader.item_blocks(cast("Iterable[str | bytes]", source))
 
 
 def _fallback(name: str | None, error: Exception, digest: str) -> CrashReport:
@@ -194,9 +210,8 @@ def parse_hs_err(
     reader = _Reader(limits.max_line_chars)
     scanner = HsErrScanner(limits)
     try:
-        feed = scanner.feed
-        for line in _lines(source, reader):
-            feed(line)
+        for block in _blocks(source, reader):
+            scanner.feed_text(block)
             if scanner.done:
                 break
     except OSError:

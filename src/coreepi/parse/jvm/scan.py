@@ -1,15 +1,19 @@
 """One pass over the lines of an hs_err log, keeping what a report needs.
 
-:class:`HsErrScanner` is fed one line at a time and collects raw facts in
+:class:`HsErrScanner` is fed blocks of whole lines (:meth:`~HsErrScanner.feed_text`;
+:meth:`~HsErrScanner.feed` is one line) and collects raw facts in
 :class:`HsErrFacts`; it never holds more than the capped facts (see
 :class:`HsErrLimits`), so a log of any size costs bounded memory. Lines are
 recognised by their own shape wherever they appear, not by the section
 they sit in, because real logs are often fragments: cut after the header,
 started in the middle of the THREAD section, or pasted without banners.
+So sections are not skipped by name: a block's lines that no handler could
+act on are skipped, found by one regexp over the block (:func:`_wake`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any, Final
@@ -42,6 +46,7 @@ _PROCESSED: Final = re.compile(
 )
 _INSN_LINE: Final = re.compile(r"^(0x[0-9a-fA-F]{1,16}):\s+((?:[0-9a-fA-F]{2}\s*)+)$")
 _INSN_PC: Final = re.compile(r"pc=(0x[0-9a-fA-F]{1,16})")
+_CPU_TOTAL: Final = re.compile(r"^CPU:\s*total\s+\d+")
 _CPUINFO_LINE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9 _]*?)\s*:\s?(.*)$")
 _FLAG_LINE: Final = re.compile(r"^\s*\w+\s+(\w+)\s+:?=\s+(.*?)\s+\{")
 _KV_LINE: Final = re.compile(r"^(\w[\w ]*?)\s*:\s*(.*)$")
@@ -66,6 +71,104 @@ _VALUE_KEYS: Final = (
 
 Mode = Callable[[str], bool]
 
+# Lines that start a fact or a block, by prefix: (line prefix, HsErrScanner
+# method, its arguments after the line); the first prefix that fits wins.
+_HANDLERS: Final = (
+    ("Current thread", "_current_thread", ()), ("Stack: [", "_stack", ()),
+    ("Native frames:", "_native_frames", ()), ("Java frames:", "_java_frames", ()),
+    ("JavaThread 0x", "_processed_thread", ()), ("siginfo:", "_siginfo", ()),
+    ("Registers:", "_registers", ()), ("Instructions:", "_instructions", ()),
+    ("Current CompileTask:", "_compile_task", ()), ("Java Threads:", "_thread_list", ()),
+    ("Other Threads:", "_thread_list", ()), ("Dynamic libraries:", "_dynamic_libraries", ()),
+    ("jvm_args:", "_vm_args", ()), ("java_command:", "_vm_args", ()),
+    ("Launcher Type:", "_vm_args", ()), ("Command Line:", "_vm_args", ()),
+    ("[Global flags]", "_global_flags", ()), ("OS:", "_os", ()),
+    ("container (cgroup) information:", "_container", ()), ("CPU:", "_cpu_total", ()),
+    ("CPU Model and flags from /proc/cpuinfo:", "_cpuinfo", ()),
+    ("/proc/cpuinfo:", "_cpuinfo", ()), ("END.", "_end", ()),
+    ("...<more frames>", "_more_frames", ()),
+    *((key, "_value_line", (len(key), attr, cap)) for key, attr, cap in _VALUE_KEYS),
+    *((key, "_system_line", (name,)) for key, name in _SYSTEM_KEYS),
+)  # fmt: skip
+_BY_INITIAL: Final[dict[str, list[tuple[str, str, tuple[Any, ...]]]]] = {}
+for _handler in _HANDLERS:
+    _BY_INITIAL.setdefault(_handler[0][0], []).append(_handler)
+
+
+def _is_key(line: str) -> bool:
+    """Does ``line`` start a fact or a block of its own (ends a free-form block)?"""
+    return any(line.startswith(key) for key, _, _ in _BY_INITIAL.get(line[:1], ()))
+
+
+@functools.cache
+def _wake(max_line_chars: int, virtualization: bool) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Regexps for the lines :meth:`HsErrScanner.feed` may act on outside a
+    block: ``(match at a line's start, search from the newline before a
+    line)``. A superset, never less: every handler's prefix, a header
+    (``#``), banner (``-----``) or reporting-error line, a line over
+    ``max_line_chars`` (counted and cut), and where ``virtualization``
+    (the text holds the phrase) any line with "virtualization detected".
+    Any other line can only be counted: it is skipped in C."""
+    prefixes = [key for key, _, _ in _HANDLERS]
+    prefixes += ["#", "-----", "[error occurred", "[timeout occurred"]
+    branches = [re.escape(key) for key in sorted(prefixes)]
+    branches.append(f"[^\\n]{{{max_line_chars + 1}}}")
+    if virtualization:
+        branches.append("[^\\n]*virtualization detected")
+    line = "(?:" + "|".join(branches) + ")"
+    return re.compile(line), re.compile("\\n" + line)
+
+
+class _Collect:
+    """A block whose every line parses to one item (frames, listed threads,
+    libraries, flags); it ends at the first line that does not. Items
+    beyond ``cap`` are only counted, in ``facts.<dropped>``."""
+
+    __slots__ = ("cap", "dropped", "facts", "into", "max_chars", "parse")
+
+    def __init__(
+        self,
+        facts: HsErrFacts,
+        max_chars: int,
+        parse: Callable[[str], Any],
+        into: list[Any],
+        cap: int,
+        dropped: str,
+    ) -> None:
+        self.facts, self.max_chars, self.parse = facts, max_chars, parse
+        self.into, self.cap, self.dropped = into, cap, dropped
+
+    def __call__(self, line: str) -> bool:
+        """Take one line (cut, right-stripped, not a header or banner line):
+        False when it is not an item, which ends the block."""
+        item = self.parse(line) if line else None
+        if item is None:
+            return False
+        if len(self.into) < self.cap:
+            self.into.append(item)
+        else:
+            setattr(self.facts, self.dropped, getattr(self.facts, self.dropped) + 1)
+        return True
+
+    def run(self, text: str, pos: int) -> int:
+        """Take the lines of ``text`` from ``pos`` (a line's start) as
+        :meth:`HsErrScanner.feed` would, while they are items, in one loop;
+        return the start of the first line left to ``feed`` (an over-long,
+        header, banner or blank line, or one that is not an item: ``feed``
+        decides), or -1 when every line was taken."""
+        facts = self.facts
+        while True:
+            end = text.find("\n", pos)
+            line = text[pos:end] if end >= 0 else text[pos:]
+            if not line or len(line) > self.max_chars or line.startswith(("#", "-----")):
+                return pos
+            if not self(line.rstrip("\r\n\x00 ")):
+                return pos
+            facts.lines += 1
+            if end < 0:
+                return -1
+            pos = end + 1
+
 
 class HsErrScanner:
     """Feed lines (without newline) to :meth:`feed`; read :attr:`facts`.
@@ -83,28 +186,48 @@ class HsErrScanner:
         self._after_error = False
         self._banner_seen = False
         self._java_frames_other = False
-        self._keys: list[tuple[str, Callable[[str], None]]] = [
-            ("Current thread", self._current_thread), ("Stack: [", self._stack),
-            ("Native frames:", self._native_frames), ("Java frames:", self._java_frames),
-            ("JavaThread 0x", self._processed_thread), ("siginfo:", self._siginfo),
-            ("Registers:", self._registers), ("Instructions:", self._instructions),
-            ("Current CompileTask:", self._compile_task), ("Java Threads:", self._thread_list),
-            ("Other Threads:", self._thread_list), ("Dynamic libraries:", self._dynamic_libraries),
-            ("jvm_args:", self._vm_args), ("java_command:", self._vm_args),
-            ("Launcher Type:", self._vm_args), ("Command Line:", self._vm_args),
-            ("[Global flags]", self._global_flags), ("OS:", self._os),
-            ("container (cgroup) information:", self._container), ("CPU:", self._cpu_total),
-            ("CPU Model and flags from /proc/cpuinfo:", self._cpuinfo),
-            ("/proc/cpuinfo:", self._cpuinfo), ("END.", self._end),
-            ("...<more frames>", self._more_frames),
-        ]  # fmt: skip
-        self._keys += [(key, self._value_line(key, attr, cap)) for key, attr, cap in _VALUE_KEYS]
-        self._keys += [(key, self._system_line(name)) for key, name in _SYSTEM_KEYS]
-        self._by_initial: dict[str, list[tuple[str, Callable[[str], None]]]] = {}
-        for key, handler in self._keys:
-            self._by_initial.setdefault(key[0], []).append((key, handler))
 
     # --- dispatch ------------------------------------------------------------------
+
+    def feed_text(self, text: str) -> None:
+        """Take the lines of ``text`` (``text.split("\\n")``: no newline
+        at its end, ``""`` is one empty line) as :meth:`feed` would, one by
+        one. Outside a block, a line that can do nothing but be counted (it
+        starts no fact, header, banner or block and is not over-long; see
+        :func:`_wake`) is not looked at in Python: one regexp search finds
+        the next line that may matter, and the lines in between are only
+        counted. Most of a log is such lines (heap, events, meminfo, the
+        other processors of cpuinfo, environment, signal handlers). The
+        lines of a list (frames, threads, libraries, flags) are taken by
+        :meth:`_Collect.run` without a call per line."""
+        facts = self.facts
+        at_start, after_newline = _wake(
+            self.limits.max_line_chars, "virtualization detected" in text
+        )
+        feed = self.feed
+        pos = 0
+        while not self.done:
+            mode = self._mode
+            if type(mode) is _Collect:
+                pos = mode.run(text, pos)
+                if pos < 0:
+                    return
+            elif mode is None and not (pos == 0 and at_start.match(text)):
+                found = after_newline.search(text, pos - 1 if pos else 0)
+                start = found.start() + 1 if found else len(text)
+                skipped = text.count("\n", pos, start) + (found is None)
+                if skipped:
+                    facts.lines += skipped
+                    self._in_header = False  # as any line that is not a header line does
+                if found is None:
+                    return
+                pos = start
+            end = text.find("\n", pos)
+            if end < 0:
+                feed(text[pos:])
+                return
+            feed(text[pos:end])
+            pos = end + 1
 
     def feed(self, line: str) -> None:
         """Take one line of the log."""
@@ -136,29 +259,24 @@ class HsErrScanner:
         if first == "[" and (err := _REPORTING_ERROR.match(line)):
             self._warn_reporting(err[1])
             return
-        for key, handler in self._by_initial.get(first, ()):
+        for key, handler, arguments in _BY_INITIAL.get(first, ()):
             if line.startswith(key):
-                handler(line)
+                getattr(self, handler)(line, *arguments)
                 return
         if line.endswith("virtualization detected") and facts.virtualization is None:
             facts.virtualization = line.strip()
 
-    def _value_line(self, key: str, attr: str, cap: int) -> Callable[[str], None]:
-        def handle(line: str) -> None:
-            if getattr(self.facts, attr) is None:
-                setattr(self.facts, attr, line[len(key) :].strip()[:cap])
-                if attr == "vm_info":
-                    self.facts.evidence += 1
-            # JDK 6-8 logs end with "elapsed time:", JDK 9+ with "END."
-            self.facts.end_seen = self.facts.end_seen or attr == "elapsed"
+    def _value_line(self, line: str, start: int, attr: str, cap: int) -> None:
+        """A one-line fact: ``line[start:]`` into ``facts.<attr>``, the first one wins."""
+        if getattr(self.facts, attr) is None:
+            setattr(self.facts, attr, line[start:].strip()[:cap])
+            if attr == "vm_info":
+                self.facts.evidence += 1
+        # JDK 6-8 logs end with "elapsed time:", JDK 9+ with "END."
+        self.facts.end_seen = self.facts.end_seen or attr == "elapsed"
 
-        return handle
-
-    def _system_line(self, name: str) -> Callable[[str], None]:
-        def handle(line: str) -> None:
-            self.facts.system.setdefault(name, line.split(":", 1)[-1].strip()[:500])
-
-        return handle
+    def _system_line(self, line: str, name: str) -> None:
+        self.facts.system.setdefault(name, line.split(":", 1)[-1].strip()[:500])
 
     def _enter(self, mode: Mode) -> None:
         self._mode = mode
@@ -273,23 +391,10 @@ class HsErrScanner:
 
     def _collect(
         self, parse: Callable[[str], Any], into: list[Any], cap: int, dropped: str
-    ) -> Mode:
-        """A block whose every line parses to one item; it ends at the first
-        line that does not. Items beyond ``cap`` are only counted."""
+    ) -> _Collect:
+        return _Collect(self.facts, self.limits.max_line_chars, parse, into, cap, dropped)
 
-        def consume(line: str) -> bool:
-            item = parse(line) if line else None
-            if item is None:
-                return False
-            if len(into) < cap:
-                into.append(item)
-            else:
-                setattr(self.facts, dropped, getattr(self.facts, dropped) + 1)
-            return True
-
-        return consume
-
-    def _frames_mode(self, into: list[RawFrame]) -> Mode:
+    def _frames_mode(self, into: list[RawFrame]) -> _Collect:
         return self._collect(parse_frame, into, self.limits.max_frames, "frames_dropped")
 
     def _more_frames(self, line: str) -> None:
@@ -398,7 +503,7 @@ class HsErrScanner:
         def consume(line: str) -> bool:
             if not line or self._block_lines >= self.limits.max_block_lines:
                 return False
-            if self._is_key(line):
+            if _is_key(line):
                 return False
             self._block_lines += 1
             facts.os_lines.append(line.strip()[:500])
@@ -406,16 +511,13 @@ class HsErrScanner:
 
         self._enter(consume)
 
-    def _is_key(self, line: str) -> bool:
-        return any(line.startswith(key) for key, _ in self._by_initial.get(line[:1], ()))
-
     def _container(self, line: str) -> None:
         def consume(line: str) -> bool:
             match = _KV_LINE.match(line)
             if (
                 match is None
                 or self._block_lines >= self.limits.max_block_lines
-                or self._is_key(line)
+                or _is_key(line)
             ):
                 return False
             self._block_lines += 1
@@ -425,7 +527,7 @@ class HsErrScanner:
         self._enter(consume)
 
     def _cpu_total(self, line: str) -> None:
-        if self.facts.cpu_total is None and re.match(r"^CPU:\s*total\s+\d+", line):
+        if self.facts.cpu_total is None and _CPU_TOTAL.match(line):
             self.facts.cpu_total = line[len("CPU:") :].strip()[:2000]
             self.facts.evidence += 1
 
