@@ -58,14 +58,8 @@ from coreepi.parse.kernel.blocks import Block, mark_block, text_blocks
 from coreepi.parse.kernel.facts import KernelFacts, read_facts
 from coreepi.parse.kernel.formats import crash_type
 from coreepi.parse.kernel.prefixes import split_prefix
-from coreepi.parse.kernel.scan import (
-    ScanLimits,
-    ScannedReport,
-    TitleResult,
-    scan_blocks,
-    scan_lines,
-    title_report,
-)
+from coreepi.parse.kernel.scan import ScanLimits, ScannedReport, scan_blocks, scan_lines
+from coreepi.parse.kernel.title import TitleResult, title_report
 from coreepi.parse.open_input import binary_blocks, binary_lines, input_lines, open_input
 from coreepi.parse.sniff import text_head
 
