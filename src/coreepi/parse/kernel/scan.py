@@ -141,7 +141,7 @@ class ScanLimits:
     idle_lines: int = 100
 
 
-@dataclass
+@dataclass(slots=True)
 class ScannedReport:
     """One crash report as found in the log, before titling.
 
@@ -267,31 +267,26 @@ _Recent = deque[tuple[str, _View | None] | _Quiet]
 _QUIET_WINDOW: Final = 64 << 10  # bytes of a skipped run kept, when they hold prefix_lines lines
 
 
-def _recent_lines(recent: _Recent) -> Iterator[tuple[str, _View | None]]:
-    """The lines of ``recent``, newest first, at most ``recent.maxlen`` of them."""
-    left = recent.maxlen or 0
-    for entry in reversed(recent):
-        for item in (((raw, None) for raw in reversed(entry.lines())) if isinstance(entry, _Quiet)
-                     else (entry,)):
-            if left <= 0:
-                return
-            left -= 1
-            yield item
-
-
 def _prefix(recent: _Recent, context: str, limit: int) -> list[str]:
     """Up to ``limit`` latest non-blank, reliable lines of ``context`` among
-    the raw lines before a report (a line no open report looked at is
-    normalised here, when a report starts, not for every line of the log)."""
+    the last ``recent.maxlen`` raw lines before a report (a line no open
+    report looked at is normalised here, when a report starts, not for
+    every line of the log; a skipped run is decoded here too)."""
     found: list[str] = []
-    for raw, view in _recent_lines(recent):
-        _line, line_context, stripped, questionable = view or _view(raw)
-        if line_context != context:
-            continue
-        if stripped and not questionable:
-            found.append(stripped)
-            if len(found) >= limit:
-                break
+    left = recent.maxlen or 0
+    for entry in reversed(recent):
+        pairs = ([(raw, None) for raw in reversed(entry.lines()[-left:])] if isinstance(entry, _Quiet)
+                 else (entry,))
+        for raw, view in pairs:
+            left -= 1
+            _line, line_context, stripped, questionable = view or _view(raw)
+            if line_context == context and stripped and not questionable:
+                found.append(stripped)
+                if len(found) >= limit:
+                    left = 0
+            if left <= 0:
+                found.reverse()
+                return found
     found.reverse()
     return found
 
@@ -301,7 +296,7 @@ def scan_lines(lines: Iterable[str], limits: ScanLimits = ScanLimits()) -> Itera
     return scan_blocks(text_blocks(lines), limits)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Cursor:
     """Where the scan is: lines read so far (``number``), the line read but
     not yet handled (``held``: line number, raw text, marks; a printk replay
@@ -326,7 +321,7 @@ def scan_blocks(blocks: Iterable[Block], limits: ScanLimits = ScanLimits()) -> I
     cursor = _Cursor()
     max_chars, max_bytes = limits.max_line_chars, limits.max_line_chars * 4
     for block in blocks:
-        data, marks, stops = block.data, block.marks, block.stops
+        data, marks, stops, errors = block.data, block.marks, block.stops, block.errors
         pos, size = 0, len(data)
         while pos < size:
             held = cursor.held
@@ -338,7 +333,7 @@ def scan_blocks(blocks: Iterable[Block], limits: ScanLimits = ScanLimits()) -> I
                     pos = stop
                     continue
             end = data.find(b"\n", pos)
-            raw, mark = block.text(pos, end)[:max_bytes], marks.get(pos, 0)
+            raw, mark = data[pos:end].decode("utf-8", errors)[:max_bytes], marks.get(pos, 0)
             pos = end + 1
             cursor.number += 1
             if mark & REPLAY and REPLAY_MARK in raw:
