@@ -214,7 +214,8 @@ def test_skipping_quiet_lines_changes_nothing() -> None:
     every line one by one (a block whose every line is a stop) must give the
     same reports, prefixes (the lines before a report) and line numbers. The
     input: real syzkaller logs, each after 700 lines of another log's noise
-    (more than the 200 kept for prefixes), one with a printk replay mark."""
+    (more than the 200 kept for prefixes), one with a printk replay mark, one
+    after lines too long for the bytes window of skipped lines."""
     from dataclasses import replace
 
     from coreepi.parse.kernel.blocks import mark_block
@@ -223,7 +224,15 @@ def test_skipping_quiet_lines_changes_nothing() -> None:
     logs = [(TESTDATA / n).read_bytes().partition(b"\n\n")[2] for n in ("0", "100", "317", "620", "1000")]
     noise = b"".join(b"[  %d.000001] noise line %d\n" % (i, i) for i in range(700))
     replay = b"[  9.1] half a li\n[  9.1] ** replaying previous printk message **\n"
-    data = b"".join(noise + log for log in logs) + replay + noise + logs[0]
+    # 300 lines of 400 bytes: the 64 KiB window holds fewer than the 200 lines kept
+    wide = b"".join(b"[  %d.000002] %s\n" % (i, b"w" * 380) for i in range(300))
+    # a task's report whose prefix lines are 180 long lines of another task back
+    task = b"".join(b"[  5.%06d][  T77] task line %d\n" % (i, i) for i in range(10))
+    other = b"".join(b"[  6.%06d][    T1] %s\n" % (i, b"w" * 380) for i in range(180))
+    oops = (b"[  7.000000][  T77] BUG: unable to handle kernel NULL pointer dereference at 0000000000000000\n"
+            b"[  7.000001][  T77] Call Trace:\n[  7.000002][  T77]  foo+0x1/0x2\n")
+    data = (b"".join(noise + log for log in logs) + replay + noise + logs[0] + wide + logs[2] + noise + task
+            + other + oops)
     block = mark_block(data)
     every_line = replace(block, stops=[0] + [i + 1 for i, c in enumerate(data[:-1]) if c == 10])
 
@@ -232,8 +241,9 @@ def test_skipping_quiet_lines_changes_nothing() -> None:
                 for r in scan_blocks(blocks)]
 
     skipped, read = shape([block]), shape([every_line])
-    assert len(skipped) == 5 and skipped == read  # log 620 holds no crash
+    assert len(skipped) == 7 and skipped == read  # log 620 holds no crash
     assert skipped[0][0] > 700 and len(skipped[0][2]) > 0
+    assert skipped[-1][2] == [f"task line {i}" for i in range(10)]
 
 
 def test_several_crashes_give_several_reports() -> None:

@@ -376,15 +376,24 @@ def _skip_quiet(block: Block, pos: int, stop: int, cursor: _Cursor,
     if cursor.held is not None:
         recent.append((cursor.held[1][:max_chars], None))
     if last > pos:
-        # the run's last recent.maxlen lines: a window of bytes cut at a line
-        # start, or (lines so long that the window holds fewer) counted back
+        # the run's last recent.maxlen lines: a window of at most
+        # _QUIET_WINDOW bytes cut at a line start, kept as bytes; when lines
+        # are so long that it holds fewer, they are counted back and kept
+        # decoded and cut, as lines read one by one are (memory stays
+        # bounded by maxlen entries of at most _QUIET_WINDOW bytes or
+        # max_chars characters each)
         need = recent.maxlen or 0
         first = max(pos, last - _QUIET_WINDOW)
         if first > pos:
             first = data.find(b"\n", first - 1, last) + 1
-            if data.count(b"\n", first, last) < need:
-                first = last_lines(data, pos, last, need)
-        recent.append(_Quiet(data[first:last - 1], block.errors, max_chars))
+        if data.count(b"\n", first, last) >= need:
+            recent.clear()  # this run alone fills the window: older entries are out of it
+            recent.append(_Quiet(data[first:last - 1], block.errors, max_chars))
+        elif first == pos:
+            recent.append(_Quiet(data[first:last - 1], block.errors, max_chars))
+        else:
+            first = last_lines(data, pos, last, need)
+            recent.extend((line[:max_chars], None) for line in block.text(first, last - 1).split("\n"))
     cursor.number += count
     # (a held line is only ever read cut to max_chars)
     cursor.held = (cursor.number, block.text(last, stop - 1)[:max_chars], block.marks.get(last, 0))
