@@ -17,17 +17,25 @@ time:
     kernel     iter_kernel_log(path): every crash report of the 1 GB console log;
                counted: logs whose first report carries syzbot's TITLE (the
                corpus truth; a report belongs to the log holding its header)
+    sparse     iter_kernel_log(path) on a console log that is mostly noise, as
+               a fleet's are: the syzkaller logs' own lines before their first
+               report (boot, services, the fuzzer's chatter; 0 reports by
+               themselves) repeated, with one whole titled log put in every
+               ``--sparse-every-mb`` (default 10) MiB; counted: inserted logs
+               whose first report carries their TITLE, and reports outside
+               any inserted log (false ones; must be 0)
     telemetry  parse_telemetry(path): every hardware event of the same file
     hs_err     parse_hs_err(bytes) on each log of the hs_err file in turn
                (one report per log; the file is read once into memory
                beforehand, per log, so only parsing is timed); counted: logs
                whose pid and JDK version match tests/data/hs_err_expected.toml
     grep       grep -c PATTERN FILE (LC_ALL=C): the cost of reading and
-               scanning the bytes once, a floor no parser can beat
+               scanning the bytes once, a floor no parser can beat (run on
+               the dense and on the sparse file)
 
 Not a test; run it by hand::
 
-    .venv/bin/python benchmarks/bench_logs.py [--size-mb 1024] [--json-out out.json]
+    .venv/bin/python benchmarks/bench_logs.py [--size-mb 1024] [--sparse-every-mb 10] [--json-out out.json]
 """
 
 from __future__ import annotations
@@ -90,6 +98,62 @@ def _correct_reports(reports: list[tuple[int, str]], pieces: list[bytes], titles
         first.setdefault(bisect.bisect_right(starts, number) - 1, title)
     expected = [(i, titles[i % len(titles)]) for i in range(written) if titles[i % len(titles)]]
     return sum(first.get(i) == t for i, t in expected), len(expected)
+
+
+def _noise(logs: list[bytes]) -> bytes:
+    """The lines of the syzkaller logs before their first report (the
+    parser's own finding), joined: real console noise that holds no report
+    by itself (checked by the caller)."""
+    out = []
+    for log in logs:
+        first = next(iter_kernel_log(log, name="noise"), None)
+        line = int(first.artifact.line or 1) if first is not None and first.artifact else 1
+        out.extend(log.split(b"\n")[: line - 1])
+    # a reboot marker after other text starts a report: not noise
+    return b"".join(l + b"\n" for l in out if b"Booting the kernel" not in l)
+
+
+def _fill_sparse(path: Path, noise: bytes, logs: list[bytes], titles: list[str | None], size: int,
+                 every: int) -> list[tuple[int, int, str]]:
+    """Write ``noise`` over and over until ``size`` bytes, one titled log of
+    ``logs`` after each ``every`` bytes of noise; the inserted logs as
+    (first line, line after the last, TITLE)."""
+    titled = [(log, t) for log, t in zip(logs, titles) if t]
+    inserted: list[tuple[int, int, str]] = []
+    written = lines = 0
+    with open(path, "wb") as fh:
+        while written < size:
+            gap = 0
+            while gap < every and written < size:
+                piece = noise[: every - gap] if every - gap < len(noise) else noise
+                piece = piece[: piece.rfind(b"\n") + 1] or noise
+                fh.write(piece)
+                gap += len(piece)
+                written += len(piece)
+                lines += piece.count(b"\n")
+            if written >= size:
+                break
+            log, title = titled[len(inserted) % len(titled)]
+            fh.write(log)
+            inserted.append((lines + 1, lines + 1 + log.count(b"\n"), title))
+            written += len(log)
+            lines += log.count(b"\n")
+    return inserted
+
+
+def _sparse_right(reports: list[tuple[int, str]], inserted: list[tuple[int, int, str]]) -> tuple[int, int]:
+    """(inserted logs whose first report has their TITLE, reports outside
+    every inserted log)."""
+    starts = [first for first, _, _ in inserted]
+    first: dict[int, str] = {}
+    stray = 0
+    for number, title in reports:
+        i = bisect.bisect_right(starts, number) - 1
+        if i < 0 or number >= inserted[i][1]:
+            stray += 1
+        else:
+            first.setdefault(i, title)
+    return sum(first.get(i) == t for i, (_, _, t) in enumerate(inserted)), stray
 
 
 def _hs_err_logs(folder: Path) -> tuple[list[bytes], list[dict]]:
@@ -164,9 +228,38 @@ def _timed() -> tuple[float, float]:
     return time.perf_counter(), time.process_time()
 
 
+def _sparse_rows(tmp: Path, logs: list[bytes], titles: list[str | None], size: int,
+                 every: int) -> list[dict]:
+    """The kernel parser and grep on the sparse console log (see the module
+    docstring)."""
+    noise = _noise(logs)
+    if sum(1 for _ in iter_kernel_log(noise, name="noise")):
+        raise SystemExit("the noise lines hold a report: not a fair sparse log")
+    spath = tmp / "sparse-console.log"
+    inserted = _fill_sparse(spath, noise, logs, titles, size, every)
+    sbytes = spath.stat().st_size
+    print(f"sparse kernel log: {sbytes / MB:.0f} MiB, {len(inserted)} logs with a crash, "
+          f"one per {every / MB:.0f} MiB of noise", flush=True)
+    t, c = _timed()
+    found = [_kernel_key(r) for r in iter_kernel_log(spath, name="bench")]
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    right, stray = _sparse_right(found, inserted)
+    rows = [_row(f"kernel-oops parser, sparse log (1 crash per {every / MB:.0f} MiB)", sbytes, wall, cpu,
+                 right, f"inserted logs whose first report has their TITLE (of {len(inserted):,}; "
+                        f"{len(found):,} reports, {stray} outside them)")]
+    print(rows[-1], flush=True)
+    secs, cpu, hits = _grep(KERNEL_GREP, spath)
+    rows.append(_row("grep -c (kernel crash markers), sparse log", sbytes, secs, cpu, hits, "lines"))
+    print(rows[-1], flush=True)
+    spath.unlink()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--sparse-every-mb", type=int, default=10,
+                    help="MiB of console noise between two reports in the sparse log")
     ap.add_argument("--json-out", type=Path)
     ap.add_argument("--workdir", type=Path, help="where the big files go (default: a temp dir)")
     args = ap.parse_args(argv)
@@ -201,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(_row("grep -c (kernel crash markers)", kbytes, secs, cpu, hits, "lines"))
         print(results[-1], flush=True)
         kpath.unlink()
+        results += _sparse_rows(tmp, kernel_logs, kernel_titles, size, args.sparse_every_mb * MB)
 
         hs_logs, hs_truth = _hs_err_logs(hs)
         hpath = tmp / "hs_err.log"

@@ -179,20 +179,24 @@ MCE_PANIC = """\
 
 
 def test_block_prefilters_agree_with_per_line_search() -> None:
-    """The speed-ups find with str.find what a regexp per line would: report
-    headers and stack starts by line (matching_lines), title formats only
-    where their kind's header is (title_search). On every syzkaller log and
-    kernel-wild log, each must give exactly what the plain search gives."""
+    """The speed-ups find in bulk what a regexp per line would: report
+    headers by line (the block marks' one Aho-Corasick pass over the bytes),
+    stack starts by line (matching_lines), title formats only where their
+    kind's header is (title_search). On every syzkaller log and kernel-wild
+    log, each must give exactly what the plain search gives."""
+    from coreepi.parse.kernel.blocks import HEADER, mark_block
     from coreepi.parse.kernel.formats import OOPS_KINDS, title_search
     from coreepi.parse.kernel.frames import _ANY_STACK_START, STACK_START_LITERALS, find_all, matching_lines
-    from coreepi.parse.kernel.scan import _ANY_HEADER_RE, _HEADERS
+    from coreepi.parse.kernel.scan import _ANY_HEADER_RE
 
     files = sorted(TESTDATA.iterdir()) + sorted((ROOT / "tests" / "data" / "kernel-wild").glob("*.log"))
     checked = 0
     for path in files:
         text = path.read_bytes().decode("utf-8", "replace")
         lines = text.split("\n")
-        assert matching_lines(text, _HEADERS) == {i for i, ln in enumerate(lines) if _ANY_HEADER_RE.search(ln)}
+        data = (text + "\n").encode()
+        marked = {data.count(b"\n", 0, at) for at, bits in mark_block(data).marks.items() if bits & HEADER}
+        assert marked == {i for i, ln in enumerate(lines) if _ANY_HEADER_RE.search(ln)}, path.name
         assert matching_lines(text, STACK_START_LITERALS, _ANY_STACK_START) == {
             i for i, ln in enumerate(lines) if _ANY_STACK_START.search(ln)}
         for kind in OOPS_KINDS:
@@ -203,6 +207,43 @@ def test_block_prefilters_agree_with_per_line_search() -> None:
                     path.name, fmt.title.pattern)
                 checked += plain is not None
     assert len(files) > 780 and checked > 900
+
+
+def test_skipping_quiet_lines_changes_nothing() -> None:
+    """The scanner skips the lines between reports in one step; reading
+    every line one by one (a block whose every line is a stop) must give the
+    same reports, prefixes (the lines before a report) and line numbers. The
+    input: real syzkaller logs, each after 700 lines of another log's noise
+    (more than the 200 kept for prefixes), one with a printk replay mark, one
+    after lines too long for the bytes window of skipped lines."""
+    from dataclasses import replace
+
+    from coreepi.parse.kernel.blocks import mark_block
+    from coreepi.parse.kernel.scan import scan_blocks
+
+    logs = [(TESTDATA / n).read_bytes().partition(b"\n\n")[2] for n in ("0", "100", "317", "620", "1000")]
+    noise = b"".join(b"[  %d.000001] noise line %d\n" % (i, i) for i in range(700))
+    replay = b"[  9.1] half a li\n[  9.1] ** replaying previous printk message **\n"
+    # 300 lines of 400 bytes: the 64 KiB window holds fewer than the 200 lines kept
+    wide = b"".join(b"[  %d.000002] %s\n" % (i, b"w" * 380) for i in range(300))
+    # a task's report whose prefix lines are 180 long lines of another task back
+    task = b"".join(b"[  5.%06d][  T77] task line %d\n" % (i, i) for i in range(10))
+    other = b"".join(b"[  6.%06d][    T1] %s\n" % (i, b"w" * 380) for i in range(180))
+    oops = (b"[  7.000000][  T77] BUG: unable to handle kernel NULL pointer dereference at 0000000000000000\n"
+            b"[  7.000001][  T77] Call Trace:\n[  7.000002][  T77]  foo+0x1/0x2\n")
+    data = (b"".join(noise + log for log in logs) + replay + noise + logs[0] + wide + logs[2] + noise + task
+            + other + oops)
+    block = mark_block(data)
+    every_line = replace(block, stops=[0] + [i + 1 for i, c in enumerate(data[:-1]) if c == 10])
+
+    def shape(blocks: list) -> list[tuple]:  # type: ignore[type-arg]
+        return [(r.line_number, r.oops_line, r.prefix, r.lines, r.facts_lines, r.title_end)
+                for r in scan_blocks(blocks)]
+
+    skipped, read = shape([block]), shape([every_line])
+    assert len(skipped) == 7 and skipped == read  # log 620 holds no crash
+    assert skipped[0][0] > 700 and len(skipped[0][2]) > 0
+    assert skipped[-1][2] == [f"task line {i}" for i in range(10)]
 
 
 def test_several_crashes_give_several_reports() -> None:
@@ -399,6 +440,42 @@ def test_sniff_recognizes_every_syzkaller_crash(agreement, tmp_path: Path) -> No
             misread.append((outcome.case.name, kind))
     assert len(agreement[1].titled) >= 700
     assert not refused and not misread
+
+
+# The one no-crash syzkaller log that is not read as a kernel log: Android
+# debuggerd's tombstone lines (userspace) with two unstamped driver lines.
+_NOT_KERNEL_NO_CRASH: Final = {"262"}
+
+
+def test_no_crash_syzkaller_logs_are_kernel_logs() -> None:
+    """Breaker #15: the 34 corpus logs without a crash (no ``TITLE:``) are
+    console output; 16 were refused "not a kernel log" (one stamped line,
+    ``INFO: NMI handler`` / ``EXT4-fs`` / Spectre lines without stamps, a
+    syslog line with console lines glued mid-line). Every one but the
+    Android tombstone fragment is now a kernel log."""
+    from coreepi.ingest.artifacts import ArtifactKind, sniff
+
+    no_crash = [f for f in TESTDATA.iterdir() if b"TITLE:" not in f.read_bytes().partition(b"\n\n")[0]]
+    assert len(no_crash) == 34
+    kinds = {f.name: sniff(f)[0] for f in no_crash}
+    assert {n for n, k in kinds.items() if k is not ArtifactKind.KERNEL_LOG} == _NOT_KERNEL_NO_CRASH
+    assert all(kinds[n] is ArtifactKind.UNKNOWN for n in _NOT_KERNEL_NO_CRASH)
+
+
+@pytest.mark.parametrize("name", ["1", "728", "706"])
+def test_inspect_says_no_crash_for_a_quiet_kernel_log(name: str) -> None:
+    from clikit import cli
+
+    got = cli("inspect", str(TESTDATA / name))
+    assert (got.returncode, got.stdout) == (0, ""), got.stderr
+    assert got.stderr.strip().endswith(f"{TESTDATA / name}: no crash found")
+
+
+def test_sniff_still_refuses_text_that_is_no_kernel_log() -> None:
+    """The kernel-only line forms need the kernel's spelling at a line's start."""
+    for text in (b"hello world\n", b"VFS is a word\n", b"x86/fpu is fine\n", b'{"a": 1}\n',
+                 b"my EXT4-fs notes\n", b"[ 1.5] a bracket\n"):
+        assert not looks_like_kernel_log(text), text
 
 
 def test_inspect_reads_a_kmsan_log_without_timestamps(tmp_path: Path) -> None:

@@ -216,3 +216,19 @@ def test_ingest_reads_a_host_log_once(tmp_path: Path) -> None:
         summary = ingest([], store, telemetry_logs=[(log, "h1")])
     assert (summary.events_added, summary.crashes_added) == (5, 2)
     assert len(opened) == 1
+
+
+def test_binary_blocks_give_whole_lines_and_cut_a_giant_one() -> None:
+    """Blocks end at a line break (one is added to a last line without);
+    a line longer than max_bytes with no break in the data read so far is
+    cut there and its remainder skipped, as binary_lines does."""
+    import io
+
+    from coreepi.parse.open_input import binary_blocks, binary_lines
+
+    data = b"a\nbb\n" + b"x" * (3 << 20) + b"\ntail\nlast"
+    blocks = list(binary_blocks(io.BytesIO(data), 100))
+    assert all(b.endswith(b"\n") for b in blocks)
+    assert b"".join(blocks) == b"a\nbb\n" + b"x" * 100 + b"\ntail\nlast\n"
+    assert list(binary_lines(io.BytesIO(data), 100)) == ["a", "bb", "x" * 100, "tail", "last"]
+    assert list(binary_blocks(io.BytesIO(b""), 100)) == []

@@ -46,6 +46,7 @@ from coreepi.model.compression import MAGIC_BYTES, compression_of
 __all__ = [
     "DecompressionError",
     "InputStream",
+    "binary_blocks",
     "binary_lines",
     "decompress_to",
     "input_lines",
@@ -320,14 +321,14 @@ def decompress_to(path: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     return total
 
 
-def binary_lines(handle: IO[bytes], max_bytes: int) -> Iterator[str]:
-    """Lines of a binary stream split on ``\\n`` only, decoded as UTF-8
-    (invalid bytes become U+FFFD), without their newline. A longer line is
-    cut at ``max_bytes`` and its remainder skipped, so one 2 GB line costs
-    ``max_bytes`` of memory. Read in blocks of up to 1 MiB, each decoded at
-    once (decoded up to its last line break, so no character is split); a
-    block is what one read of the stream gives (``read1``), so when a read
-    fails every complete line before it has been given."""
+def binary_blocks(handle: IO[bytes], max_bytes: int) -> Iterator[bytes]:
+    """A binary stream in blocks of whole lines, each block ending with
+    ``\\n`` (one is added to a last line without). A block is what one read
+    of the stream gives (``read1``, up to 1 MiB) up to its last line break,
+    so when a read fails every complete line before it has been given. A
+    line longer than ``max_bytes`` with no line break in the data read so
+    far is cut at ``max_bytes`` and its remainder skipped, so one 2 GB line
+    costs ``max_bytes`` of memory."""
     read = getattr(handle, "read1", handle.read)
     pending = b""
     discarding = False
@@ -339,19 +340,27 @@ def binary_lines(handle: IO[bytes], max_bytes: int) -> Iterator[str]:
         end = data.rfind(b"\n")
         if end < 0:
             if not discarding and len(data) >= max_bytes:
-                yield data[:max_bytes].decode("utf-8", "replace")
+                yield data[:max_bytes] + b"\n"
                 discarding, data = True, b""
             pending = b"" if discarding else data
             continue
-        lines = data[:end].decode("utf-8", "replace").split("\n")
-        if discarding:
-            lines = lines[1:]
-            discarding = False
-        for line in lines:
-            yield line if len(line) <= max_bytes else line[:max_bytes]
+        start = data.find(b"\n") + 1 if discarding else 0  # the cut line's remainder
+        discarding = False
+        if start <= end:
+            yield data[start:end + 1]
         pending = data[end + 1:]
     if pending and not discarding:
-        yield pending[:max_bytes].decode("utf-8", "replace")
+        yield pending[:max_bytes] + b"\n"
+
+
+def binary_lines(handle: IO[bytes], max_bytes: int) -> Iterator[str]:
+    """Lines of a binary stream split on ``\\n`` only, decoded as UTF-8
+    (invalid bytes become U+FFFD), without their newline, each block of
+    :func:`binary_blocks` decoded at once (no character is split: a block
+    ends at a line break). A longer line is cut at ``max_bytes``."""
+    for block in binary_blocks(handle, max_bytes):
+        for line in block[:-1].decode("utf-8", "replace").split("\n"):
+            yield line if len(line) <= max_bytes else line[:max_bytes]
 
 
 def input_lines(path: str | os.PathLike[str], max_bytes: int, *,

@@ -3,7 +3,7 @@ signature is its title in syzbot's style (``KASAN: use-after-free Read in
 ip6_send_skb``), so buckets match syzbot's.
 
 The title itself is read by the kernel-log parser
-(:mod:`coreepi.parse.kernel.scan`, after syzkaller's ``pkg/report``) and
+(:mod:`coreepi.parse.kernel.title`, after syzkaller's ``pkg/report``) and
 travels as ``report.artifact.title`` with how it was read
 (``artifact.kernel.title_rule``); this rule makes it the signature, with
 the trail of how it was obtained and the guilty frame as the frame used.

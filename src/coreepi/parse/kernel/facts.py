@@ -152,7 +152,7 @@ _ARCH_HINTS: Final[tuple[tuple[str, str, re.Pattern[str] | None], ...]] = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelFacts:
     """What one report says about the crashed task and the machine."""
 

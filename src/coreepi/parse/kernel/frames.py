@@ -385,7 +385,7 @@ def _strip_prefixes(frame: str) -> str:
     return best
 
 
-@dataclass
+@dataclass(slots=True)
 class _Walk:
     """Mutable state of one walk over a report's lines."""
 

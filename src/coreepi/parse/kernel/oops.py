@@ -54,17 +54,13 @@ from coreepi.model.report import (
 )
 from coreepi.model.taint import OUT_OF_TREE_TAINTS
 from coreepi.model.trusted import trusted
+from coreepi.parse.kernel.blocks import Block, mark_block, text_blocks
 from coreepi.parse.kernel.facts import KernelFacts, read_facts
 from coreepi.parse.kernel.formats import crash_type
 from coreepi.parse.kernel.prefixes import split_prefix
-from coreepi.parse.kernel.scan import (
-    ScanLimits,
-    ScannedReport,
-    TitleResult,
-    scan_lines,
-    title_report,
-)
-from coreepi.parse.open_input import binary_lines, input_lines
+from coreepi.parse.kernel.scan import ScanLimits, ScannedReport, scan_blocks, scan_lines
+from coreepi.parse.kernel.title import TitleResult, title_report
+from coreepi.parse.open_input import binary_blocks, binary_lines, input_lines, open_input
 from coreepi.parse.sniff import text_head
 
 __all__ = ["ScanLimits", "iter_kernel_log", "looks_like_kernel_log", "parse_kernel_log"]
@@ -107,6 +103,7 @@ def _item_lines(items: Iterable[str | bytes]) -> Iterator[str]:
 
 
 def _lines(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: int) -> Iterator[str]:
+    """The log's lines (for the telemetry parser, which reads every line)."""
     if isinstance(source, os.PathLike):
         yield from input_lines(source, max_bytes)
     elif isinstance(source, str):
@@ -117,6 +114,21 @@ def _lines(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: in
         yield from binary_lines(source, max_bytes)  # type: ignore[arg-type]
     else:
         yield from _item_lines(source)  # type: ignore[arg-type]
+
+
+def _blocks(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: int) -> Iterator[Block]:
+    """The log as marked blocks of whole lines (see :mod:`coreepi.parse.kernel.blocks`)."""
+    if isinstance(source, os.PathLike):
+        with open_input(source) as handle:
+            yield from map(mark_block, binary_blocks(handle, max_bytes))
+    elif isinstance(source, str):
+        yield from text_blocks(_text_lines(source))
+    elif isinstance(source, (bytes, bytearray)):
+        yield from map(mark_block, binary_blocks(io.BytesIO(bytes(source)), max_bytes))
+    elif hasattr(source, "readline") and hasattr(source, "read") and isinstance(source.read(0), bytes):
+        yield from map(mark_block, binary_blocks(source, max_bytes))  # type: ignore[arg-type]
+    else:
+        yield from text_blocks(_item_lines(source))  # type: ignore[arg-type]
 
 
 def _host(facts: KernelFacts) -> HostFacts:
@@ -254,8 +266,7 @@ def iter_kernel_log(
     """
     if name is None and isinstance(source, os.PathLike):
         name = os.fspath(source)
-    lines = _lines(source, limits.max_line_chars * 4)
-    for scanned in scan_lines(lines, limits):
+    for scanned in scan_blocks(_blocks(source, limits.max_line_chars * 4), limits):
         try:
             yield _report(scanned, name)
         except Exception as error:  # noqa: BLE001 - a crash seen must still be counted
@@ -283,7 +294,9 @@ def parse_kernel_log(
 
 
 _SNIFF_RES: Final = (
-    re.compile(rb"^(?:<[0-9]>)?\[ *[0-9]+\.[0-9]{6}\](?:\[ *[CT][0-9]+\])? ", re.M),
+    # a console stamp anywhere in a line: a syslog line and the console
+    # line interleaved with it mid-line (two writers on one serial port)
+    re.compile(rb"(?:<[0-9]>)?\[ *[0-9]+\.[0-9]{6}\](?:\[ *[CT][0-9]+\])? "),
     re.compile(rb"^[A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} \S+ kernel: ", re.M),
     re.compile(rb"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]?[0-9] [0-9:]{8} [0-9]{4}\] ", re.M),
     # journal / rsyslog ISO-8601 times with a kernel tag; dmesg --time-format
@@ -293,6 +306,10 @@ _SNIFF_RES: Final = (
     re.compile(rb"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8},[0-9]{6}[+-][0-9]{2}:[0-9]{2} ", re.M),
     re.compile(rb"^kern *:[a-z]+ *: ", re.M),
     re.compile(rb"^[0-9]{1,3},[0-9]+,[0-9]+,[^;\n]{0,16};", re.M),
+    # untimestamped lines only the kernel prints (a console without
+    # printk.time): file systems, CPU mitigations, the VFS, perf's NMI watchdog
+    re.compile(rb"^(?:EXT4-fs[ :(]|XFS \(|BTRFS (?:info|warning|error)|Spectre V[0-9] ?: |Speculative "
+               rb"(?:Store Bypass|Return Stack Overflow): |x86/[a-z]+: |VFS: |INFO: NMI handler \()", re.M),
 )
 # Kernel text that is no crash report (those are the scanner's: see below).
 _STRONG: Final = re.compile(
@@ -305,8 +322,9 @@ def looks_like_kernel_log(head: bytes) -> bool:
     """Content sniffing: does this start of a file look like kernel messages?
 
     True when the first :data:`SNIFF_WINDOW` bytes of ``head`` have several
-    console-timestamped (``[  12.345678]``), syslog ``kernel:`` or
-    ``dmesg -T`` lines, a kernel marker that starts no report (``Linux
+    console-timestamped (``[  12.345678]``), syslog ``kernel:``, ``dmesg -T``
+    or kernel-only untimestamped lines (``EXT4-fs (loop4): …``), hold just
+    one such line and nothing else, a kernel marker that starts no report (``Linux
     version``, ``Call Trace:``, a cut-here line), or a crash report: the
     parser's own scanner runs over them, so whatever
     :func:`iter_kernel_log` would report from the head is recognised (a
@@ -320,6 +338,9 @@ def looks_like_kernel_log(head: bytes) -> bool:
             return False
         hits = sum(len(r.findall(text)) for r in _SNIFF_RES)
         if hits >= 2 or _STRONG.search(text) is not None:
+            return True
+        # a log of one kernel line (a console that printed nothing else)
+        if hits == 1 and sum(1 for line in text.split(b"\n") if line.strip()) == 1:
             return True
         return next(scan_lines(_text_lines(_decode(text))), None) is not None
     except Exception:  # noqa: BLE001 - sniffing must not fail

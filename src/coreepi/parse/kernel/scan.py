@@ -1,4 +1,4 @@
-"""Find crash reports in a stream of kernel log lines and title them.
+"""Find crash reports in a stream of kernel log lines.
 
 The scanner reads a console log one line at a time (bounded memory: a ring
 of recent lines plus a capped window per open report) and yields one
@@ -16,49 +16,42 @@ Log formats: raw console / serial logs, ``dmesg`` (with or without ``-T``),
 ``vmcore-dmesg.txt``. Prefixes that are not the kernel's own are normalised
 away first, so the rules see the same text everywhere.
 
-Source of the report-window and title rules: syzkaller's Linux reporter
-(``google/syzkaller`` ``pkg/report/linux.go``, ``findReport`` /
-``extractDescription`` / ``isCorrupted``, and the title normalisation of
-``pkg/report/report.go``), re-implemented in streaming form.
+Source of the report-window rules: syzkaller's Linux reporter
+(``google/syzkaller`` ``pkg/report/linux.go``, ``findReport``),
+re-implemented in streaming form. Titles: :mod:`coreepi.parse.kernel.title`.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from coreepi.parse.kernel.blocks import (
+    GCE_HANGUP,
+    HANGUP,
+    HEADER,
+    INFO,
+    REPLAY,
+    REPLAY_MARK,
+    SPECIAL,
+    Block,
+    last_lines,
+    text_blocks,
+)
 from coreepi.parse.kernel.facts import wrap_joiner
 from coreepi.parse.kernel.formats import (
-    CORRUPTED_TITLES,
     INFO_MESSAGES_WITH_STACK,
     OOPS_KINDS,
     REPORT_START_IGNORES,
     OopsKind,
-    TitleFormat,
-    header_function,
-    render,
-    title_search,
-)
-from coreepi.parse.kernel.frames import (
-    FRAME_LINE_RES,
-    RISCV_STACK_START,
-    STACK_START_LITERALS,
-    STACK_START_RES,
-    GuiltyFrame,
-    StackFormat,
-    extract_stack_frames,
-    fallback_frame,
-    find_all,
-    matching_lines,
 )
 from coreepi.parse.kernel.prefixes import normalize_line
-from coreepi.parse.kernel.trace import read_frames
 
-__all__ = ["ScanLimits", "ScannedReport", "TitleResult", "normalize_line", "scan_lines", "title_report"]
+__all__ = ["ScanLimits", "ScannedReport", "normalize_line", "scan_blocks", "scan_lines"]
 
 CONSOLE: Final = "console"
 FACT_LINES: Final = 400  # facts are read from a report's first lines
@@ -78,11 +71,8 @@ _TASK_CONTEXT_RE: Final = re.compile(r"\[ *T[0-9]+\]")
 # suffixes them with " (unreliable)". They are left out of the report.
 _QUESTIONABLE_RE: Final = re.compile(r"(\[<[0-9a-f]+>\])? \? ")
 
-# Every header: as literals for the batch prefilter (matching_lines), as one
-# alternation for the lines that pass it.
+# Every header as one alternation, for the lines the block marks say may hold one.
 _ANY_HEADER_RE: Final = re.compile("|".join(re.escape(k.header) for k in OOPS_KINDS))
-_HEADERS: Final = tuple(k.header for k in OOPS_KINDS)
-_GCE_HANGUP: Final = "serialport: VM disconnected."
 # (each message holds "FAULT_" or "vmalloc: ", tested first as substrings)
 _INFO_WITH_STACK_RE: Final = re.compile("|".join(re.escape(m) for m in INFO_MESSAGES_WITH_STACK))
 
@@ -151,7 +141,7 @@ class ScanLimits:
     idle_lines: int = 100
 
 
-@dataclass
+@dataclass(slots=True)
 class ScannedReport:
     """One crash report as found in the log, before titling.
 
@@ -191,7 +181,7 @@ class ScannedReport:
     def take(self, raw: str, line: str, stripped: str, special: bool, limits: ScanLimits) -> None:
         """A later line of this report's own context, reliable (``raw`` as
         read, ``line`` normalised); ``special``: the line may hold one of
-        :data:`_SPECIAL_LITERALS` (most lines hold none: not searched)."""
+        :data:`~coreepi.parse.kernel.blocks.SPECIAL_LITERALS` (most lines hold none: not searched)."""
         self.text_lines += 1
         skip = self.skip_text
         if special:
@@ -235,9 +225,6 @@ class ScannedReport:
             self.full = self.truncated = True
 
 
-_REPLAY_MARK: Final = "** replaying previous printk message **"
-
-
 def _follow_up(open_reports: deque[ScannedReport], context: str, limits: ScanLimits) -> bool:
     """Whether an oops line continues the newest open report instead of
     starting a crash of its own: same printing context, within the first
@@ -261,97 +248,155 @@ def _repeats_header(newest: ScannedReport, number: int, line: str, kind: OopsKin
     return " in " in line and line[line.find(kind.header):].split(" in ", 1)[0] == head
 
 
-def _prefix(recent: deque[tuple[str, _View | None]], context: str, limit: int) -> list[str]:
+@dataclass(frozen=True)
+class _Quiet:
+    """Lines skipped in one step (``data``: whole lines joined by ``\\n``),
+    kept as bytes until a report's prefix needs them: most never are."""
+
+    data: bytes
+    errors: str
+    max_chars: int
+
+    def lines(self) -> list[str]:
+        return [line[: self.max_chars] for line in self.data.decode("utf-8", self.errors).split("\n")]
+
+
+# The lines before a report, newest last: a line read one by one (raw, and
+# its view when it was normalised) or a run of skipped ones.
+_Recent = deque[tuple[str, _View | None] | _Quiet]
+_QUIET_WINDOW: Final = 64 << 10  # bytes of a skipped run kept, when they hold prefix_lines lines
+
+
+def _prefix(recent: _Recent, context: str, limit: int) -> list[str]:
     """Up to ``limit`` latest non-blank, reliable lines of ``context`` among
-    the raw lines before a report (a line no open report looked at is
-    normalised here, when a report starts, not for every line of the log)."""
+    the last ``recent.maxlen`` raw lines before a report (a line no open
+    report looked at is normalised here, when a report starts, not for
+    every line of the log; a skipped run is decoded here too)."""
     found: list[str] = []
-    for raw, view in reversed(recent):
-        _line, line_context, stripped, questionable = view or _view(raw)
-        if line_context != context:
-            continue
-        if stripped and not questionable:
-            found.append(stripped)
-            if len(found) >= limit:
-                break
+    left = recent.maxlen or 0
+    for entry in reversed(recent):
+        pairs = ([(raw, None) for raw in reversed(entry.lines()[-left:])] if isinstance(entry, _Quiet)
+                 else (entry,))
+        for raw, view in pairs:
+            left -= 1
+            _line, line_context, stripped, questionable = view or _view(raw)
+            if line_context == context and stripped and not questionable:
+                found.append(stripped)
+                if len(found) >= limit:
+                    left = 0
+            if left <= 0:
+                found.reverse()
+                return found
     found.reverse()
     return found
 
 
 def scan_lines(lines: Iterable[str], limits: ScanLimits = ScanLimits()) -> Iterator[ScannedReport]:
-    """Yield the crash reports of a log, in order, with bounded memory.
+    """:func:`scan_blocks` of lines given as ``str`` (without newlines)."""
+    return scan_blocks(text_blocks(lines), limits)
 
-    One prefilter decides what a line costs: while no report is open, a line
-    without any report header (found for a block of lines at once, see
-    :func:`_marked_blocks`) is only remembered, raw, for the prefix of a
-    report that may follow.
-    """
-    recent: deque[tuple[str, _View | None]] = deque(maxlen=limits.prefix_lines)
-    open_reports: deque[ScannedReport] = deque()
-    seen_text = False
+
+@dataclass(slots=True)
+class _Cursor:
+    """Where the scan is: lines read so far (``number``), the line read but
+    not yet handled (``held``: line number, raw text, marks; a printk replay
+    mark on the next line drops it), whether any non-blank line was seen."""
+
+    number: int = 0
     held: tuple[int, str, int] | None = None
-    number = 0
-    max_chars = limits.max_line_chars
-    for block, marks, replays in _marked_blocks(lines):
-        for i, raw in enumerate(block):
-            number += 1
-            # printk replays a line the console cut short: drop the partial one
-            if replays and _REPLAY_MARK in raw:
-                held = None
+    seen_text: bool = False
+
+
+def scan_blocks(blocks: Iterable[Block], limits: ScanLimits = ScanLimits()) -> Iterator[ScannedReport]:
+    """Yield the crash reports of a log given as marked blocks (see
+    :mod:`coreepi.parse.kernel.blocks`), in order, with bounded memory.
+
+    While no report is open, the lines up to the next one that may start a
+    report are skipped in one step (:func:`_skip_quiet`: counted, the last
+    ``limits.prefix_lines`` kept raw for a prefix); only marked lines and
+    the lines of open reports are read one by one.
+    """
+    recent: _Recent = deque(maxlen=limits.prefix_lines)
+    open_reports: deque[ScannedReport] = deque()
+    cursor = _Cursor()
+    max_chars, max_bytes = limits.max_line_chars, limits.max_line_chars * 4
+    for block in blocks:
+        data, marks, stops, errors = block.data, block.marks, block.stops, block.errors
+        pos, size = 0, len(data)
+        while pos < size:
+            held = cursor.held
+            if not open_reports and cursor.seen_text and (held is None or not held[2] & HEADER):
+                index = bisect_left(stops, pos)
+                stop = stops[index] if index < len(stops) else size
+                if stop > pos:
+                    _skip_quiet(block, pos, stop, cursor, recent, max_chars)
+                    pos = stop
+                    continue
+            end = data.find(b"\n", pos)
+            raw, mark = data[pos:end].decode("utf-8", errors)[:max_bytes], marks.get(pos, 0)
+            pos = end + 1
+            cursor.number += 1
+            if mark & REPLAY and REPLAY_MARK in raw:
+                cursor.held = None
                 continue
-            mark = marks.get(i, 0) if marks else 0
+            cursor.held = (cursor.number, raw, mark)
             if held is None:
-                held = (number, raw, mark)
                 continue
-            (line_no, raw, mark), held = held, (number, raw, mark)
+            line_no, raw, mark = held
             if len(raw) > max_chars:
                 raw = raw[:max_chars]
-            if not open_reports and not mark & _HEADER:
+            if not open_reports and not mark & HEADER:
                 recent.append((raw, None))
-                seen_text = seen_text or bool(raw.strip())
+                cursor.seen_text = cursor.seen_text or bool(raw.strip())
                 continue
-            closed = _scan_line(line_no, raw.rstrip("\r"), mark, recent, open_reports, seen_text, limits)
+            closed = _scan_line(line_no, raw.rstrip("\r"), mark, recent, open_reports, cursor.seen_text,
+                                limits)
             if closed:
                 yield from closed
-            seen_text = seen_text or bool(raw.strip())
-    if held is not None:
-        line_no, raw, mark = held
+            cursor.seen_text = cursor.seen_text or bool(raw.strip())
+    if cursor.held is not None:
+        line_no, raw, mark = cursor.held
         yield from _scan_line(line_no, raw[:max_chars].rstrip("\r"), mark, recent, open_reports,
-                              seen_text, limits)
+                              cursor.seen_text, limits)
     yield from open_reports
 
 
-_BATCH_LINES: Final = 4096
-# What a line may hold, as bits: a report header, the GCE console hangup, a
-# message that prints a stack of its own, a line a window treats apart. A superset: the line is looked at
-# again once cut and normalised (normalising adds none of these substrings).
-_HEADER: Final = 1
-_HANGUP: Final = 2
-_INFO: Final = 4
-_SPECIAL: Final = 8  # one of the lines a report's window treats apart (ScannedReport.take)
-_SPECIAL_LITERALS: Final = (
-    "Disabling lock debugging due to kernel taint", "Sending NMI from CPU", "Kernel panic - not syncing",
-    "WARNING: possible circular locking dependency detected",
-)
-_MARKS: Final = ((_HEADER, _HEADERS), (_HANGUP, (_GCE_HANGUP,)), (_INFO, INFO_MESSAGES_WITH_STACK),
-                 (_SPECIAL, _SPECIAL_LITERALS))
-
-
-def _marked_blocks(lines: Iterable[str]) -> Iterator[tuple[list[str], dict[int, int], bool]]:
-    """The lines in blocks of ``_BATCH_LINES``, each block with its marks
-    (line index -> ``_HEADER | _HANGUP | _INFO | _SPECIAL`` bits; most
-    lines have none) and whether any line may hold the printk replay mark. Each
-    literal is looked for once over the block joined (one ``str.find``
-    scan per literal per block: a search per line costs several times
-    more, in call overhead, than the scan itself)."""
-    source = iter(lines)
-    while block := list(islice(source, _BATCH_LINES)):
-        text = "\n".join(block)
-        marks: dict[int, int] = {}
-        for bit, literals in _MARKS:
-            for index in matching_lines(text, literals):
-                marks[index] = marks.get(index, 0) | bit
-        yield block, marks, _REPLAY_MARK in text
+def _skip_quiet(block: Block, pos: int, stop: int, cursor: _Cursor,
+                recent: _Recent, max_chars: int) -> None:
+    """The lines of ``block`` from byte ``pos`` to ``stop`` (both line
+    starts), none of which may start a report, while no report is open:
+    what reading them one by one would do (the held line and all but the
+    last of them go to ``recent``, the last is held) without splitting or
+    decoding them: ``recent`` gets the bytes of the last ``recent.maxlen``
+    lines, decoded if a report's prefix asks for them. Only called once a
+    non-blank line was seen (before, each line's blankness matters)."""
+    data = block.data
+    count = data.count(b"\n", pos, stop)
+    last = data.rfind(b"\n", pos, stop - 1) + 1 or pos  # the last line's start
+    if cursor.held is not None:
+        recent.append((cursor.held[1][:max_chars], None))
+    if last > pos:
+        # the run's last recent.maxlen lines: a window of at most
+        # _QUIET_WINDOW bytes cut at a line start, kept as bytes; when lines
+        # are so long that it holds fewer, they are counted back and kept
+        # decoded and cut, as lines read one by one are (memory stays
+        # bounded by maxlen entries of at most _QUIET_WINDOW bytes or
+        # max_chars characters each)
+        need = recent.maxlen or 0
+        first = max(pos, last - _QUIET_WINDOW)
+        if first > pos:
+            first = data.find(b"\n", first - 1, last) + 1
+        if data.count(b"\n", first, last) >= need:
+            recent.clear()  # this run alone fills the window: older entries are out of it
+            recent.append(_Quiet(data[first:last - 1], block.errors, max_chars))
+        elif first == pos:
+            recent.append(_Quiet(data[first:last - 1], block.errors, max_chars))
+        else:
+            first = last_lines(data, pos, last, need)
+            recent.extend((line[:max_chars], None) for line in block.text(first, last - 1).split("\n"))
+    cursor.number += count
+    # (a held line is only ever read cut to max_chars)
+    cursor.held = (cursor.number, block.text(last, stop - 1)[:max_chars], block.marks.get(last, 0))
 
 
 def _offer(open_reports: deque[ScannedReport], raw: str, line: str, context: str, stripped: str,
@@ -378,25 +423,25 @@ def _offer(open_reports: deque[ScannedReport], raw: str, line: str, context: str
             rep.full = rep.idle >= limits.idle_lines
 
 
-def _scan_line(number: int, raw: str, mark: int, recent: deque[tuple[str, _View | None]],
+def _scan_line(number: int, raw: str, mark: int, recent: _Recent,
                open_reports: deque[ScannedReport], seen_text: bool,
                limits: ScanLimits) -> list[ScannedReport]:
-    """One line that may start a report (``mark`` has ``_HEADER``: it may
+    """One line that may start a report (``mark`` has ``HEADER``: it may
     hold a header) or belongs to open ones; the reports it closes, if any."""
     view = _view(raw)
     line, context, stripped, questionable = view
-    kind = _match_kind(line) if mark & _HEADER else None
+    kind = _match_kind(line) if mark & HEADER else None
     ignored = kind is not None and any(r.search(line) for r in REPORT_START_IGNORES)
-    if mark & _HANGUP and _GCE_HANGUP in line:
+    if mark & HANGUP and GCE_HANGUP in line:
         for rep in open_reports:
             rep.console_hangup = True
     if kind is not None and open_reports and _repeats_header(open_reports[-1], number, line, kind):
         kind = None
     if open_reports:
         starts_next = (kind is not None and not ignored) or bool(
-            mark & _INFO and _INFO_WITH_STACK_RE.search(line) is not None)
+            mark & INFO and _INFO_WITH_STACK_RE.search(line) is not None)
         _offer(open_reports, raw, line, context, stripped, questionable, starts_next,
-               bool(mark & _SPECIAL), limits)
+               bool(mark & SPECIAL), limits)
     if kind is not None and kind.header == "Booting the kernel." and not seen_text:
         kind = None  # a log that starts with a boot is not a reboot
     closed: list[ScannedReport] = []
@@ -411,178 +456,3 @@ def _scan_line(number: int, raw: str, mark: int, recent: deque[tuple[str, _View 
         closed.append(open_reports.popleft())
     recent.append((raw, view))
     return closed
-
-
-@dataclass(frozen=True)
-class TitleResult:
-    """Title of a report and how it was obtained (for the signature trail).
-
-    ``title`` is coreepi's: syzbot's title, except where syzbot writes the
-    placeholder ``corrupted`` (no guilty frame by its stack rules, or a lost
-    message): there coreepi names the frame its own trace reader finds, or
-    leaves the frame out. ``syzbot_title`` is syzbot's, for agreement tests.
-    """
-
-    title: str
-    raw_title: str
-    corrupted_reason: str | None
-    format: TitleFormat | None
-    frames: tuple[str, ...]  # guilty frames as printed (raw names)
-    syzbot_title: str = ""
-
-
-@dataclass
-class _Described:
-    title: str = ""
-    syzbot_title: str = ""
-    corrupted: str = ""
-    format: TitleFormat | None = None
-    frames: tuple[str, ...] = ()
-
-
-_LOST: Final = "\x00"  # stands for a guilty frame nobody could find
-
-
-def _render(fmt: TitleFormat, args: list[str], guilty: list[GuiltyFrame],
-            fallback: Callable[[StackFormat], GuiltyFrame | None]) -> tuple[str, str, tuple[str, ...]]:
-    """(coreepi title, syzbot title, raw guilty frames) of one format."""
-    ours, raw = [], []
-    for frame in guilty:
-        if not frame.canonical and fmt.stack is not None:
-            frame = fallback(fmt.stack) or GuiltyFrame(_LOST, "")
-        ours.append(frame.canonical)
-        if frame.raw:
-            raw.append(frame.raw)
-    title = render(fmt.template, args + ours)
-    # "X in {lost}" -> "X"; "X in {lost}/usb_submit_urb" -> "X in usb_submit_urb"
-    title = re.sub(" in " + _LOST + "(?!/)|" + _LOST + "/?", "", title)
-    syzbot = render(fmt.syzbot_template or fmt.template, args + [g.canonical or "corrupted" for g in guilty])
-    return title, syzbot, tuple(raw)
-
-
-def _describe(text: str, kind: OopsKind,
-              fallback: Callable[[StackFormat], GuiltyFrame | None]) -> _Described:
-    """Pick the earliest-matching title format."""
-    start = len(text)
-    out = _Described()
-    matched_title = False
-    headers = find_all(text, kind.header)
-    for fmt in kind.formats:
-        match = title_search(fmt, kind.header, text, headers)
-        if match is None or match.start() > start or (match.start() == start and out.title):
-            continue
-        if match.start() < start:
-            out, start = _Described(), match.start()
-        matched_title = True
-        if fmt.report is not None:
-            match = fmt.report.search(text)
-            if match is None:
-                continue
-        args = [g or "" for g in match.groups()]
-        corrupted = ""
-        guilty: list[GuiltyFrame] = []
-        if fmt.stack is not None:
-            guilty, ok = extract_stack_frames(fmt.stack, text[match.start():])
-            if not ok:
-                corrupted = "extracted no frames"
-        title, syzbot, raw = _render(fmt, args, guilty, fallback)
-        out = _Described(title, syzbot, corrupted, fmt, raw)
-    if not out.title:
-        if matched_title:
-            out.corrupted = "matched title but not report regexp"
-        pos = text.find(kind.header)
-        if pos >= 0:
-            end = text.find("\n", pos)
-            out.title = out.syzbot_title = text[pos: end if end >= 0 else len(text)]
-    if not out.corrupted and out.format is not None and out.format.corrupted:
-        out.corrupted = "report format is marked as corrupted"
-    return out
-
-
-def _lacks_stack(text: str, fmt: TitleFormat | None, title: str) -> str:
-    """Why a titled report is corrupted though its format matched, or ''."""
-    if any(r.search(title) for r in CORRUPTED_TITLES):
-        return "title matches corrupted regexp"
-    if fmt is None or fmt.no_stack_trace:
-        return ""
-    has_stack = False
-    for key, literal in zip(STACK_START_RES, STACK_START_LITERALS, strict=True):
-        match = key.search(text) if literal in text else None
-        if match is None:
-            continue
-        following = text[match.start():].split("\n", 17)
-        if len(following) < 4:
-            return "call trace is missed"
-        found = False
-        for line in following[1:16]:
-            if any(k.search(line) for k in STACK_START_RES):
-                break
-            if "(stack is not available)" in line or any(r.search(line) for r in FRAME_LINE_RES):
-                found = has_stack = True
-                break
-        if key is not RISCV_STACK_START and not found:
-            return "no frames in a stack trace"
-    return "" if has_stack else "no stack trace in report"
-
-
-_TITLE_REPLACEMENTS: Final = tuple(
-    (re.compile(p, re.ASCII), r)
-    for p, r in (
-        (r"syz-executor\.?[0-9]+((/|:)[0-9]+)?", "syz-executor"),  # fuzzer process ids
-        (r"syzkaller[0-9]+((/|:)[0-9]+)?", "syzkaller"),
-        (r"([^a-zA-Z0-9])(?:0x)?[0-9a-f]{6,}", r"\1ADDR"),  # addresses differ per boot
-        (r"([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})", "IP"),
-        (r"(\.\w+)(:[0-9]+)+", r"\1:LINE"),  # line numbers differ per build
-        (r"([a-zA-Z][a-zA-Z0-9_.]+)\+0x[0-9a-z]+/0x[0-9a-z]+", r"\1"),  # offsets differ per build
-        (r"CPU#[0-9]+", "CPU"),
-        # any remaining number, but not a slab cache's size ("BUG kmalloc-64: …")
-        (r"(?<!kmalloc)(?<!kmalloc-cg)(?<!kmalloc-rcl)(\W)(\d+)(\W|\Z)", r"\1NUM\3"),
-        (r"(\d+){7,}", "NUM"),
-    )
-)
-
-
-_UNPRINTABLE: Final = re.compile(r"[^\x20-\x7e]+")
-_SPACES: Final = re.compile(r" {2,}")
-
-
-def normalize_title(title: str) -> str:
-    """Make a title stable across boots and builds (addresses, numbers,
-    line numbers become ADDR/NUM/LINE), then keep at most 120 printable
-    ASCII bytes with single spaces, as syzbot does."""
-    for pattern, replacement in _TITLE_REPLACEMENTS:
-        while True:
-            new = pattern.sub(replacement, title)
-            if new == title:
-                break
-            title = new
-    # the first 120 bytes, one character per byte; a tab is a space
-    text = title.encode("utf-8", "surrogateescape")[:120].decode("latin-1").replace("\t", " ")
-    return _SPACES.sub(" ", _UNPRINTABLE.sub("", text)).strip()
-
-
-def title_report(rep: ScannedReport) -> TitleResult:
-    """Title a scanned report (syzbot conventions) and judge whether it is
-    corrupted (truncated, interleaved, or missing its call trace)."""
-    functions: list[str] | None = None
-
-    def fallback(stack: StackFormat) -> GuiltyFrame | None:
-        nonlocal functions
-        if functions is None:
-            functions = [f.function or "" for f in read_frames(rep.facts_lines)]
-            functions.append(header_function(rep.oops_line) or "")  # the last resort
-        return fallback_frame(stack, functions)
-
-    text = "\n".join(rep.lines[: rep.title_end]) + "\n"
-    out = _describe(text, rep.kind, fallback)
-    full_text = "\n".join(rep.lines) + "\n"
-    if not out.title:
-        out = _describe(rep.oops_line + "\n" + full_text, rep.kind, fallback)
-        out.title = out.title or rep.kind.header
-        out.syzbot_title = out.syzbot_title or rep.kind.header
-        out.corrupted = out.corrupted or "header not found in report text"
-    corrupted = out.corrupted or _lacks_stack(full_text, out.format, out.syzbot_title)
-    if not corrupted and rep.console_hangup:
-        corrupted = "console connection lost"
-    return TitleResult(normalize_title(out.title), out.title, corrupted or None, out.format, out.frames,
-                       normalize_title(out.syzbot_title))
