@@ -211,10 +211,13 @@ def host_findings(
     Input: the crashes of step 2, the host tables of step 4, the signature
     verdicts of step 5. Output: hardware-suspect hosts first, then by SIR p-value.
     """
+    # a host's mix counts only its own crashes: the reported hosts' rows
+    # (a few thousand of a million) give the same counts in the same order
+    mine = crashes.loc[crashes["host_id"].isin(hosts.report_hosts), ["host_id", "signature"]]
     # crashes in no analysed signature group count as undetermined
-    verdict_of_crash = crashes["signature"].map(sig_verdicts).fillna("undetermined")
+    verdict_of_crash = mine["signature"].map(sig_verdicts).fillna("undetermined")
     mix = (
-        pd.DataFrame({"host_id": crashes["host_id"].to_numpy(), "v": verdict_of_crash.to_numpy()})
+        pd.DataFrame({"host_id": mine["host_id"].to_numpy(), "v": verdict_of_crash.to_numpy()})
         .groupby(["host_id", "v"], sort=False).size()
     )  # fmt: skip
     mix_hosts = set(mix.index.get_level_values(0))

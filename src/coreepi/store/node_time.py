@@ -6,13 +6,14 @@ gigabytes of Python objects. The analytics need far less of the exposure:
 node-days per *attribute set* (distinct hosts.csv attributes × interval
 attributes), node-days per host, and, for each crash, which attribute set was
 in effect when it happened. DuckDB computes all three in one scan of the
-exposure plus one ASOF join, and the crashes come back with their repeated
+exposure (microseconds summed as integers) plus one hash join of the crashes
+to their intervals, and the crashes come back with their repeated
 strings (host, signature, phenotype lists, attribute JSON) as integer codes
 into small dictionaries, so pandas never decodes a million copies of the same
 text. The result (:class:`~coreepi.store.frames.NodeTimeFrames`) is exactly
 the input of ``coreepi.epi.NodeTime`` (see ``coreepi/epi/tables.py``).
 
-The SQL is DuckDB's (``ASOF JOIN``, ``GROUPING SETS``); the PostgreSQL store's
+The SQL is DuckDB's (``GROUPING SETS``, registered frames); the PostgreSQL store's
 (:mod:`coreepi.store.postgres_store.node_time`) finds the interval with a
 ``LATERAL`` subquery and shares the window, the sets' columns and the decoding.
 """
@@ -88,33 +89,57 @@ def _take(values: list[Any], column: pd.Series) -> np.ndarray:
     return table[_codes(column)]
 
 
+# microseconds of each interval inside [lo, hi): exact integers (DuckDB's
+# epoch() of an interval is a double and costs twice the CPU); params: hi, lo
+_CLIPPED_US = "epoch_us(least(end_ts, ?)) - epoch_us(greatest(start_ts, ?))"
+_PER_HOST_IA = (
+    f"WITH a AS (SELECT host_id, attributes AS ia, sum({_CLIPPED_US})::BIGINT AS us "
+    "FROM exposure WHERE end_ts > ? AND start_ts < ? GROUP BY host_id, attributes) "
+)
+
+
+def _days(us: pd.Series) -> np.ndarray:
+    """Summed microseconds as node-days (days of 86400 s), as the Ibis path computes them."""
+    return us.to_numpy(np.float64) / 1e6 / 86400.0
+
+
 def _summed_exposure(
     con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, int]:
     """Node-days per (host attributes, interval attributes) and per host, in one
     scan of the intervals overlapping ``[lo, hi)``, clipped to it.
 
     Summed per (host, interval attributes) first, so the join to hosts and the
-    grouping sets see thousands of rows, not millions. Returns (set rows:
-    ``ha, ia, node_days`` with the attribute JSON texts, sets: one column per
-    merged attribute + ``node_days``, node-days by host)."""
+    grouping sets see thousands of rows, not millions; the empty grouping set
+    counts those (host, interval attributes) pairs, which decides whether
+    :func:`_host_sets` is asked at all. Returns (set rows: ``ha, ia,
+    node_days`` with the attribute JSON texts, sets: one column per merged
+    attribute + ``node_days``, node-days by host, pairs)."""
     summed = con.execute(
-        "WITH a AS (SELECT host_id, attributes AS ia, "
-        "sum(epoch(least(end_ts, ?) - greatest(start_ts, ?))) AS s "
-        "FROM exposure WHERE end_ts > ? AND start_ts < ? GROUP BY host_id, attributes) "
-        "SELECT a.host_id, coalesce(h.attributes, '') AS ha, a.ia, sum(a.s) / 86400.0 AS node_days "
-        "FROM a LEFT JOIN hosts h ON h.host_id = a.host_id "
-        "GROUP BY GROUPING SETS ((a.host_id), (coalesce(h.attributes, ''), a.ia))",
+        _PER_HOST_IA + "SELECT a.host_id, coalesce(h.attributes, '') AS ha, a.ia, "
+        "sum(a.us)::BIGINT AS us, count(*) AS pairs, grouping(a.host_id) AS gh, "
+        "grouping(a.ia) AS gi FROM a LEFT JOIN hosts h ON h.host_id = a.host_id "
+        "GROUP BY GROUPING SETS ((a.host_id), (coalesce(h.attributes, ''), a.ia), ())",
         [hi, lo, lo, hi],
     ).df()
-    per_host = summed["host_id"].notna().to_numpy()
+    # which grouping set a row is of: (host) 0/1, (ha, ia) 1/0, () 1/1
+    gh, gi = summed["gh"].to_numpy() == 1, summed["gi"].to_numpy() == 1
+    total, per_host = gh & gi, ~gh
+    pairs = int(summed.loc[total, "pairs"].sum())
     by_host = pd.Series(
-        summed.loc[per_host, "node_days"].to_numpy(np.float64),
+        _days(summed.loc[per_host, "us"]),
         index=pd.Index(summed.loc[per_host, "host_id"].astype(object), name="host_id"),
         name="node_days",
-    )
-    set_rows = summed.loc[~per_host, ["ha", "ia", "node_days"]].reset_index(drop=True)
-    return set_rows, set_columns(set_rows), by_host
+    ).sort_index(kind="stable")
+    in_set = gh & ~gi
+    set_rows = pd.DataFrame({"ha": summed.loc[in_set, "ha"].to_numpy(object),
+                             "ia": summed.loc[in_set, "ia"].to_numpy(object),
+                             "node_days": _days(summed.loc[in_set, "us"])})
+    # in code-point order, as the Ibis path sorts them: the sums are exact
+    # integers, so a fixed order makes the report the same bytes on every run
+    # (the statistics sum over the sets in this order)
+    set_rows = set_rows.sort_values(["ha", "ia"], kind="stable").reset_index(drop=True)
+    return set_rows, set_columns(set_rows), by_host, pairs
 
 
 def set_columns(set_rows: pd.DataFrame) -> pd.DataFrame:
@@ -139,53 +164,48 @@ the engine falls back to fleet-wide host statistics (it says so in a note)."""
 
 
 def _host_sets(
-    con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime, set_rows: pd.DataFrame
+    con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime, set_rows: pd.DataFrame,
+    pairs: int,
 ) -> pd.DataFrame | None:
     """Node-days per (host, row of the sets) in ``[lo, hi)``: ``host_id``, ``set``,
-    ``node_days``; None when there are more than :data:`MAX_HOST_SETS` pairs (the engine's
-    stratified SIR and host-level tests need them: ``NodeTime.host_sets``)."""
-    pairs = con.execute(
-        "SELECT count(*) FROM (SELECT DISTINCT host_id, attributes FROM exposure "
-        "WHERE end_ts > ? AND start_ts < ?)", [lo, hi]).fetchall()
-    if int(pairs[0][0]) > MAX_HOST_SETS:
+    ``node_days``; None, without a query, when the ``pairs`` (host, interval
+    attributes) of :func:`_summed_exposure` exceed :data:`MAX_HOST_SETS` (the
+    engine's stratified SIR and host-level tests need them: ``NodeTime.host_sets``)."""
+    if pairs > MAX_HOST_SETS:
         return None
     con.register("_hs_sets", pd.DataFrame({"ha": set_rows["ha"], "ia": set_rows["ia"],
                                            "k": np.arange(len(set_rows), dtype=np.int64)}))
     try:
-        return con.execute(
-            "WITH a AS (SELECT host_id, attributes AS ia, "
-            "sum(epoch(least(end_ts, ?) - greatest(start_ts, ?))) AS s "
-            "FROM exposure WHERE end_ts > ? AND start_ts < ? GROUP BY host_id, attributes) "
-            "SELECT a.host_id, st.k AS set, a.s / 86400.0 AS node_days FROM a "
+        rows = con.execute(
+            _PER_HOST_IA + "SELECT a.host_id, st.k AS set, a.us FROM a "
             "LEFT JOIN hosts h ON h.host_id = a.host_id "
             "JOIN _hs_sets st ON st.ha = coalesce(h.attributes, '') "
-            "AND st.ia IS NOT DISTINCT FROM a.ia",
+            "AND st.ia IS NOT DISTINCT FROM a.ia ORDER BY a.host_id, st.k",
             [hi, lo, lo, hi],
         ).df()
     finally:
         con.unregister("_hs_sets")
+    return pd.DataFrame({"host_id": rows["host_id"].astype(object),
+                         "set": rows["set"].to_numpy(np.int64), "node_days": _days(rows["us"])})
 
 
-_DICTIONARIES = ("_d_ia", "_d_host", "_d_sig", "_d_phen", "_d_hw", "_d_attr", "_sets")
+_DICTIONARIES = ("_d_host", "_d_sig", "_d_phen", "_d_hw", "_d_attr", "_sets")
 
 
 def _crash_codes(
     con: duckdb.DuckDBPyConnection, set_rows: pd.DataFrame, win: list[datetime]
 ) -> tuple[pd.DataFrame, dict[str, list[Any]]]:
     """The crashes of ``win`` as integer codes into dictionaries of their
-    repeated strings, each with the attribute set in effect (ASOF join).
+    repeated strings, each with the attribute set in effect.
 
-    The ASOF join sorts the exposure side by host and start: it gets integer
-    codes for the host (only hosts with crashes in the window: a semi-join)
-    and for the interval's attributes instead of their strings. Returns (the
-    coded rows, {dictionary: values, index = code})."""
-    ia_values = pd.unique(set_rows["ia"].dropna().astype(object))
-    ia_code = {v: i for i, v in enumerate(ia_values)}
-    con.register("_d_ia", pd.DataFrame({"v": pd.Series(ia_values, dtype=object),
-                                        "k": np.arange(len(ia_values))}))
+    The interval holding a crash is found by a hash join on the host with the
+    time range as its residual condition (intervals of one host never
+    overlap, so at most one matches): the hash table is built on the crashes
+    and probed once by each interval, a quarter of the CPU of an ASOF join,
+    which sorts all 10M intervals (measured in ``docs/scale.md``). Returns
+    (the coded rows, {dictionary: values, index = code})."""
     con.register("_sets", pd.DataFrame({
-        "ha": set_rows["ha"],
-        "iak": pd.Series([ia_code.get(v, -1) for v in set_rows["ia"]], dtype=np.int64),
+        "ha": set_rows["ha"].astype(object), "ia": set_rows["ia"].astype(object),
         "k": np.arange(len(set_rows)),
     }))
     where = "captured_at >= ? AND captured_at < ?"
@@ -204,24 +224,21 @@ def _crash_codes(
                                 f"WHERE {where}", win),
         }
         rows = con.execute(
-            "SELECT c.crash_id, c.host_k, c.captured_at, ds.k AS sig_k, dp.k AS phen_k, "
+            "SELECT c.crash_id, dh.k AS host_k, c.captured_at, ds.k AS sig_k, dp.k AS phen_k, "
             "dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version, "
-            "coalesce(CASE WHEN e.end_ts > c.captured_at THEN st.k END, -1) AS exposure_set "
-            "FROM (SELECT cr.*, dh.k AS host_k FROM crashes cr "
-            f"LEFT JOIN _d_host dh ON dh.v = cr.host_id WHERE {where}) c "
-            "ASOF LEFT JOIN (SELECT dh.k AS host_k, x.start_ts, x.end_ts, di.k AS iak "
-            "FROM exposure x JOIN _d_host dh ON dh.v = x.host_id "
-            "LEFT JOIN _d_ia di ON di.v = x.attributes "
-            "WHERE x.end_ts > ? AND x.start_ts < ?) e "
-            "ON c.host_k = e.host_k AND c.captured_at >= e.start_ts "
+            "coalesce(st.k, -1) AS exposure_set "
+            f"FROM (SELECT * FROM crashes WHERE {where}) c "
+            "LEFT JOIN exposure x ON x.host_id = c.host_id "
+            "AND c.captured_at >= x.start_ts AND c.captured_at < x.end_ts "
             "LEFT JOIN hosts h ON h.host_id = c.host_id "
-            "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.iak = e.iak "
+            "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.ia = x.attributes "
+            "LEFT JOIN _d_host dh ON dh.v = c.host_id "
             "LEFT JOIN _d_sig ds ON ds.v = c.signature "
             "LEFT JOIN _d_phen dp ON dp.v = array_to_string(c.phenotypes, ?) "
             "LEFT JOIN _d_hw dw ON dw.v = array_to_string(c.hardware_phenotypes, ?) "
             "LEFT JOIN _d_attr da ON da.v = c.attributes "
             "ORDER BY c.captured_at, c.crash_id",
-            [*win, *win, SEP, SEP],
+            [*win, SEP, SEP],
         ).df()
     finally:
         for name in _DICTIONARIES:
@@ -271,7 +288,7 @@ def duckdb_node_time_frames(
     """Build :class:`~coreepi.store.frames.NodeTimeFrames` on ``con`` (a cursor
     of the store in a UTC session; it registers temporary views on it)."""
     lo, hi = _window(con, since, until)
-    set_rows, sets, by_host = _summed_exposure(con, lo, hi)
-    host_sets = _host_sets(con, lo, hi, set_rows)
+    set_rows, sets, by_host, pairs = _summed_exposure(con, lo, hi)
+    host_sets = _host_sets(con, lo, hi, set_rows, pairs)
     rows, values = _crash_codes(con, set_rows, [lo, hi])
     return NodeTimeFrames(lo, hi, _decoded_crashes(rows, values), sets, by_host, host_sets)

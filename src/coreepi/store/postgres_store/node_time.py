@@ -73,7 +73,10 @@ def _summed_exposure(
     )
     set_rows = summed.loc[~per_host, ["ha", "ia", "node_days"]].reset_index(drop=True)
     set_rows["node_days"] = set_rows["node_days"].astype(np.float64)
-    return set_rows, by_host
+    # code-point order, as the DuckDB store and the Ibis path give them (the
+    # attribute columns follow the first set holding each key)
+    set_rows = set_rows.sort_values(["ha", "ia"], kind="stable").reset_index(drop=True)
+    return set_rows, by_host.sort_index(kind="stable")
 
 
 def _set_index(set_rows: pd.DataFrame) -> dict[tuple[Any, Any], int]:
