@@ -149,11 +149,28 @@ def test_agent_status_creates_nothing(tmp_path: Path) -> None:
     spool = tmp_path / "spool" / "deep"
     config = tmp_path / "capture.toml"
     config.write_text(f'spool_dir = "{spool}"\n')
-    done = cli("agent", "status", "--config", str(config))
+    done = cli("agent", "status", "--config", str(config), "--json")
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
     assert status["exists"] is False and status["queued"] == 0
+    # text by default, as every other status command
+    text = cli("agent", "status", "--config", str(config))
+    assert (text.returncode, text.stdout) == (
+        0, f"spool {spool}: does not exist yet (nothing captured)\n")
     assert not (tmp_path / "spool").exists()
+
+
+def test_agent_status_text_counts_the_spool(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    config = tmp_path / "capture.toml"
+    config.write_text(f'spool_dir = "{spool}"\n[spool]\nmax_bytes = 104857600\n')
+    (spool / "queue").mkdir(parents=True)
+    (spool / "quarantine").mkdir()
+    (spool / "quarantine" / "x.core").write_bytes(b"x")
+    done = cli("agent", "status", "--config", str(config))
+    assert (done.returncode, done.stdout) == (0, (
+        f"spool {spool}\nqueued: 0 (0 pending analysis, 0 reported and awaiting their core)\n"
+        "stuck: 0\nquarantined: 1\nspace: 0.0 MiB of a 100 MiB quota\n")), done.stderr
 
 
 @pytest.mark.parametrize("text,reason", [

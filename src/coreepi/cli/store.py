@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -44,11 +46,27 @@ def store_copy(
     existing_store(source, "--from")
     try:
         with DuckDBStore(source, read_only=True) as src, PostgresStore(
-                target, open_blobs(blobs, default_data_dir() / BLOB_DIR)) as dst:
-            result = copy_store(src, dst, progress=lambda s: sys.stderr.write(f"coreepi: {s}\n"))
+                target, open_blobs(blobs, default_data_dir() / BLOB_DIR)) as dst, \
+                _copy_status() as progress:
+            result = copy_store(src, dst, progress=progress)
     except StoreError as exc:
         _fail(str(exc))
     sys.stdout.write(f"{result}\n")
+
+
+@contextmanager
+def _copy_status() -> Iterator[Callable[[str], None]]:
+    """Where the copy's per-table progress goes: a transient status line on
+    a terminal (a long copy shows it is alive), nowhere otherwise. Never kept
+    on screen or in a log: the result line on stdout says the same counts once."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda _: None
+        return
+    with console.status("copying…") as status:
+        yield lambda line: status.update(f"copying: {line}")
 
 
 @store_app.command("prune")
