@@ -11,17 +11,39 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from coreepi.cli.options import BlobsOpt
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
 
 __all__ = ["store_app"]
 
-store_app = typer.Typer(help="Manage stores: copy a data dir into PostgreSQL, blob retention.",
+store_app = typer.Typer(help="Manage stores: make an empty one, copy a data dir into PostgreSQL, blob "
+                         "retention.",
                         no_args_is_help=True)
 
 
 def _fail(message: str) -> NoReturn:
     sys.stderr.write(f"coreepi: error: {message}\n")
     raise typer.Exit(2)
+
+
+@store_app.command("init")
+def store_init(data_dir: DataDir = None, store: StoreOpt = None) -> None:
+    """Make an empty store (a data dir, or the schema of a PostgreSQL --store),
+    e.g. to create API tokens before the first `coreepi serve`. Only this and
+    an ingest that stores something create a store. An existing store is kept
+    as it is."""
+    import os
+
+    from coreepi.cli.common import data_dir_or_default, shown
+    from coreepi.errors import StoreError
+    from coreepi.store import STORE_ENV, open_store
+
+    where = store or os.environ.get(STORE_ENV) or data_dir_or_default(data_dir)
+    try:
+        with open_store(where) as opened:
+            crashes = opened.count_crashes()
+    except StoreError as exc:
+        _fail(str(exc))
+    sys.stdout.write(f"store ready: {shown(where)} ({crashes:,} crashes)\n")
 
 
 @store_app.command("copy")

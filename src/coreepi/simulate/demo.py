@@ -174,7 +174,7 @@ def run_demo(
     progress bar; default a line on ``err`` every 50 files.
     """
     from coreepi.ingest.run import ingest
-    from coreepi.reporting import build_findings, render, render_text
+    from coreepi.reporting import build_findings, render, text_report
     from coreepi.simulate import simulate
     from coreepi.simulate.score import link_crashes, load_truth, score
     from coreepi.store import open_store
@@ -226,7 +226,9 @@ def run_demo(
         links = link_crashes(store, fleet, truth)
     fleet_score = score(findings, truth, links)
 
-    render_text(findings, out)
+    # as `coreepi report` prints it: no line padded with blanks to the width
+    out.print(Text.from_ansi(text_report(findings, out.width, color=out.is_terminal)
+                             .rstrip("\n")), soft_wrap=True)
     html_path = Path(html) if html is not None else data / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(render(findings, "html"), encoding="utf-8")
