@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from coreepi import __version__
-from coreepi.cli.basics import run_guarded
+from coreepi.cli.basics import run_guarded, write_stdout
 from coreepi.cli.common import EXIT_INPUT_ERROR, DataDir, fail, store_undo
 from coreepi.cli.options import BlobsOpt, StoreOpt, store_location
 from coreepi.errors import InputError
@@ -67,7 +67,7 @@ def schema(
 
     text = crash_report_schema_json()
     if out is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         out.write_text(text, encoding="utf-8")
 
