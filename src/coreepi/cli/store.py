@@ -28,9 +28,9 @@ def _fail(message: str) -> NoReturn:
 @store_app.command("init")
 def store_init(data_dir: DataDir = None, store: StoreOpt = None) -> None:
     """Make an empty store (a data dir, or the schema of a PostgreSQL --store),
-    e.g. to create API tokens before the first `coreepi serve`. Only this and
-    an ingest that stores something create a store. An existing store is kept
-    as it is."""
+    e.g. to create API tokens before the first `coreepi serve` (`token
+    create` refuses a path without a store). An existing store is kept as it
+    is."""
     import os
 
     from coreepi.cli.common import data_dir_or_default, shown
