@@ -41,6 +41,8 @@ def _free_port() -> int:
 def server(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
     """(url, ingest token, read token) of a `coreepi serve` child process."""
     data = tmp_path / "data"
+    subprocess.run([*COREEPI, "store", "init", "--data-dir", str(data)], check=True,
+                   capture_output=True, timeout=120)
     tokens = []
     for scope in ("ingest", "read"):
         done = subprocess.run([*COREEPI, "token", "create", "--scope", scope, "--data-dir",

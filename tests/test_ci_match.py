@@ -69,6 +69,7 @@ def server(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
     (report,) = inspect_file(core)
     assert report.signature is not None and report.signature.signature == SEGV_SIGNATURE, r
     data = tmp / "data"
+    assert coreepi("store", "init", "--data-dir", str(data), cwd=tmp).returncode == 0
     tokens = {}
     for scope in ("ingest", "read"):
         t = coreepi("token", "create", "--scope", scope, "--name", scope, "--data-dir",

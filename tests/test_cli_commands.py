@@ -70,6 +70,15 @@ def test_inspect_identity_then_submit(coreset: CoreSet, tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     path.write_text(out.stdout)
     data = tmp_path / "data"
+    # token create at a path without a store: refused (a typo is not made a store)
+    typo = cli("token", "create", "--scope", "ingest", "--data-dir", str(data))
+    assert (typo.returncode, typo.stdout) == (2, ""), typo.stderr
+    assert typo.stderr == (f"coreepi: error: {data}: no coreepi store here (`coreepi ingest FLEET "
+                           f"--data-dir {data}` or `coreepi store init --data-dir {data}` makes "
+                           "one)\n")
+    assert not data.exists()
+    made = cli("store", "init", "--data-dir", str(data))
+    assert (made.returncode, made.stdout) == (0, f"store ready: {data} (0 crashes)\n"), made.stderr
     ingest_token = cli("token", "create", "--scope", "ingest", env={"COREEPI_DATA_DIR": str(data)})
     read_token = cli("token", "create", "--scope", "read", "--data-dir", str(data))
     assert ingest_token.returncode == 0 and read_token.returncode == 0
@@ -149,11 +158,28 @@ def test_agent_status_creates_nothing(tmp_path: Path) -> None:
     spool = tmp_path / "spool" / "deep"
     config = tmp_path / "capture.toml"
     config.write_text(f'spool_dir = "{spool}"\n')
-    done = cli("agent", "status", "--config", str(config))
+    done = cli("agent", "status", "--config", str(config), "--json")
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
     assert status["exists"] is False and status["queued"] == 0
+    # text by default, as every other status command
+    text = cli("agent", "status", "--config", str(config))
+    assert (text.returncode, text.stdout) == (
+        0, f"spool {spool}: does not exist yet (nothing captured)\n")
     assert not (tmp_path / "spool").exists()
+
+
+def test_agent_status_text_counts_the_spool(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    config = tmp_path / "capture.toml"
+    config.write_text(f'spool_dir = "{spool}"\n[spool]\nmax_bytes = 104857600\n')
+    (spool / "queue").mkdir(parents=True)
+    (spool / "quarantine").mkdir()
+    (spool / "quarantine" / "x.core").write_bytes(b"x")
+    done = cli("agent", "status", "--config", str(config))
+    assert (done.returncode, done.stdout) == (0, (
+        f"spool {spool}\nqueued: 0 (0 pending analysis, 0 reported and awaiting their core)\n"
+        "stuck: 0\nquarantined: 1\nspace: 0.0 MiB of a 100 MiB quota\n")), done.stderr
 
 
 @pytest.mark.parametrize("text,reason", [
@@ -209,9 +235,20 @@ def test_ingest_that_stores_nothing_fails(tmp_path: Path) -> None:
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "a.core").write_bytes(b"not a core at all")
-    done = cli("ingest", str(junk), "--data-dir", str(tmp_path / "d"))
+    done = cli("ingest", str(junk), "--data-dir", str(tmp_path / "d" / "deep"))
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "nothing ingested" in done.stderr
+    # the store the failed ingest opened is gone again, its folders with it: a
+    # later reader says "no store here" instead of reporting an empty one
+    assert not (tmp_path / "d").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    again = cli("ingest", str(junk), "--data-dir", str(mine))
+    assert again.returncode == 2 and "nothing ingested" in again.stderr
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    report = cli("report", "--data-dir", str(mine))
+    assert report.returncode == 2 and "no coreepi store here" in report.stderr
 
 
 @pytest.mark.parametrize("command", [

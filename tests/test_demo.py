@@ -102,6 +102,8 @@ def test_demo_output_and_html(small_demo: tuple[Path, DemoResult, str]) -> None:
     assert result.simulated
     assert "Crash groups by rate" in text and "Suspect hosts" in text
     assert "4 of 4 planted diseases attributed right" in text
+    # piped (a log, `> demo.out`): wrapped lines are not padded to the width
+    assert [line for line in text.splitlines() if line.endswith(" ")] == []
     assert f"HTML report: {result.html.resolve()}" in text.replace("\n", "")
     html = result.html.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html

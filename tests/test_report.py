@@ -178,6 +178,22 @@ def test_text(findings: FleetFindings) -> None:
     assert qs and all(family in ("signature", "phenotype") for family in qs)
 
 
+def test_a_ratio_reads_the_same_in_the_findings_and_the_evidence(
+        findings: FleetFindings) -> None:
+    """Before: "rate ratio ∞ (24.4–unbounded)" in a finding, "rate ratio
+    unbounded (95% CI 24.4–unbounded)" in the same group's evidence."""
+    from coreepi.reporting.phrases import evidence_text
+    from coreepi.reporting.text import finding_lines
+
+    evidence = " ".join(evidence_text(e) for g in findings.groups
+                        for e in g.attribution.evidence)
+    said = [m.group(1) for line in finding_lines(findings)
+            for m in [re.search(r"rate ratio (.+?), q", line.plain)] if m]
+    assert said, "no finding names a rate ratio"
+    for ratio in said:
+        assert "∞" not in ratio and f"rate ratio {ratio} vs" in evidence, ratio
+
+
 def test_json_round_trips(findings: FleetFindings) -> None:
     text = render(findings, "json")
     assert FleetFindings.model_validate_json(text) == findings

@@ -30,6 +30,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def tokens(tmp_path: Path) -> dict[str, str]:
     data = tmp_path / "data"
+    assert _cli("store", "init", "--data-dir", str(data)).returncode == 0
     out = {}
     for scope in ("ingest", "read"):
         r = _cli("token", "create", "--scope", scope, "--name", f"t-{scope}", "--data-dir",

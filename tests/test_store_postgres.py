@@ -135,6 +135,7 @@ def test_store_copy_is_idempotent(pg_url: str, tmp_path: Path) -> None:
     first = _cli("store", "copy", "--from", str(data), "--to", pg_url, "--blobs", str(blobs))
     assert first.returncode == 0, first.stderr
     assert "copied blobs 1 " in first.stdout and "crashes 1 (+0 there)" in first.stdout
+    assert first.stderr == ""  # the counts once, on stdout (the per-table progress was repeated)
     assert "dated by the copy" not in first.stdout
     copied = DirectoryBlobStore(blobs)
     assert [(b.key, b.modified) for b in copied.entries()] == [(key, written)]

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -125,11 +125,34 @@ def agent(
 
 
 @agent_app.command()
-def status(ctx: typer.Context, config: ConfigOption = None) -> None:
+def status(
+    ctx: typer.Context,
+    config: ConfigOption = None,
+    json_output: Annotated[bool, typer.Option("--json", help="The counts as one JSON object.")
+                           ] = False,
+) -> None:
     """Show the spool's counts (queued, pending analysis, quarantined, bytes)."""
     from coreepi.capture.agent import spool_status
 
-    sys.stdout.write(json.dumps(spool_status(_config(config or ctx.obj)), indent=2) + "\n")
+    counts = spool_status(_config(config or ctx.obj))
+    sys.stdout.write(json.dumps(counts, indent=2) + "\n" if json_output
+                     else _status_text(counts))
+
+
+def _status_text(s: dict[str, Any]) -> str:
+    """The spool counts of :func:`coreepi.capture.agent.spool_status` as
+    lines for a person (``--json`` gives the dict itself)."""
+    if not s["exists"]:
+        return f"spool {s['spool_dir']}: does not exist yet (nothing captured)\n"
+    stuck = s["stuck"]
+    mib = 1 << 20
+    return (f"spool {s['spool_dir']}\n"
+            f"queued: {s['queued']} ({s['pending_analysis']} pending analysis, "
+            f"{s['reported_awaiting_core']} reported and awaiting their core)\n"
+            f"stuck: {len(stuck)}{': ' + ', '.join(stuck) if stuck else ''}\n"
+            f"quarantined: {s['quarantined']}\n"
+            f"space: {s['spool_bytes'] / mib:,.1f} MiB of a {s['quota_bytes'] / mib:,.0f} "
+            "MiB quota\n")
 
 
 @agent_app.command()

@@ -13,6 +13,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from coreepi.cli.basics import write_stdout
 from coreepi.cli.common import TOKEN_ENV, TokenFile, read_token, store_target
 from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
 
@@ -71,7 +72,7 @@ def alerts_list(
     except StoreError as exc:
         _fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps([{
+        write_stdout(json.dumps([{
             "key": a.key, "kind": a.kind, "state": a.state, "labels": a.labels,
             "summary": a.summary, "evidence": a.evidence, "starts_at": a.starts_at.isoformat(),
             "ends_at": a.ends_at.isoformat() if a.ends_at else None} for a in alerts],
@@ -165,7 +166,7 @@ def alerts_deliveries(
         _fail(str(exc))
     log = [d for d in log if (not failed or not d.ok) and receiver in (None, d.receiver)]
     if as_json:
-        sys.stdout.write(json.dumps([{
+        write_stdout(json.dumps([{
             "alert_key": d.alert_key, "receiver": d.receiver, "state": d.state,
             "attempt": d.attempt, "at": d.at.isoformat(), "status": d.status, "ok": d.ok,
             "error": d.error} for d in log], indent=2) + "\n")

@@ -19,6 +19,7 @@ __all__ = [
     "parse_capture_time",
     "parse_when",
     "run_guarded",
+    "write_stdout",
 ]
 
 EXIT_INPUT_ERROR = 2
@@ -27,6 +28,27 @@ EXIT_BROKEN_PIPE = 141
 128 + SIGPIPE, what a shell reports for ``cat``/``seq``/``git`` killed by
 the signal, so ``set -o pipefail`` sees the same as with coreutils; never 1,
 which means a bug of ours."""
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to standard output, all of it or BrokenPipeError.
+
+    CPython's buffered writer, when a large write fills the pipe and the
+    reader then goes away (``coreepi list --json | head -c 10``), returns
+    the count written so far and drops the rest without an error, so the
+    command would end with status 0 and half its output. The count is
+    checked here: the next write of the rest raises, and
+    :func:`run_guarded` exits with :data:`EXIT_BROKEN_PIPE`."""
+    out = sys.stdout
+    raw = getattr(out, "buffer", None)
+    if raw is None:  # a stream without bytes underneath (a test's StringIO)
+        out.write(text)
+        return
+    out.flush()  # what was written before goes first
+    view = memoryview(text.encode(out.encoding or "utf-8", out.errors or "strict"))
+    while view:
+        view = view[raw.write(view):]
+    raw.flush()
 
 
 def fail(message: str) -> NoReturn:

@@ -12,6 +12,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from coreepi.cli.basics import write_stdout
+
 __all__ = ["ci_app", "postmortem", "register"]
 
 ci_app = typer.Typer(help="Capture and analyse the crashes of a CI job's command.",
@@ -187,7 +189,7 @@ def postmortem(
         _fail(str(exc))
     text = render_postmortem(pm, fmt, base_url)
     if out is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         _write(out, text)
 

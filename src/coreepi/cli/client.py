@@ -69,17 +69,26 @@ class ApiClient:
     def get_json(self, path: str, **params: Any) -> Any:
         """GET ``/api/v1`` + ``path`` with ``params`` (None values left out) as JSON."""
         query = {k: v for k, v in params.items() if v is not None}
-        response = self._request("GET", path, params=query)
+        return self._json(self._request("GET", path, params=query), path)
+
+    def post_json(self, path: str, body: bytes) -> tuple[int, Any]:
+        """POST a JSON body; (status code, decoded answer). An answer that is
+        not JSON (a proxy's page in front of the server) is an InputError."""
+        response = self._request("POST", path, content=body,
+                                 headers={"Content-Type": "application/json"})
+        return response.status_code, self._json(response, path)
+
+    def _json(self, response: httpx.Response, path: str) -> Any:
+        """The decoded body of a successful answer; InputError naming the URL
+        and quoting the body's start when it is not JSON."""
         try:
             return response.json()
         except ValueError:
-            raise InputError(f"{self.root}/api/v1{path}", "the answer is not JSON") from None
-
-    def post_json(self, path: str, body: bytes) -> tuple[int, Any]:
-        """POST a JSON body; (status code, decoded answer)."""
-        response = self._request("POST", path, content=body,
-                                 headers={"Content-Type": "application/json"})
-        return response.status_code, response.json()
+            start = response.text.strip()[:80]
+            quoted = f": {start!r}" if start else " (an empty body)"
+            raise InputError(f"{self.root}/api/v1{path}",
+                             f"{response.status_code}, but the answer is not JSON{quoted}; "
+                             "is --server a coreepi serve?") from None
 
     def crashes(self, **params: Any) -> Iterator[dict[str, Any]]:
         """Every crash summary of ``GET /crashes`` with ``params``, page after page."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -30,6 +31,7 @@ __all__ = [
     "fail",
     "shown",
     "store_target",
+    "store_undo",
     "parse_when",
     "read_token",
     "window",
@@ -68,9 +70,46 @@ def existing_store(data_dir: Path, option: str = "") -> Path:
 
     if not (data_dir / DB_NAME).is_file():
         named = f"{option} {data_dir}" if option else str(data_dir)
-        fail(f"{named}: no coreepi store here (run `coreepi ingest FLEET --data-dir "
-             f"{data_dir}` first)")
+        fail(f"{named}: no coreepi store here (`coreepi ingest FLEET --data-dir {data_dir}` "
+             f"or `coreepi store init --data-dir {data_dir}` makes one)")
     return data_dir
+
+
+def store_undo(target: str | Path | None) -> Callable[[], None]:
+    """Call before a command that may create the store at ``target`` (a data
+    dir, None: the default one; a database URL is left alone); the function
+    it returns removes again what the command created there (the folders it
+    made, or the files it added to a folder without a store) when no store
+    existed before: a failed command must not leave a store behind, which
+    later readers would take for a real, empty one."""
+    import shutil
+
+    from coreepi.store.duckdb_store import DB_NAME
+    from coreepi.store.postgres_store import is_postgres_url
+
+    from coreepi.store import STORE_ENV
+
+    target = target or os.environ.get(STORE_ENV)  # as open_store reads it
+    if target and is_postgres_url(str(target)):
+        return lambda: None
+    home = data_dir_or_default(Path(target) if target else None)
+    if (home / DB_NAME).exists():
+        return lambda: None
+    if not home.exists():
+        top = home  # the first folder of the path that opening the store makes
+        while not top.parent.exists() and top.parent != top:
+            top = top.parent
+        return lambda: shutil.rmtree(top, ignore_errors=True)
+    before = set(home.iterdir())
+
+    def undo() -> None:
+        for made in set(home.iterdir()) - before:
+            if made.is_dir() and not made.is_symlink():
+                shutil.rmtree(made, ignore_errors=True)
+            else:
+                made.unlink(missing_ok=True)
+
+    return undo
 
 
 def store_target(store: str | None, data_dir: Path | None) -> str | Path:

@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
+from coreepi.cli.basics import write_stdout
 from coreepi.cli.common import DataDir, Server, TokenFile, fail, shown, store_target, window
 from coreepi.cli.options import BlobsOpt, StoreOpt
 from coreepi.cli.sources import CrashSource
@@ -96,7 +97,7 @@ def list_crashes(
         rows = select_crashes(source, since=lo, until=hi, host=host, signature=signature,
                               phenotype=phenotype, verdict=verdict, limit=limit)
     if json_output:
-        sys.stdout.write(json.dumps([jsonable(r) for r in rows], indent=2) + "\n")
+        write_stdout(json.dumps([jsonable(r) for r in rows], indent=2) + "\n")
         return
     if not rows:
         sys.stderr.write("coreepi: no crash matches\n")
@@ -105,7 +106,7 @@ def list_crashes(
     lines = crash_lines(rows, os.get_terminal_size().columns if tty else None)
     text = "\n".join(lines) + "\n"
     if no_pager:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         from coreepi.cli.pager import page
 
@@ -129,7 +130,7 @@ def info(
     with crash_source(data_dir, server, token_file, store, blobs) as source:
         report = source.report(source.resolve(crash_id))
     if json_output:
-        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        write_stdout(report.model_dump_json(indent=2) + "\n")
         return
     from rich.console import Console
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from coreepi import __version__
-from coreepi.cli.basics import run_guarded
-from coreepi.cli.common import EXIT_INPUT_ERROR, DataDir, fail
+from coreepi.cli.basics import run_guarded, write_stdout
+from coreepi.cli.common import EXIT_INPUT_ERROR, DataDir, fail, store_undo
 from coreepi.cli.options import BlobsOpt, StoreOpt, store_location
 from coreepi.errors import InputError
 
@@ -67,7 +67,7 @@ def schema(
 
     text = crash_report_schema_json()
     if out is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         out.write_text(text, encoding="utf-8")
 
@@ -198,20 +198,23 @@ def ingest(
         fail("give one --host for all --telemetry logs, or one --host per --telemetry log")
     if not inputs and not logs:
         fail("nothing to ingest: give a fleet directory or crash files, or --telemetry LOG")
+    where = store_location(store, data_dir)
+    undo = store_undo(where)  # a store this ingest makes stays only if it stores something
     try:
-        with open_store(store_location(store, data_dir), blobs=blobs) as opened, \
-                IngestProgress() as progress:
+        with open_store(where, blobs=blobs) as opened, IngestProgress() as progress:
             summary = run_ingest(
                 inputs or [], opened, jobs=jobs, timeout=timeout, memory_limit_mb=memory_limit,
                 symbol_dirs=symbol_dir or (), store_cores=not no_store_cores, observer=progress,
                 telemetry_logs=list(zip(logs, hosts, strict=True)),
             )
     except (InputError, StoreError) as exc:
+        undo()
         fail(str(exc))
     for rejection in summary.rejections:
         sys.stderr.write(f"coreepi: {rejection}\n")
     sys.stdout.write(str(summary) + "\n")
     if not accepted_anything(summary):
+        undo()
         fail(f"nothing ingested: none of the {summary.files_seen} input files held a crash, "
              "host, exposure interval or telemetry event that could be stored (see above)")
     if any(r.category == NOT_A_LOG for r in summary.rejections):

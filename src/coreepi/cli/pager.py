@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 
+from coreepi.cli.basics import write_stdout
+
 __all__ = ["page", "pager_command"]
 
 
@@ -33,7 +35,7 @@ def page(text: str) -> None:
     """Write ``text`` to stdout, through the pager when there is one."""
     argv = pager_command()
     if argv is None:
-        sys.stdout.write(text)
+        write_stdout(text)
         return
     env = dict(os.environ)
     env.setdefault("LESS", "FRX")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from coreepi.cli.basics import write_stdout
 from coreepi.cli.common import DataDir, fail, shown, store_target, window
 from coreepi.cli.export import EngineOpt, ParquetOpt, SparkRemoteOpt, report_source
 from coreepi.cli.options import StoreOpt
@@ -70,7 +71,7 @@ def report(
         text = (text_report(findings, _env_width(), details=details) if fmt == "text"
                 else render(findings, fmt))
         if out is None:
-            sys.stdout.write(text)
+            write_stdout(text)
         else:
             out.write_text(text, encoding="utf-8")
         return
@@ -118,7 +119,7 @@ def _show_text(findings: FleetFindings, *, details: bool, pager: bool) -> None:
 
         page(text)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
 
 
 def _env_width() -> int:

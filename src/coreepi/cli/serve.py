@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from coreepi.cli.common import fail as _fail
+from coreepi.cli.common import store_target
 from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
 
 __all__ = ["serve", "token_app"]
@@ -131,13 +132,15 @@ def token_create(
     data_dir: DataDir = None,
     store: StoreOpt = None,
 ) -> None:
-    """Create a token and print it (once: only its hash is kept)."""
+    """Create a token and print it (once: only its hash is kept). The store
+    must exist (`coreepi store init` makes an empty one): a mistyped --data-dir
+    is refused, not made a store."""
     from coreepi.errors import StoreError
     from coreepi.serve.tokens import create_token
     from coreepi.store import open_store
 
     try:
-        with open_store(store_location(store, data_dir)) as opened:
+        with open_store(store_target(store, data_dir)) as opened:
             record, token = create_token(opened, scope, name)
     except (StoreError, ValueError) as exc:
         _fail(str(exc))
@@ -158,7 +161,7 @@ def token_list(
     from coreepi.store import open_store
 
     try:
-        with open_store(store_location(store, data_dir)) as opened:
+        with open_store(store_target(store, data_dir)) as opened:
             tokens = list_tokens(opened, include_revoked=all_tokens)
     except StoreError as exc:
         _fail(str(exc))
@@ -181,7 +184,7 @@ def token_revoke(
     from coreepi.store import open_store
 
     try:
-        with open_store(store_location(store, data_dir)) as opened:
+        with open_store(store_target(store, data_dir)) as opened:
             n = revoke_token(opened, token)
     except StoreError as exc:
         _fail(str(exc))

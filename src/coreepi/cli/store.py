@@ -3,23 +3,47 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 
-from coreepi.cli.options import BlobsOpt
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
 
 __all__ = ["store_app"]
 
-store_app = typer.Typer(help="Manage stores: copy a data dir into PostgreSQL, blob retention.",
+store_app = typer.Typer(help="Manage stores: make an empty one, copy a data dir into PostgreSQL, blob "
+                         "retention.",
                         no_args_is_help=True)
 
 
 def _fail(message: str) -> NoReturn:
     sys.stderr.write(f"coreepi: error: {message}\n")
     raise typer.Exit(2)
+
+
+@store_app.command("init")
+def store_init(data_dir: DataDir = None, store: StoreOpt = None) -> None:
+    """Make an empty store (a data dir, or the schema of a PostgreSQL --store),
+    e.g. to create API tokens before the first `coreepi serve` (`token
+    create` refuses a path without a store). An existing store is kept as it
+    is."""
+    import os
+
+    from coreepi.cli.common import data_dir_or_default, shown
+    from coreepi.errors import StoreError
+    from coreepi.store import STORE_ENV, open_store
+
+    where = store or os.environ.get(STORE_ENV) or data_dir_or_default(data_dir)
+    try:
+        with open_store(where) as opened:
+            crashes = opened.count_crashes()
+    except StoreError as exc:
+        _fail(str(exc))
+    sys.stdout.write(f"store ready: {shown(where)} ({crashes:,} crashes)\n")
 
 
 @store_app.command("copy")
@@ -44,11 +68,27 @@ def store_copy(
     existing_store(source, "--from")
     try:
         with DuckDBStore(source, read_only=True) as src, PostgresStore(
-                target, open_blobs(blobs, default_data_dir() / BLOB_DIR)) as dst:
-            result = copy_store(src, dst, progress=lambda s: sys.stderr.write(f"coreepi: {s}\n"))
+                target, open_blobs(blobs, default_data_dir() / BLOB_DIR)) as dst, \
+                _copy_status() as progress:
+            result = copy_store(src, dst, progress=progress)
     except StoreError as exc:
         _fail(str(exc))
     sys.stdout.write(f"{result}\n")
+
+
+@contextmanager
+def _copy_status() -> Iterator[Callable[[str], None]]:
+    """Where the copy's per-table progress goes: a transient status line on
+    a terminal (a long copy shows it is alive), nowhere otherwise. Never kept
+    on screen or in a log: the result line on stdout says the same counts once."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda _: None
+        return
+    with console.status("copying…") as status:
+        yield lambda line: status.update(f"copying: {line}")
 
 
 @store_app.command("prune")

@@ -38,6 +38,7 @@ __all__ = [
     "fmt_ratio",
     "fmt_ratio_value",
     "headline",
+    "ratio_words",
     "how_many",
     "lead_text",
 ]
@@ -100,6 +101,18 @@ def fmt_bound(x: float | None, status: RatioStatus | None) -> str:
     return fmt_n(x)
 
 
+def ratio_words(x: float | None, lo: float | None, hi: float | None,
+                status: RatioStatus | None) -> str:
+    """A ratio with its interval in a sentence, the one wording of every
+    report and page: ``3.1 (95% CI 2.0–4.7)``, ``unbounded (95% CI
+    24–unbounded)`` (k/0), ``undefined (0/0)``. Table cells use
+    :func:`fmt_ratio` (``∞``)."""
+    if status == "undefined":
+        return UNDEFINED
+    return (f"{fmt_ratio_value(x, status)} (95% CI {fmt_bound(lo, status)}–"
+            f"{fmt_bound(hi, status)})")
+
+
 def how_many(n: int | None, noun: str, plural: str | None = None) -> str:
     """``"1 crash"``, ``"2 crashes"``, ``"1,204 hosts"``: ``n`` with thousands
     separators and the noun in number (``plural`` default: noun + ``s``, or
@@ -159,9 +172,15 @@ def fmt_ratio(
 
 
 def headline(f: FleetFindings) -> str:
-    """One line: window, exposure, hosts, crashes, overall rate."""
+    """One line: window, exposure, hosts, crashes, overall rate; a window
+    without crashes says there is nothing to analyse (no rate of 0/0)."""
     w = f.window
     per = f.config.get("rate_per", 1000)
+    if not w.crashes:
+        exposure = (f" on {how_many(w.hosts, 'host')} over {w.node_days:,.1f} node-days"
+                    if w.hosts else "")
+        return (f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC: no crash"
+                f"{exposure}: nothing to analyse")
     return (
         f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC: "
         f"{how_many(w.crashes, 'crash')} on {w.hosts_with_crashes:,} of "
@@ -249,8 +268,7 @@ def _rate_ratio(e: Evidence) -> str:
     lead = (f"{e.share:.0%} of its crashes with a known {e.attribute} have "
             f"{e.attribute}={e.level}; " if e.share is not None else "")
     text = (f"{e.attribute}={e.level}: {how_many(e.observed, 'crash')}, rate ratio "
-            f"{fmt_ratio_value(e.ratio, e.ratio_status)} (95% CI "
-            f"{fmt_bound(e.ci_low, e.ratio_status)}–{fmt_bound(e.ci_high, e.ratio_status)}) vs "
+            f"{ratio_words(e.ratio, e.ci_low, e.ci_high, e.ratio_status)} vs "
             f"the rest of the fleet, {fmt_p(e.p)}, {fmt_q(e.q, e.q_family)}")
     if e.adjusted is not None:
         how = _ADJUSTED_HOW.get(e.adjusted.method, "")

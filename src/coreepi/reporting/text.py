@@ -22,14 +22,17 @@ from rich.text import Text
 from coreepi.epi.models import Association, FleetFindings, GroupFinding, HostFinding
 from coreepi.reporting.phrases import (
     evidence_text,
+    fmt_bound,
     fmt_ci,
     fmt_n,
     fmt_p,
     fmt_q,
     fmt_rate,
     fmt_ratio,
+    fmt_ratio_value,
     headline,
     how_many,
+    ratio_words,
 )
 from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
 
@@ -69,8 +72,10 @@ def _adjusted(a: Association) -> str:
 
 
 def _assoc_words(a: Association) -> str:
+    # a sentence: worded as the evidence sentences word the same ratio
     return (f"{a.crashes:,} of its crashes with {a.attribute}={a.value}, rate ratio "
-            f"{_crude(a)}, {fmt_q(a.q_value, a.q_family)}")
+            f"{ratio_words(a.irr, a.irr_lower, a.irr_upper, a.irr_status)}, "
+            f"{fmt_q(a.q_value, a.q_family)}")
 
 
 def _host_line(h: HostFinding) -> Text:
@@ -79,7 +84,9 @@ def _host_line(h: HostFinding) -> Text:
         (f"{h.attribution.verdict} host ", VERDICT_STYLE.get(h.attribution.verdict, "")),
         (h.host_id, "bold"),
         f": {how_many(h.crashes, 'crash')} where {fmt_n(h.expected)} expected (SIR "
-        f"{fmt_ratio(h.sir, h.sir_lower, h.sir_upper, h.sir_status).replace(' (', ', 95% CI ', 1)}",
+        # as the SIR evidence sentence words it (phrases._sir)
+        f"{fmt_ratio_value(h.sir, h.sir_status)}, 95% CI {fmt_bound(h.sir_lower, h.sir_status)}"
+        f"–{fmt_bound(h.sir_upper, h.sir_status)})",
     )
     if hw:
         text.append(f"; {hw}")
@@ -268,8 +275,7 @@ def render_text(findings: FleetFindings, console: Console, *, details: bool = Fa
     f = findings
     console.print(Text("coreepi report", style="bold"))
     console.print(Text(headline(f)))
-    if not f.window.crashes:
-        console.print(Text("No crash in this window.", style="bold"))
+    if not f.window.crashes:  # the headline says so: nothing more to show
         return
     _section("Findings", console)
     lines = finding_lines(f)

@@ -24,8 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -226,16 +228,31 @@ def run_demo(
         links = link_crashes(store, fleet, truth)
     fleet_score = score(findings, truth, links)
 
-    render_text(findings, out)
     html_path = Path(html) if html is not None else data / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(render(findings, "html"), encoding="utf-8")
-    _print_score(fleet_score, out)
-    out.print(Text(f"HTML report: {html_path.resolve()}", style="bold"))
-    out.print(Text(f"Explore further: coreepi report --data-dir {data} "
-                   "[--format json|markdown|html]; the fleet (cores, truth.json) is in "
-                   f"{fleet}"))
+    with _unpadded(out):
+        render_text(findings, out)
+        _print_score(fleet_score, out)
+        out.print(Text(f"HTML report: {html_path.resolve()}", style="bold"))
+        out.print(Text(f"Explore further: coreepi report --data-dir {data} "
+                       "[--format json|markdown|html]; the fleet (cores, truth.json) is in "
+                       f"{fleet}"))
     return DemoResult(fleet, data, html_path, simulated, findings, fleet_score)
+
+
+# blanks at the end of a line, before the colour codes that may close it
+_TRAILING_BLANKS = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
+
+
+@contextmanager
+def _unpadded(out: Console) -> Iterator[None]:
+    """What is printed on ``out`` inside, without the blanks Rich pads
+    wrapped lines and table titles with up to the width (a log or
+    ``> demo.out`` keeps no trailing blanks, as ``coreepi report``)."""
+    with out.capture() as captured:
+        yield
+    out.file.write(_TRAILING_BLANKS.sub(r"\1", captured.get()))
 
 
 def _print_score(sc: Any, out: Console) -> None:

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import duckdb
 import ibis
@@ -88,15 +91,42 @@ def spark_session(remote: str | None = None) -> Any:
         return builder.remote(remote).getOrCreate()
     # Spark's Python workers: this interpreter (its venv has coreepi's dependencies)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (builder.master("local[*]")
-            .config("spark.ui.enabled", "false")
-            # the aggregated tables are small: few shuffle partitions, and
-            # partition discovery of a day-partitioned export in the driver
-            .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
-            .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.host", "127.0.0.1")
-            .getOrCreate())
+    builder = (builder.master("local[*]")
+               .config("spark.ui.enabled", "false")
+               # the aggregated tables are small: few shuffle partitions, and
+               # partition discovery of a day-partitioned export in the driver
+               .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
+               .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1"))
+    with tempfile.TemporaryFile(prefix="coreepi-spark-") as log:
+        try:
+            with _stderr_to(log):
+                return builder.getOrCreate()
+        except Exception as exc:  # no Java, a JVM that exits: Spark's own words are in the log
+            log.seek(0)
+            said = [line for line in log.read().decode("utf-8", "replace").splitlines()
+                    if line.strip()]
+            why = said[-1].strip() if said else str(exc).strip().splitlines()[0]
+            raise StoreError(f"--engine spark: Spark did not start: {why}") from None
+
+
+@contextmanager
+def _stderr_to(log: IO[bytes]) -> Iterator[None]:
+    """File descriptor 2 is ``log`` while the local JVM starts. The JVM (and
+    the Python workers it starts later) inherit it, so its start-up lines
+    (JVM warnings, log4j's "Setting default log level", native-hadoop
+    warnings) never reach the user's stderr, which keeps only coreepi's
+    own lines; the file is anonymous and goes when the JVM exits."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def parquet_tables(root: str | os.PathLike[str], engine: str,
