@@ -76,8 +76,12 @@ def _locked(data_dir: Path, text: str) -> str:
         argv = []
     words = [Path(a).name for a in argv if a]
     if "serve" in words and any(w == "coreepi" or w.startswith("coreepi") for w in words):
-        return (f"the store {data_dir} is open in coreepi serve (pid {pid}): use --server URL "
-                "with a read token, or stop the server")
+        # what works through the server, by command: only these take --server
+        return (f"the store {data_dir} is open in coreepi serve (pid {pid}), and DuckDB lets "
+                "one process open it: stop the server, or go through it: list, info, dump and "
+                "debug take --server URL (read token), host drain --server URL (admin token); "
+                "findings, groups, hosts and alerts are in its web UI and /api/v1; other "
+                "commands need the server stopped")
     holder = " ".join(argv).strip() or "another process"
     return (f"the store {data_dir} is in use by {holder[:120]} (pid {pid}; DuckDB allows one "
             "writer): wait for it to finish or stop it")
