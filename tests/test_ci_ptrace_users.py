@@ -17,9 +17,9 @@ LEAK = ('#include <stdlib.h>\n#include <stdio.h>\n'
         'int main(void) { void *p = malloc(77); printf("%p\\n", p); p = 0; return 0; }\n')
 
 
-def _asan(tmp: Path, name: str, source: str) -> Path:
+def _asan(tmp: Path, name: str, source: str, *flags: str) -> Path:
     (tmp / f"{name}.c").write_text(source)
-    r = subprocess.run(["gcc", "-fsanitize=address", "-g", "-O0", "-o", str(tmp / name),
+    r = subprocess.run(["gcc", "-fsanitize=address", *flags, "-g", "-O0", "-o", str(tmp / name),
                         str(tmp / f"{name}.c")], capture_output=True, text=True, timeout=120,
                        check=False)
     if r.returncode != 0:
@@ -27,8 +27,9 @@ def _asan(tmp: Path, name: str, source: str) -> Path:
     return tmp / name
 
 
-def test_clean_asan_program_stays_green(tmp_path: Path) -> None:
-    program = _asan(tmp_path, "okasan", OK)
+@pytest.mark.parametrize("flags", [(), ("-static-libasan",)], ids=["libasan.so", "static"])
+def test_clean_asan_program_stays_green(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    program = _asan(tmp_path, "okasan", OK, *flags)
     r = coreepi("ci", "run", "--capture", "ptrace", "--", str(program), cwd=tmp_path)
     assert "LeakSanitizer has encountered a fatal error" not in r.stderr, r.stderr
     assert r.returncode == 0 and r.stdout == "fine\n", r.stderr

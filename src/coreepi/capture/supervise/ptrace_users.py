@@ -12,13 +12,15 @@ ptrace themselves or their children, since a process has one tracer only.
   their PTRACE_ATTACH fails the same way.
 
 The check runs at each exec of the traced tree and reads the new program's
-dynamic section (DT_NEEDED: gcc links ``libasan.so``) and dynamic symbols
-(clang links the runtime statically and exports ``__asan_init``), plus
-``LD_PRELOAD`` of its environment; results are cached per file identity.
+dynamic section (DT_NEEDED: gcc links ``libasan.so``), else looks for the
+LSan runtime's own fatal-error message in the file (a runtime linked in
+statically: clang's default, gcc ``-static-libasan``), plus ``LD_PRELOAD`` of
+its environment; results are cached per file identity.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 from pathlib import Path
@@ -26,12 +28,12 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
 
 __all__ = ["ptrace_user"]
 
 _SANITIZER_LIBS = re.compile(rb"lib(asan|lsan)\.so|libclang_rt\.(asan|lsan)")
-_SANITIZER_SYMBOLS = frozenset({"__asan_init", "__lsan_do_leak_check"})
+# printed by LSan's StopTheWorld failure: only the LSan runtime carries it (not gcc, not gdb)
+_RUNTIME_MARK = b"LeakSanitizer has encountered a fatal error"
 # Debuggers and tracers, by program name without a version suffix (gdb-12, lldb-server-15).
 _TRACERS = frozenset({"gdb", "gdbserver", "gdb-multiarch", "strace", "ltrace", "rr", "lldb",
                       "lldb-server", "vgdb"})
@@ -49,12 +51,11 @@ def _sanitized_binary(path: str) -> bool:
                     for tag in section.iter_tags("DT_NEEDED"):
                         if _SANITIZER_LIBS.search(tag.needed.encode()):
                             return True
-                elif isinstance(section, SymbolTableSection) and section.name == ".dynsym":
-                    if any(section.get_symbol_by_name(s) for s in _SANITIZER_SYMBOLS):
-                        return True
+            # a runtime linked in (clang's default, gcc -static-libasan): its own message
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(_RUNTIME_MARK) >= 0
     except (OSError, ELFError, ValueError):
         return False
-    return False
 
 
 def _preloaded(pid: int) -> bool:
