@@ -104,3 +104,27 @@ def test_daemon_waits_for_a_new_token_instead_of_retrying(tmp_path: Path) -> Non
         agent.stop.set()
         runner.join(10)
     assert "Bearer fresh" in seen and agent.stats.heartbeats >= 1
+
+
+def test_refusal_without_a_token_is_not_retried_either(tmp_path: Path) -> None:
+    """token_file = "" (no token) on a server that wants one: refused once,
+    said once, then quiet until a token_file is configured and restarted."""
+    config = load_config(write_config(tmp_path, {"server_url": "http://127.0.0.1:9",
+                                                 "token_file": ""},
+                                      agent={"poll_seconds": 0.05, "heartbeat_seconds": 0.05,
+                                             "backoff_initial_seconds": 0.05,
+                                             "backoff_max_seconds": 0.05}))
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization", "none"))
+        return httpx.Response(401, json={"detail": "missing bearer token"})
+
+    agent = Agent(config, transport=httpx.MockTransport(answer))
+    runner = threading.Thread(target=agent.run)
+    runner.start()
+    time.sleep(0.6)
+    agent.stop.set()
+    runner.join(10)
+    assert seen == ["none"] and agent.refused
+    assert "token refused" in (tmp_path / "spool" / "token-refused").read_text()

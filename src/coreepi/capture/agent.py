@@ -18,12 +18,13 @@ the entry to ``quarantine/`` with the server's message. 401/403 is "token
 refused", not an outage: said on stderr, in agent.log and in ``agent
 status`` (``<spool>/token-refused``), and not retried until ``token_file``
 holds another token (a missing or empty token_file stops the agent at start,
-a config error). 408, 429, 5xx and network errors are retried with exponential backoff and full jitter
-(``backoff_initial_seconds`` doubling up to ``backoff_max_seconds``). A
-``Retry-After`` on the refusal (429, 503: an overloaded server shedding
-load) is honoured instead: the agent waits that long (seconds or an HTTP
-date, at most :data:`RETRY_AFTER_CAP_SECONDS`) plus up to 20 % jitter, so a
-fleet told to come back in 30 s does not return in one burst. The spool
+a config error). 408, 429, 5xx and network errors are retried with
+exponential backoff and full jitter (``backoff_initial_seconds`` doubling up
+to ``backoff_max_seconds``). A ``Retry-After`` on the refusal (429, 503: an
+overloaded server shedding load) is honoured instead: the agent waits that
+long (seconds or an HTTP date, at most :data:`RETRY_AFTER_CAP_SECONDS`) plus
+up to 20 % jitter, so a fleet told to come back in 30 s does not return in
+one burst. The spool
 keeps its quota meanwhile (collect drops what does not fit, counted).
 Entries still under edge analysis wait (up to the analysis budget + 120 s).
 """
@@ -127,7 +128,7 @@ class Agent:
         self._next_heartbeat = self.started + config.agent.heartbeat_seconds
         self._next_clean = 0.0
         self.token = token if token is not None else config.token()
-        self.refused_token: str | None = None  # the token the server refused, if it did
+        self.refused = False  # the server refused self.token: wait for token_file to change
         self._refusal_on_disk = (self.spool.root / TOKEN_REFUSED_FILE).exists()
         headers = {"User-Agent": f"coreepi-agent/{__version__}"}
         if self.token:
@@ -248,9 +249,9 @@ class Agent:
         self.stats.failures += 1
         message = f"token refused (token_file {self.config.token_file}): {why}"
         self.stats.errors = [*self.stats.errors[-19:], message]
-        if self.refused_token == self.token:
+        if self.refused:
             return
-        self.refused_token = self.token
+        self.refused = True
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         (self.spool.root / TOKEN_REFUSED_FILE).write_text(f"{stamp} {message}\n")
         self._refusal_on_disk = True
@@ -264,9 +265,9 @@ class Agent:
             token = self.config.token()
         except InputError:
             return False
-        if token == self.refused_token:
+        if token == self.token:
             return False
-        self.token, self.refused_token = token, None
+        self.token, self.refused = token, False
         if token:
             self.client.headers["Authorization"] = f"Bearer {token}"
         else:
@@ -307,7 +308,7 @@ class Agent:
                        name="agent.log")
         while not self.stop.is_set():
             now = time.monotonic()
-            if self.refused_token is not None and not self._token_replaced():
+            if self.refused and not self._token_replaced():
                 self.stop.wait(self.config.agent.poll_seconds)
                 continue
             if now >= self._next_try:
