@@ -143,13 +143,17 @@ def test_a_store_held_by_serve_names_the_server(tmp_path: Path) -> None:
     data = tmp_path / "d"
     server = ServeProcess(["--data-dir", str(data)], tmp_path / "serve.log")
     try:
-        for command in (["list"], ["report"], ["token", "create", "--name", "x",
-                                               "--scope", "read"]):
+        for command in (["list"], ["report"], ["postmortem", "--since", "2024-05-20",
+                                               "--until", "2024-05-22"], ["alerts", "list"],
+                        ["token", "create", "--name", "x", "--scope", "read"]):
             done = cli(*command, "--data-dir", str(data))
             assert (done.returncode, done.stderr) == (2, (
                 f"coreepi: error: the store {data} is open in coreepi serve (pid "
-                f"{server.proc.pid}): use --server URL with a read token, or stop the "
-                "server\n")), command
+                f"{server.proc.pid}), and DuckDB lets one process open it: stop the server, "
+                "or go through it: list, info, dump and debug take --server URL (read token), "
+                "host drain --server URL (admin token); findings, groups, hosts and alerts "
+                "are in its web UI and /api/v1; other commands need the server stopped\n")
+                ), command
     finally:
         server.kill(15)
 

@@ -92,15 +92,17 @@ def test_bad_host_telemetry_and_rollout_appear(store: Path) -> None:
     assert "hardware-suspect" in first
     assert f"Drain host {BAD}" in md and "3 hardware events in the window" in md
     timeline = md.split("### Timeline")[1]
-    assert f"| 2024-05-05 01:00:00 | {BAD} | mce: mce on {BAD} cpu 3 bank 5 | hardware |" \
+    assert timeline.splitlines()[2] == "| time (UTC) | host | kind | what |"  # #23: no blank
+    assert f"| 2024-05-05 01:00:00 | {BAD} | hardware | mce: mce on {BAD} cpu 3 bank 5 |" \
         in timeline
-    assert timeline.count("| crash `") == 14 + sum(
+    assert timeline.count("| crash | [`") == 14 + sum(
         1 for k in range(24) if datetime(2024, 5, 4, tzinfo=UTC)
         <= T0 + timedelta(hours=9 + 9 * k) < datetime(2024, 5, 9, tzinfo=UTC))
     changed = md.split("### What changed in the window")[1].split("###")[0]
     assert "| kernel | 6.6.3 | 0% | 67% | 2024-05-06 00:00 |" in changed
     assert "| kernel | 6.1.0 | 100% | 33% | - |" in changed
-    assert "| crash `SIGSEGV parse_header \\| handle_request \\| main` |" in md
+    assert re.search(r"\| crash \| \[`SIGSEGV parse_header \\\| handle_request \\\| main`\]"
+                     r"\(https://coreepi\.example/crashes/[0-9a-f]{32}\) \|", md)
     assert re.search(r"\[`parse_header \\\| handle_request \\\| main`\]"
                      r"\(https://coreepi\.example/groups/[0-9a-f]{16}\)", md)
 
@@ -160,3 +162,55 @@ def test_a_short_window_shows_the_whole_store_beside_it(store: Path) -> None:
     assert groups[0] == ("| signature | crashes in scope | window: crashes / hosts | window "
                          "verdict | whole store: crashes / hosts | whole-store verdict | "
                          "evidence (whole store) |")
+
+
+def test_store_option_and_environment(store: Path, tmp_path: Path) -> None:
+    """#14: postmortem takes --store and $COREEPI_STORE like report; its help
+    names the variable it honours for --data-dir."""
+    window = ["--since", "2024-05-04", "--until", "2024-05-09"]
+    direct = _pm(store, *window)
+    r = coreepi("postmortem", "--store", str(store), *window, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == direct, r.stderr
+    r = coreepi("postmortem", *window, cwd=tmp_path,
+                env={"COREEPI_STORE": str(store), "HOME": str(tmp_path)})
+    assert r.returncode == 0 and r.stdout == direct, r.stderr
+    r = coreepi("postmortem", "--store", str(tmp_path / "none"), *window, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith(
+        f"coreepi: error: {tmp_path / 'none'}: no coreepi store here") and \
+        r.stderr.count("\n") == 1
+    usage = coreepi("postmortem", "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
+    assert "COREEPI_DATA_DIR" in usage and "COREEPI_STORE" in usage
+    assert "COREEPI_DATA]" not in usage
+
+
+def test_trigger_action_names_the_verdicts_evidence(store: Path) -> None:
+    """#21: the action of an environment-triggered group names the attribute
+    value its verdict rests on (the evidence shown beside it), not the first
+    raising association in list order (load before kernel)."""
+    from coreepi.epi.models import Association, Evidence
+    from coreepi.reporting.postmortem import _actions, build_postmortem
+    from coreepi.store import open_store
+
+    with open_store(store, read_only=True) as opened:
+        pm = build_postmortem(opened, datetime(2024, 5, 4, tzinfo=UTC),
+                              datetime(2024, 5, 9, tzinfo=UTC))
+    assert pm.fleet is not None
+    bug = next(g for g in pm.groups if g.key == BUG)
+    load, kernel = (Association.model_construct(
+        attribute=a, attribute_class="environment", value=v, irr=9.0, q_value=q, p_value=q)
+        for a, v, q in (("load", "[3.61, 5.45)", 0.01), ("kernel", "6.6.3", 1e-9)))
+    because = Evidence(kind="rate-ratio", supports="environment-triggered", strength=9.0,
+                       attribute="kernel", level="6.6.3", observed=20, q=1e-9)
+    triggered = bug.model_copy(update={
+        "associations": [load, kernel], "attribution": bug.attribution.model_copy(update={
+            "verdict": "environment-triggered", "evidence": [because]})})
+    pm.groups = [triggered]
+    assert f"Check the trigger of `{BUG}` (rate raised with kernel=6.6.3): compare it with " \
+           "the fleet." in _actions(pm)
+    # the window cannot judge: the whole store's verdict, and the action says so
+    pm.groups = [bug.model_copy(update={"attribution": bug.attribution.model_copy(update={
+        "verdict": "undetermined", "evidence": []})})]
+    pm.fleet.groups = [triggered if g.kind == "signature" and g.key == BUG else g
+                       for g in pm.fleet.groups]
+    assert f"Check the trigger of `{BUG}` (rate raised with kernel=6.6.3, over the whole " \
+           "store): compare it with the fleet." in _actions(pm)

@@ -14,13 +14,17 @@ where the last one stopped:
 The server is idempotent by crash_id, so a step repeated after a crash of the
 agent (the server stored it, the agent never heard) is harmless: each crash is
 counted once. 409 (same crash_id, other content) and other 4xx answers move
-the entry to ``quarantine/`` with the server's message; 401/403, 408, 429,
-5xx and network errors are retried with exponential backoff and full jitter
-(``backoff_initial_seconds`` doubling up to ``backoff_max_seconds``). A
-``Retry-After`` on the refusal (429, 503: an overloaded server shedding
-load) is honoured instead: the agent waits that long (seconds or an HTTP
-date, at most :data:`RETRY_AFTER_CAP_SECONDS`) plus up to 20 % jitter, so a
-fleet told to come back in 30 s does not return in one burst. The spool
+the entry to ``quarantine/`` with the server's message. 401/403 is "token
+refused", not an outage: said on stderr, in agent.log and in ``agent
+status`` (``<spool>/token-refused``), and not retried until ``token_file``
+holds another token (a missing or empty token_file stops the agent at start,
+a config error). 408, 429, 5xx and network errors are retried with
+exponential backoff and full jitter (``backoff_initial_seconds`` doubling up
+to ``backoff_max_seconds``). A ``Retry-After`` on the refusal (429, 503: an
+overloaded server shedding load) is honoured instead: the agent waits that
+long (seconds or an HTTP date, at most :data:`RETRY_AFTER_CAP_SECONDS`) plus
+up to 20 % jitter, so a fleet told to come back in 30 s does not return in
+one burst. The spool
 keeps its quota meanwhile (collect drops what does not fit, counted).
 Entries still under edge analysis wait (up to the analysis budget + 120 s).
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -42,10 +47,14 @@ from coreepi.capture.config import CaptureConfig
 from coreepi.capture.heartbeat import acknowledge, build_heartbeat
 from coreepi.capture.hostfacts import write_agent_labels
 from coreepi.capture.spool import Entry, Spool
+from coreepi.errors import InputError
 
-__all__ = ["Agent", "AgentStats", "ServerUnavailable", "retry_after_seconds", "spool_status"]
+__all__ = ["Agent", "AgentStats", "ServerUnavailable", "TokenRefused", "retry_after_seconds",
+           "spool_status"]
 
-RETRYABLE = {401, 403, 408, 425, 429}
+RETRYABLE = {408, 425, 429}
+REFUSED = {401, 403}
+TOKEN_REFUSED_FILE = "token-refused"  # in the spool root: the last refusal, for `agent status`
 RETRY_AFTER_CAP_SECONDS = 3600.0
 RETRY_AFTER_JITTER = 0.2
 CHUNK = 1 << 20
@@ -60,6 +69,11 @@ class ServerUnavailable(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TokenRefused(ServerUnavailable):
+    """The server refused the agent's token (HTTP 401/403): retrying with the
+    same token cannot help."""
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -113,10 +127,12 @@ class Agent:
         self._next_try = 0.0
         self._next_heartbeat = self.started + config.agent.heartbeat_seconds
         self._next_clean = 0.0
-        token = token if token is not None else config.token()
+        self.token = token if token is not None else config.token()
+        self.refused = False  # the server refused self.token: wait for token_file to change
+        self._refusal_on_disk = (self.spool.root / TOKEN_REFUSED_FILE).exists()
         headers = {"User-Agent": f"coreepi-agent/{__version__}"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         verify: str | bool = config.agent.ca_file or True
         self.client = httpx.Client(
             base_url=config.server_url.rstrip("/"), headers=headers, verify=verify,
@@ -130,6 +146,12 @@ class Agent:
             response = self.client.request(method, url, **kwargs)  # type: ignore[arg-type]
         except httpx.HTTPError as exc:
             raise ServerUnavailable(f"{method} {url}: {type(exc).__name__}: {exc}") from None
+        if response.status_code in REFUSED:
+            raise TokenRefused(f"{method} {url}: HTTP {response.status_code} "
+                               f"{response.text[:200]}")
+        if self._refusal_on_disk:  # the token works again
+            (self.spool.root / TOKEN_REFUSED_FILE).unlink(missing_ok=True)
+            self._refusal_on_disk = False
         if response.status_code >= 500 or response.status_code in RETRYABLE:
             raise ServerUnavailable(f"{method} {url}: HTTP {response.status_code} "
                                     f"{response.text[:200]}",
@@ -196,7 +218,7 @@ class Agent:
             except FileNotFoundError:
                 continue  # removed under us (a second agent?)
             except ServerUnavailable as exc:
-                self._failed(str(exc), exc.retry_after)
+                self._setback(exc)
                 return False
         return True
 
@@ -205,7 +227,7 @@ class Agent:
         try:
             r = self._request("POST", "/api/v1/heartbeats", json=beat.body)
         except ServerUnavailable as exc:
-            self._failed(str(exc), exc.retry_after)
+            self._setback(exc)
             return False
         if not 200 <= r.status_code < 300:  # a 4xx will not get better by retrying
             self.spool.log(f"heartbeat refused: HTTP {r.status_code} {r.text[:300]}",
@@ -213,6 +235,43 @@ class Agent:
             return True
         acknowledge(self.spool, beat)
         self.stats.heartbeats += 1
+        return True
+
+    def _setback(self, exc: ServerUnavailable) -> None:
+        if isinstance(exc, TokenRefused):
+            self._token_refused(str(exc))
+        else:
+            self._failed(str(exc), exc.retry_after)
+
+    def _token_refused(self, why: str) -> None:
+        """Stop trying with this token: say why on stderr (the journal under
+        systemd) once, in agent.log and in the spool for ``agent status``."""
+        self.stats.failures += 1
+        message = f"token refused (token_file {self.config.token_file}): {why}"
+        self.stats.errors = [*self.stats.errors[-19:], message]
+        if self.refused:
+            return
+        self.refused = True
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        (self.spool.root / TOKEN_REFUSED_FILE).write_text(f"{stamp} {message}\n")
+        self._refusal_on_disk = True
+        self.spool.log(f"{message}; not retried until token_file changes", name="agent.log")
+        sys.stderr.write(f"coreepi agent: {message}; not retried until token_file changes\n")
+
+    def _token_replaced(self) -> bool:
+        """After a refusal: True (and the new token in use) once token_file
+        holds another token; False while it holds the refused one."""
+        try:
+            token = self.config.token()
+        except InputError:
+            return False
+        if token == self.token:
+            return False
+        self.token, self.refused = token, False
+        if token:
+            self.client.headers["Authorization"] = f"Bearer {token}"
+        else:
+            self.client.headers.pop("Authorization", None)
         return True
 
     def _failed(self, why: str, retry_after: float | None = None) -> None:
@@ -249,6 +308,9 @@ class Agent:
                        name="agent.log")
         while not self.stop.is_set():
             now = time.monotonic()
+            if self.refused and not self._token_replaced():
+                self.stop.wait(self.config.agent.poll_seconds)
+                continue
             if now >= self._next_try:
                 if time.time() >= self._next_clean:
                     self.spool.clean_tmp()
@@ -285,4 +347,14 @@ def spool_status(config: CaptureConfig) -> dict[str, object]:
             "reported_awaiting_core": sum(e.reported for e in entries),
             "spool_bytes": spool.usage_bytes(), "quota_bytes": config.spool.max_bytes,
             "quarantined": sum(not p.name.endswith(".REFUSED") for p in quarantine.iterdir())
-            if quarantine.is_dir() else 0}
+            if quarantine.is_dir() else 0,
+            "token_refused": _token_refusal(spool.root)}
+
+
+def _token_refusal(root: Path) -> str | None:
+    """The agent's last token refusal ("<UTC time> token refused ..."), None
+    when the token was accepted since (or never refused)."""
+    try:
+        return (root / TOKEN_REFUSED_FILE).read_text(errors="replace").strip() or None
+    except OSError:
+        return None

@@ -118,6 +118,9 @@ def agent(
         stats = runner.run_once()
         sys.stdout.write(f"delivered {stats.delivered}, quarantined {stats.quarantined}, "
                          f"heartbeats {stats.heartbeats}, failures {stats.failures}\n")
+        for error in dict.fromkeys(stats.errors):  # each reason once, in order
+            if not error.startswith("token refused"):  # already said by the agent
+                sys.stderr.write(f"coreepi agent: server unavailable: {error}\n")
         raise typer.Exit(0 if stats.failures == 0 else 1)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stop.set())

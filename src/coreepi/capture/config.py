@@ -155,14 +155,22 @@ class CaptureConfig:
     source: Path | None = None  # the file this was read from, if any
 
     def token(self) -> str | None:
-        """The bearer token from ``token_file`` (first line), or None if absent."""
+        """The bearer token from ``token_file`` (its first line); None when
+        ``token_file = ""`` (a server without tokens). Raises InputError when
+        the file is missing, unreadable or empty: a config error, not an outage."""
         if not self.token_file:
             return None
+        where = f"token_file {self.token_file}"
         try:
             text = Path(self.token_file).read_text(encoding="utf-8").strip()
-        except OSError:
-            return None
-        return text.splitlines()[0].strip() if text else None
+        except OSError as exc:
+            raise InputError(where, exc.strerror or str(exc)) from None
+        except UnicodeDecodeError:
+            raise InputError(where, "not a text file (expected the token on its first line)"
+                             ) from None
+        if not text:
+            raise InputError(where, "empty (expected the token on its first line)")
+        return text.splitlines()[0].strip()
 
 
 def _fill(obj: Any, table: dict[str, Any], where: str) -> None:

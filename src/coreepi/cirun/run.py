@@ -171,8 +171,8 @@ def ci_run(argv: Sequence[str], *, mode: str = "auto", cores_dir: Path,
     started = time.perf_counter()
     result = capture(argv, chosen, cores_dir, run_id=run_id, journal_export=journal_export,
                      systemd_wait=systemd_wait)
-    seconds = time.perf_counter() - started
     crashes = [analyse(c) for c in result.crashes]
+    seconds = time.perf_counter() - started  # the command and the analysis of its cores
     warnings = [n for n in notes if chosen == mode] + result.warnings
     return CiRun(command=list(argv), mode=chosen, returncode=result.returncode, seconds=seconds,
                  crashes=crashes, warnings=warnings)

@@ -13,6 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from coreepi.cli.basics import write_stdout
+from coreepi.cli.options import DataDir, StoreOpt
 
 __all__ = ["ci_app", "postmortem", "register"]
 
@@ -157,9 +158,8 @@ def postmortem(
         "--base-url", help="UI base URL for links (groups, hosts, crashes).")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of "
                                              "standard output.")] = None,
-    data_dir: Annotated[Path | None, typer.Option(
-        "--data-dir", envvar="COREEPI_DATA",
-        help="Store directory (default: the per-user data dir).")] = None,
+    data_dir: DataDir = None,
+    store: StoreOpt = None,
 ) -> None:
     """The crash section of an incident review over [--since, --until): timeline
     of crashes and hardware telemetry, groups with verdicts and evidence, hosts,
@@ -167,7 +167,8 @@ def postmortem(
     from coreepi.errors import StoreError
     from coreepi.reporting.postmortem import build_postmortem
     from coreepi.reporting.postmortem_render import FORMATS, render_postmortem
-    from coreepi.store import default_data_dir, open_store
+    from coreepi.cli.common import store_target
+    from coreepi.store import open_store
 
     if fmt not in FORMATS:
         _fail(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
@@ -182,9 +183,8 @@ def postmortem(
         pairs[key] = value
     chosen = [h for item in hosts or [] for h in item.split(",") if h]
     try:
-        with open_store(data_dir if data_dir is not None else default_data_dir(),
-                        read_only=True) as store:
-            pm = build_postmortem(store, lo, hi, hosts=chosen or None, attributes=pairs)
+        with open_store(store_target(store, data_dir), read_only=True) as opened:
+            pm = build_postmortem(opened, lo, hi, hosts=chosen or None, attributes=pairs)
     except StoreError as exc:
         _fail(str(exc))
     text = render_postmortem(pm, fmt, base_url)

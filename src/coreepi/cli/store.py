@@ -1,4 +1,5 @@
-"""``coreepi store …``: move a store to a server, and blob retention."""
+"""``coreepi store …``: copy a store (to a server, back to a data dir, a
+backup), and blob retention."""
 
 from __future__ import annotations
 
@@ -7,16 +8,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
 
+if TYPE_CHECKING:
+    from coreepi.store import DuckDBStore, PostgresStore
+
 __all__ = ["store_app"]
 
-store_app = typer.Typer(help="Manage stores: make an empty one, copy a data dir into PostgreSQL, blob "
-                         "retention.",
+store_app = typer.Typer(help="Manage stores: make an empty one, copy one into another (data dir "
+                         "and PostgreSQL, either way; backups), blob retention.",
                         no_args_is_help=True)
 
 
@@ -48,27 +52,35 @@ def store_init(data_dir: DataDir = None, store: StoreOpt = None) -> None:
 
 @store_app.command("copy")
 def store_copy(
-    source: Annotated[Path, typer.Option("--from", metavar="DATA_DIR",
-                                         help="The embedded store (a data dir) to copy.")],
-    target: Annotated[str, typer.Option("--to", metavar="URL",
-                                        help="The PostgreSQL store: postgresql://…")],
+    source: Annotated[str, typer.Option("--from", metavar="DATA_DIR|URL",
+                                        help="The store to copy: a data dir or postgresql://…")],
+    target: Annotated[str, typer.Option("--to", metavar="DATA_DIR|URL",
+                                        help="Where to: postgresql://… or a data dir (made "
+                                        "if missing).")],
     blobs: BlobsOpt = None,
 ) -> None:
-    """Copy an embedded store into a PostgreSQL store, blobs included
-    (into --blobs). Idempotent: run it again and only what is missing is added."""
+    """Copy a store into another, blobs included: a data dir into PostgreSQL
+    (its cores into --blobs), PostgreSQL into a data dir (a backup or a test
+    copy: the cores from --blobs into DATA_DIR/blobs), a data dir into another
+    (a backup: stop `coreepi serve` first). Idempotent: run it again and only
+    what is missing is added."""
     from coreepi.cli.common import existing_store
     from coreepi.errors import StoreError
-    from coreepi.store import DuckDBStore, PostgresStore, default_data_dir, open_blobs
     from coreepi.store.copy import copy_store
-    from coreepi.store.duckdb_store import BLOB_DIR
     from coreepi.store.postgres_store import is_postgres_url
 
-    if not is_postgres_url(target):
-        _fail(f"--to {target!r}: not a postgresql:// URL")
-    existing_store(source, "--from")
+    from_pg, to_pg = is_postgres_url(source), is_postgres_url(target)
+    if from_pg and to_pg:
+        _fail("--from and --to are both PostgreSQL: copy a database with pg_dump and "
+              "pg_restore (docs/deploy.md, Backup and restore)")
+    if blobs and not (from_pg or to_pg):
+        _fail("--blobs names the PostgreSQL store's cores; a data dir keeps its own (DIR/blobs)")
+    if not from_pg:
+        existing_store(Path(source), "--from")
+        if not to_pg and Path(source).resolve() == Path(target).resolve():
+            _fail(f"--to {target}: the same data dir as --from")
     try:
-        with DuckDBStore(source, read_only=True) as src, PostgresStore(
-                target, open_blobs(blobs, default_data_dir() / BLOB_DIR)) as dst, \
+        with _opened(source, blobs, read_only=True) as src, _opened(target, blobs) as dst, \
                 _copy_status() as progress:
             result = copy_store(src, dst, progress=progress)
     except StoreError as exc:
@@ -89,6 +101,21 @@ def _copy_status() -> Iterator[Callable[[str], None]]:
         return
     with console.status("copying…") as status:
         yield lambda line: status.update(f"copying: {line}")
+
+
+def _opened(location: str, blobs: str | None, *, read_only: bool = False
+            ) -> DuckDBStore | PostgresStore:
+    """The store at ``location``: PostgreSQL with its cores in ``blobs``
+    (default: the per-user data dir's blobs/, as ``serve``), or a data dir
+    with its own blobs/ (made when missing, unless ``read_only``)."""
+    from coreepi.store import DuckDBStore, PostgresStore, default_data_dir, open_blobs
+    from coreepi.store.duckdb_store import BLOB_DIR
+    from coreepi.store.postgres_store import is_postgres_url
+
+    if is_postgres_url(location):
+        return PostgresStore(location, open_blobs(blobs, default_data_dir() / BLOB_DIR),
+                             read_only=read_only)
+    return DuckDBStore(Path(location), read_only=read_only)
 
 
 @store_app.command("prune")

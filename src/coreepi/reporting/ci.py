@@ -89,7 +89,8 @@ class CiCrash:
 @dataclass(slots=True)
 class CiRun:
     """The whole run: ``returncode`` of the command (minus the signal that
-    killed it), capture ``mode``, wall ``seconds``, crashes in capture order."""
+    killed it), capture ``mode``, wall ``seconds`` (the command and the analysis of
+    its cores), crashes in capture order."""
 
     command: list[str]
     mode: str

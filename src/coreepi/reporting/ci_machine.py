@@ -2,16 +2,26 @@
 workflow commands, GitLab code-quality JSON.
 
 - JUnit XML (the Jenkins/Ant schema every CI reads): one ``testsuite``, one
-  failing ``testcase`` per crash named by its signature; a passing case
-  ``no crash`` when nothing crashed, so the report is never empty.
+  failing ``testcase`` per signature and process (classname ``crash.<process>``,
+  name the signature), its failure listing every crash of it ("2 crashes:
+  pids 15071, 15072"): CI servers merge cases of equal classname and name, so
+  two such cases would show as one; a passing case ``no crash`` when nothing
+  crashed, so the report is never empty. The suite's time is the run's
+  (command and analysis), never less than its cases'.
 - GitHub Actions: one ``::error file=…,line=…,title=…::message`` per crash
   (workflow-commands syntax, with its %-escapes), at the innermost frame
   whose source file is inside the workspace; without such a frame the
   annotation has no file.
 - GitLab code quality (the Code Climate subset GitLab reads: description,
   check_name, fingerprint, severity, location.path, location.lines.begin):
-  one ``critical`` issue per crash; fingerprints are stable per signature
-  and process so GitLab can tell new issues from old.
+  one ``critical`` issue per signature and process, with its crash count
+  (GitLab keys issues by fingerprint: one per crash of a signature would show
+  as one); fingerprints are stable per signature and process so GitLab can
+  tell new issues from old. ``location.path`` (required) is the innermost
+  frame's source file inside the workspace, else the crashed executable's
+  path when it lies in the workspace, else ``coreepi-crash/<process>``: a
+  name inside the repository that GitLab lists but places on no file (an
+  absolute path outside the repository it can do neither with).
 """
 
 from __future__ import annotations
@@ -64,22 +74,42 @@ def _details(c: CiCrash) -> str:
     return "\n".join(lines)
 
 
+def _grouped(run: CiRun) -> list[list[CiCrash]]:
+    """The crashes by (process, signature), first occurrence order."""
+    groups: dict[tuple[str, str], list[CiCrash]] = {}
+    for c in run.crashes:
+        groups.setdefault((c.process, c.signature), []).append(c)
+    return list(groups.values())
+
+
+def _count(crashes: list[CiCrash]) -> str:
+    """" (2 crashes: pids 15071, 15072)" for more than one crash, else ""."""
+    if len(crashes) == 1:
+        return ""
+    return f" ({len(crashes)} crashes: pids {', '.join(str(c.pid) for c in crashes)})"
+
+
 def junit_xml(run: CiRun, suite: str = "coreepi ci run") -> str:
     """The JUnit XML document (UTF-8 text with its declaration)."""
-    failures = len(run.crashes)
+    groups = _grouped(run)
+    cases = [sum(c.seconds_to_core + c.seconds_to_analyse for c in g) for g in groups]
+    failures = len(groups)
     root = ET.Element("testsuites", tests=str(max(failures, 1)), failures=str(failures))
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(max(failures, 1)),
-                       failures=str(failures), errors="0", time=f"{run.seconds:.3f}")
+                       failures=str(failures), errors="0",
+                       time=f"{max(run.seconds, sum(cases)):.3f}")
     props = ET.SubElement(ts, "properties")
     for name, value in (("command", " ".join(run.command)), ("exit_status", str(run.returncode)),
                         ("capture", run.mode)):
         ET.SubElement(props, "property", name=name, value=value)
-    for c in run.crashes:
-        seconds = c.seconds_to_core + c.seconds_to_analyse
-        case = ET.SubElement(ts, "testcase", classname=f"crash.{c.process or 'unknown'}",
-                             name=c.signature, time=f"{seconds:.3f}")
-        failure = ET.SubElement(case, "failure", message=_message(c), type=c.signal)
-        failure.text = _details(c)
+    for crashes, seconds in zip(groups, cases, strict=True):
+        first = crashes[0]
+        case = ET.SubElement(ts, "testcase", classname=f"crash.{first.process or 'unknown'}",
+                             name=first.signature, time=f"{seconds:.3f}")
+        failure = ET.SubElement(case, "failure", message=_message(first) + _count(crashes),
+                                type=first.signal)
+        failure.text = "\n\n".join(f"pid {c.pid}:\n{_details(c)}" if len(crashes) > 1
+                                   else _details(c) for c in crashes)
     if not run.crashes:
         ET.SubElement(ts, "testcase", classname="crash", name="no crash", time="0")
     ET.indent(root)
@@ -110,14 +140,26 @@ def github_annotations(run: CiRun, workspace: Path) -> str:
 def gitlab_codequality(run: CiRun, workspace: Path) -> str:
     """The code-quality report: a JSON array of issues."""
     issues = []
-    for c in run.crashes:
-        where = source_frame(c, workspace)
-        path, line = where if where else (c.report.process.exe if c.report and
-                                          c.report.process.exe else c.process, 1)
+    for crashes in _grouped(run):
+        c = crashes[0]
+        where = next((w for w in (source_frame(x, workspace) for x in crashes) if w), None)
+        path, line = where if where else (_placeholder(c, workspace), 1)
         fingerprint = hashlib.sha256(f"{c.signature}\0{c.process}".encode()).hexdigest()[:32]
         issues.append({
-            "description": _message(c), "check_name": "coreepi-crash",
+            "description": _message(c) + _count(crashes), "check_name": "coreepi-crash",
             "fingerprint": fingerprint, "severity": "critical",
-            "location": {"path": str(path), "lines": {"begin": int(line)}},
+            "location": {"path": path, "lines": {"begin": int(line)}},
         })
     return json.dumps(issues, indent=2) + "\n"
+
+
+def _placeholder(c: CiCrash, workspace: Path) -> str:
+    """A repository-relative path for a crash without a workspace frame: the
+    executable's when it lies in the workspace, else ``coreepi-crash/<process>``."""
+    exe = c.report.process.exe if c.report is not None else None
+    if exe:
+        try:
+            return Path(exe).resolve().relative_to(workspace.resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+    return f"coreepi-crash/{c.process or 'unknown'}"

@@ -182,6 +182,17 @@ def _fleet_host(f: HostFinding | None) -> dict[str, Any]:
             if f and f.attribution.evidence else None}
 
 
+def _trigger(g: GroupFinding) -> str | None:
+    """``attribute=value`` that the environment-triggered verdict of ``g``
+    rests on: its evidence's first statement for that verdict naming an
+    attribute value (the group's other associations, e.g. load, are not the
+    verdict's reason), else None."""
+    for e in g.attribution.evidence:
+        if e.supports == "environment-triggered" and e.attribute and e.level is not None:
+            return f"{e.attribute}={e.level}"
+    return None
+
+
 def _actions(pm: Postmortem) -> list[str]:
     """What to do, from the verdicts and the changes (hardware first)."""
     out = []
@@ -196,15 +207,14 @@ def _actions(pm: Postmortem) -> list[str]:
         out.append(f"Drain host {h['host_id']} and run the vendor's diagnostics "
                    f"({why}); replace the part they name.")
     for g in pm.groups:
-        verdict = g.attribution.verdict
+        verdict, over = g.attribution.verdict, ""
         whole = pm.fleet_group(g.key)
         if verdict == "undetermined" and whole is not None:
             # too few crashes in the window to judge: the whole store's verdict
-            g, verdict = whole, whole.attribution.verdict
+            g, verdict, over = whole, whole.attribution.verdict, ", over the whole store"
         if verdict == "environment-triggered":
-            trigger = next((a for a in g.associations if a.irr and a.irr > 1 and a.q_value is
-                            not None and a.q_value <= 0.05), None)
-            cond = f" (rate raised with {trigger.attribute}={trigger.value})" if trigger else ""
+            trigger = _trigger(g)
+            cond = f" (rate raised with {trigger}{over})" if trigger else ""
             out.append(f"Check the trigger of `{g.key}`{cond}: compare it with the fleet.")
         elif verdict == "software":
             out.append(f"File or link a bug for `{g.key}` ({how_many(g.crashes, 'crash')} on "

@@ -68,15 +68,16 @@ def _rows(pm: Postmortem, links: _Links, link: Callable[[str, str | None], str],
               f"{h['fleet_crashes']}, {h['fleet_verdict']}" if h["fleet_verdict"] else "-",
               esc(h["evidence"] or h["fleet_evidence"] or "-")] for h in pm.hosts]),
         "Timeline": (
-            ["time (UTC)", "host", "what", ""],
-            [[e.ts.strftime("%Y-%m-%d %H:%M:%S"), esc(e.host_id), _what(e, code, esc),
-              link("crash", links.crash(e.crash_id)) if e.crash_id else
-              ("hardware" if e.hardware else "")] for e in pm.timeline[:MAX_TIMELINE]]),
+            ["time (UTC)", "host", "kind", "what"],
+            [[e.ts.strftime("%Y-%m-%d %H:%M:%S"), esc(e.host_id), _kind(e),
+              link(code(e.text), links.crash(e.crash_id)) if e.kind == "crash"
+              else esc(f"{e.kind}: {e.text}")] for e in pm.timeline[:MAX_TIMELINE]]),
     }
 
 
-def _what(e: Event, code: Callable[[str], str], esc: Callable[[str], str]) -> str:
-    return f"crash {code(e.text)}" if e.kind == "crash" else esc(f"{e.kind}: {e.text}")
+def _kind(e: Event) -> str:
+    """crash, hardware (a hardware-indicative event) or telemetry."""
+    return "crash" if e.kind == "crash" else "hardware" if e.hardware else "telemetry"
 
 
 def _summary(pm: Postmortem) -> str:

@@ -1,5 +1,9 @@
-"""``coreepi store copy``: move an embedded store (a data dir) into a
-PostgreSQL store, idempotently.
+"""``coreepi store copy``: copy a store into another, idempotently: a data
+dir into PostgreSQL (moving to the multi-server deployment), PostgreSQL into a
+data dir (a backup, a test copy, leaving PostgreSQL), a data dir into another
+(a backup of an embedded store). Both stores speak the same schema (the
+shared migrations), so the rows move raw: ``export_rows`` of one,
+``import_rows`` of the other.
 
 Blobs go first (a copied crash row never names a blob the destination lacks),
 streamed one at a time through a temporary file, each keeping its time
@@ -22,6 +26,8 @@ from pathlib import Path
 from coreepi.store.duckdb_store import DuckDBStore
 from coreepi.store.migrations import schema_tables
 from coreepi.store.postgres_store import PostgresStore
+
+AnyStore = DuckDBStore | PostgresStore  # the two with export_rows/import_rows
 
 __all__ = ["CopyResult", "copy_store"]
 
@@ -48,9 +54,11 @@ class CopyResult:
                 f"{self.blobs_present} there{dated}); rows: {tables}")
 
 
-def copy_store(src: DuckDBStore, dst: PostgresStore,
+def copy_store(src: AnyStore, dst: AnyStore,
                progress: Callable[[str], None] | None = None) -> CopyResult:
-    """Copy everything of ``src`` into ``dst`` (see the module docstring)."""
+    """Copy everything of ``src`` into ``dst`` (see the module docstring):
+    a :class:`DuckDBStore` or :class:`PostgresStore` each. Raises StoreError (one line) when
+    either cannot be read or written."""
     result = CopyResult()
     say = progress or (lambda _: None)
     with tempfile.TemporaryDirectory(prefix="coreepi-copy-") as tmp:

@@ -30,6 +30,7 @@ from pathlib import Path
 from coreepi.capture.supervise import ptrace
 from coreepi.capture.supervise.base import CapturedCrash, CaptureResult
 from coreepi.capture.supervise.elfcore import ThreadRegs, write_core
+from coreepi.capture.supervise.ptrace_users import ptrace_user
 
 __all__ = ["CORE_SIGNALS", "run_traced"]
 
@@ -80,6 +81,7 @@ class _Supervisor:
         self.dumped: set[int] = set()  # thread groups whose core is written
         self.crashes: list[CapturedCrash] = []
         self.root_status: int | None = None
+        self.untraced: list[str] = []  # programs let go at exec, and why
 
     def loop(self) -> None:
         while self.root_status is None:
@@ -107,6 +109,8 @@ class _Supervisor:
             except OSError:  # the parent died meanwhile; the child reports itself
                 pass
             _ignore_gone(ptrace.cont, tid)
+        elif event == ptrace.EVENT_EXEC and (why := ptrace_user(tid)):
+            self.let_go(tid, why)
         elif event == ptrace.EVENT_STOP:
             _ignore_gone(ptrace.listen if sig in _GROUP_STOP else ptrace.cont, tid)
         elif event:
@@ -115,6 +119,19 @@ class _Supervisor:
             if _dies_of(tid, sig):
                 self.dump(tid, sig)
             _ignore_gone(ptrace.cont, tid, sig)
+
+    def let_go(self, tid: int, why: str) -> None:
+        """Detach a process that has just exec'd a program that ptraces (itself
+        or a child): it runs untraced, as without coreepi, and so do its
+        children; its crashes are not captured here (say so)."""
+        try:
+            comm = Path(f"/proc/{tid}/comm").read_text(errors="replace").strip()
+        except OSError:
+            comm = "?"
+        if _ignore_gone(ptrace.detach, tid):
+            self.tracees.discard(tid)
+            self.untraced.append(f"pid {tid} ({comm}) runs untraced, its crashes not captured "
+                                 f"by ptrace: {why}")
 
     def dump(self, tid: int, sig: int) -> None:
         """Write the core of ``tid``'s process, all its threads stopped."""
@@ -220,4 +237,5 @@ def run_traced(argv: Sequence[str], core_dir: Path, *, env: Mapping[str, str] | 
     supervisor.loop()
     status = supervisor.root_status
     code = 0 if status is None else (os.waitstatus_to_exitcode(status))
-    return CaptureResult(mode="ptrace", returncode=code, crashes=supervisor.crashes)
+    return CaptureResult(mode="ptrace", returncode=code, crashes=supervisor.crashes,
+                         warnings=supervisor.untraced)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,8 +76,12 @@ def _locked(data_dir: Path, text: str) -> str:
         argv = []
     words = [Path(a).name for a in argv if a]
     if "serve" in words and any(w == "coreepi" or w.startswith("coreepi") for w in words):
-        return (f"the store {data_dir} is open in coreepi serve (pid {pid}): use --server URL "
-                "with a read token, or stop the server")
+        # what works through the server, by command: only these take --server
+        return (f"the store {data_dir} is open in coreepi serve (pid {pid}), and DuckDB lets "
+                "one process open it: stop the server, or go through it: list, info, dump and "
+                "debug take --server URL (read token), host drain --server URL (admin token); "
+                "findings, groups, hosts and alerts are in its web UI and /api/v1; other "
+                "commands need the server stopped")
     holder = " ".join(argv).strip() or "another process"
     return (f"the store {data_dir} is in use by {holder[:120]} (pid {pid}; DuckDB allows one "
             "writer): wait for it to finish or stop it")
@@ -229,6 +233,35 @@ class DuckDBGateway(Transactional):
         columns = [d[0] for d in cur.description or ()]
         while rows := cur.fetchmany(batch):
             yield columns, rows
+
+    def import_rows(self, table: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> int:
+        """Insert raw rows of ``table`` (as another store's ``export_rows``
+        gives them: ``coreepi store copy`` from PostgreSQL or a data dir),
+        keeping existing rows of the same key; a table without a key (a log)
+        keeps out a row equal in every column to one already there, so a
+        repeated copy adds nothing. Returns rows inserted. Column types are
+        the table's (the staged values are cast to them)."""
+        import pandas as pd
+
+        if not rows:
+            return 0
+        types = dict(self._query("SELECT column_name, data_type FROM information_schema.columns "
+                                 "WHERE table_name = ?", [table]).fetchall())
+        casts = {c: types[c] for c in columns}
+        keyed = self._query(
+            "SELECT (SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? AND "
+            "constraint_type IN ('PRIMARY KEY', 'UNIQUE')) + (SELECT count(*) FROM "
+            "duckdb_indexes() WHERE table_name = ? AND is_unique)", [table, table]).fetchall()
+        where = "" if keyed[0][0] else (
+            f"NOT EXISTS (SELECT 1 FROM {table} AS _there WHERE " + " AND ".join(
+                f"_there.{c} IS NOT DISTINCT FROM CAST(_stage.{c} AS {t})"
+                for c, t in casts.items()) + ")")
+        frame = pd.DataFrame([tuple(r) for r in rows], columns=columns, dtype=object)
+        with self.transaction(), self._staged(frame) as con:
+            row = con.execute(insert_sql(table, columns, casts, where=where,
+                                         conflict="DO NOTHING" if not where else None)
+                              ).fetchone()
+        return int(row[0]) if row else 0
 
     def counts(self) -> dict[str, int]:
         """Rows per table of :data:`~coreepi.store.base.COUNTED_TABLES`."""

@@ -230,6 +230,19 @@ class PostgresGateway(Transactional):
                          returning=returning, stage=stage)
         return self._write(sql, arrays)
 
+    def export_rows(self, table: str, batch: int = 10_000
+                    ) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """Every row of ``table`` (one of the schema's), ``batch`` at a time,
+        with the column names: the raw rows for moving the store elsewhere
+        (``coreepi store copy`` to a data dir). A server-side cursor in one
+        read transaction: a consistent snapshot, never the whole table in memory."""
+        with self._connection() as con, con.transaction(), con.cursor(
+                name=f"coreepi_export_{table}") as cur:
+            cur.execute(f"SELECT * FROM {table}")
+            columns = [d.name for d in cur.description or ()]
+            while rows := cur.fetchmany(batch):
+                yield columns, rows
+
     def import_rows(self, table: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> int:
         """Insert raw rows of ``table`` (as another store's ``export_rows``
         gives them), keeping existing rows of the same key (``ON CONFLICT DO
