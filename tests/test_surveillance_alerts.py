@@ -281,6 +281,13 @@ def test_summaries_put_nouns_in_number() -> None:
                       "node_days": 2.0, "expected": 0.01})
     assert alert_summary(host).startswith(
         "host h1 looks hardware-suspect: 1 crash (1 hardware-indicative, 1 signature) in 2.0")
+    now = Detection("hardware-suspect-host", {"host_id": "h1"}, pd.Timestamp(NOW),
+                    {"since": "2026-10-08T00:00:00+00:00", "crashes": 27, "hardware_crashes": 20,
+                     "signatures": 2, "node_days": 30.0, "expected": 1.2, "alarm_crashes": 3})
+    assert alert_summary(now) == (
+        "host h1 looks hardware-suspect: 27 crashes (20 hardware-indicative, 2 signatures) since "
+        "2026-10-08 00:00 UTC in 30.0 node-days where 1.20 were expected; the host test tipped "
+        "on 2026-11-12 00:00 UTC after 3 crashes — recommend: drain")
     group = Detection("new-group", {"signature": "s"}, pd.Timestamp(NOW),
                       {"crashes": 1204, "hosts": 1, "first_seen": NOW.isoformat()})
     assert alert_summary(group) == (

@@ -81,6 +81,11 @@ class ApiClient:
                                  headers={"Content-Type": "application/json"})
         return response.status_code, response.json()
 
+    def delete_json(self, path: str) -> tuple[int, Any]:
+        """DELETE ``path``; (status code, decoded answer)."""
+        response = self._request("DELETE", path)
+        return response.status_code, response.json()
+
     def crashes(self, **params: Any) -> Iterator[dict[str, Any]]:
         """Every crash summary of ``GET /crashes`` with ``params``, page after page."""
         cursor = None
