@@ -200,6 +200,14 @@ def test_evaluate_on_store_fires_once_delivers_and_rechecks_drain(
         assert check["signatures"] == 3 and check["others_crashes_after"] > 0
         assert check["others_node_days_after"] == pytest.approx(59 * 9)  # exposure ends 11-10
         assert check["verdict"] == "undetermined"  # neither moved nor the host's own
+        # its node-time over the span read (from 10-06) stops at the drain: 26 days;
+        # repaired and undrained on 11-05, it counts again: 35 less the 4 drained
+        (d,) = evaluate(store, rules, now, dry_run=True).detections
+        assert d.evidence["node_days"] == pytest.approx(26.0)
+        store.undrain_host("h00005", datetime(2026, 11, 5, tzinfo=UTC), "test")
+        back = evaluate(store, rules, now, dry_run=True)
+        assert back.detections[0].evidence["node_days"] == pytest.approx(31.0)
+        assert back.rechecks == {}  # no longer drained: nothing to re-check
 
 
 def test_unbounded_ratio_reaches_the_webhook_as_json(hook: WebhookReceiver) -> None:
