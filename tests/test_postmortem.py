@@ -214,3 +214,27 @@ def test_trigger_action_names_the_verdicts_evidence(store: Path) -> None:
                        for g in pm.fleet.groups]
     assert f"Check the trigger of `{BUG}` (rate raised with kernel=6.6.3, over the whole " \
            "store): compare it with the fleet." in _actions(pm)
+
+
+def test_a_drained_host_is_not_recommended_for_a_drain(store: Path, tmp_path: Path) -> None:
+    """#22: the bad host drained already: the postmortem and the report say
+    so (when, by whom) instead of recommending a drain."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(store, data)
+    r = coreepi("host", "drain", BAD, "--reason", "mce", "--data-dir", str(data), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    md = _pm(data, "--since", "2024-05-04", "--until", "2024-05-09")
+    assert f"Drain host {BAD}" not in md
+    when = re.search(rf"Host {BAD} is already drained \(since (\S+ \S+) UTC, by cli\): run the "
+                     r"vendor's diagnostics \(3 hardware events in the window\); replace the part "
+                     rf"they name, then `coreepi host undrain {BAD}`\.", md)
+    assert when and datetime.strptime(when.group(1), "%Y-%m-%d %H:%M").year >= 2026
+    r = coreepi("report", "--data-dir", str(data), "--no-pager", cwd=tmp_path,
+                env={"COLUMNS": "400"})
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if f"hardware-suspect host {BAD}" in x)
+    assert "recommend drain" not in line
+    assert f"; already drained (since {when.group(1)} UTC, by cli): run the hardware " \
+           f"diagnostics, then `coreepi host undrain {BAD}` once repaired" in line

@@ -643,6 +643,20 @@ def test_delivery_log_and_drains(store: AlertStore) -> None:
     assert store.drained_hosts() == [drain]
 
 
+def test_undrain_keeps_the_drained_span(store: AlertStore) -> None:
+    drain = DrainRecord("h7", T0, "cli", "mce storm")
+    assert store.undrain_host("h7", T0 + DAY, "cli") is None  # not drained: nothing changes
+    store.drain_host(drain)
+    ended = store.undrain_host("h7", T0 + 3 * DAY, "token:ops")
+    assert ended == DrainRecord("h7", T0, "cli", "mce storm", {}, T0 + 3 * DAY, "token:ops")
+    assert store.drained_hosts() == [] and store.drain_history() == [ended]
+    # drained again after the repair: a second span, the first kept
+    assert store.drain_host(DrainRecord("h7", T0 + 5 * DAY, "cli", "again")) is True
+    second = store.undrain_host("h7", T0 + 6 * DAY, "cli")
+    assert second is not None and store.drain_history() == [ended, second]
+    assert store.undrain_host("h7", T0 + 7 * DAY, "cli") is None
+
+
 def test_signatures_before(store: Store) -> None:
     store.add_crashes([CrashRecord(report("a", at=T0, signature="old")),
                        CrashRecord(report("b", at=T0 + DAY, signature="new"))])

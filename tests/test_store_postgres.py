@@ -175,6 +175,8 @@ def _fill_every_table(src: DuckDBStore) -> None:
     src.add_silence(SilenceRecord("s1", {"host": "h1"}, at, at + timedelta(days=1), "me"))
     for attempt in (1, 2):
         src.add_delivery(DeliveryRecord("k1", "hook", "firing", attempt, at, 500, False, "boom"))
+    src.drain_host(DrainRecord("h0", at, "me", "bad DIMM"))
+    src.undrain_host("h0", at + timedelta(days=1), "me")  # drain_history
     src.drain_host(DrainRecord("h1", at, "me", "bad DIMM"))
     src.record_regroup([RegroupRow("run1", "A", "B", 1, "rename", "1.0", "abc", at)])
 

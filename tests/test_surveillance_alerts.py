@@ -200,6 +200,14 @@ def test_evaluate_on_store_fires_once_delivers_and_rechecks_drain(
         assert check["signatures"] == 3 and check["others_crashes_after"] > 0
         assert check["others_node_days_after"] == pytest.approx(59 * 9)  # exposure ends 11-10
         assert check["verdict"] == "undetermined"  # neither moved nor the host's own
+        # its node-time over the span read (from 10-06) stops at the drain: 26 days;
+        # repaired and undrained on 11-05, it counts again: 35 less the 4 drained
+        (d,) = evaluate(store, rules, now, dry_run=True).detections
+        assert d.evidence["node_days"] == pytest.approx(26.0)
+        store.undrain_host("h00005", datetime(2026, 11, 5, tzinfo=UTC), "test")
+        back = evaluate(store, rules, now, dry_run=True)
+        assert back.detections[0].evidence["node_days"] == pytest.approx(31.0)
+        assert back.rechecks == {}  # no longer drained: nothing to re-check
 
 
 def test_unbounded_ratio_reaches_the_webhook_as_json(hook: WebhookReceiver) -> None:
@@ -281,6 +289,13 @@ def test_summaries_put_nouns_in_number() -> None:
                       "node_days": 2.0, "expected": 0.01})
     assert alert_summary(host).startswith(
         "host h1 looks hardware-suspect: 1 crash (1 hardware-indicative, 1 signature) in 2.0")
+    now = Detection("hardware-suspect-host", {"host_id": "h1"}, pd.Timestamp(NOW),
+                    {"since": "2026-10-08T00:00:00+00:00", "crashes": 27, "hardware_crashes": 20,
+                     "signatures": 2, "node_days": 30.0, "expected": 1.2, "alarm_crashes": 3})
+    assert alert_summary(now) == (
+        "host h1 looks hardware-suspect: 27 crashes (20 hardware-indicative, 2 signatures) since "
+        "2026-10-08 00:00 UTC in 30.0 node-days where 1.20 were expected; the host test tipped "
+        "on 2026-11-12 00:00 UTC after 3 crashes — recommend: drain")
     group = Detection("new-group", {"signature": "s"}, pd.Timestamp(NOW),
                       {"crashes": 1204, "hosts": 1, "first_seen": NOW.isoformat()})
     assert alert_summary(group) == (

@@ -79,6 +79,18 @@ def test_watch_once_fires_lists_and_drains(data_dir: Path, tmp_path: Path) -> No
     assert r.output == "h00009: already drained\n"
     with DuckDBStore(data_dir, read_only=True) as store:
         assert [d.reason for d in store.drained_hosts()] == ["mce"]
+    # repaired: back in service, the drained span kept in the history
+    r = run(app, ["host", "undrain", "h00009", "--data-dir", str(data_dir)])
+    assert (r.exit_code, r.output) == (0, "h00009: back in service\n")
+    r = run(app, ["host", "undrain", "h00009", "--data-dir", str(data_dir)])
+    assert (r.exit_code, r.output) == (0, "h00009: was not drained\n")
+    r = run(app, ["host", "undrain", "nope", "--data-dir", str(data_dir)])
+    assert r.exit_code == 2 and "host 'nope': not in the store" in r.output
+    with DuckDBStore(data_dir, read_only=True) as store:
+        assert store.drained_hosts() == []
+        (ended,) = store.drain_history()
+        assert (ended.host_id, ended.reason, ended.undrained_by) == ("h00009", "mce", "cli")
+        assert ended.undrained_at is not None and ended.undrained_at >= ended.drained_at
 
 
 def test_a_replay_honours_the_silences_active_today(pristine: Path, tmp_path: Path) -> None:
@@ -234,6 +246,20 @@ def test_host_drain_through_a_real_server(data_dir: Path, tmp_path: Path) -> Non
         code, _, err = drain("nope", tokens["admin"])
         assert (code, err) == (2, f"coreepi: error: {served.url}/api/v1/hosts/nope/drain: "
                                   "404: host 'nope': not in the store\n")
+
+        def undrain(host: str, token: str) -> tuple[int, str, str]:
+            r = run(app, ["host", "undrain", host, "--server", served.url],
+                    env={"COREEPI_TOKEN": token})
+            return r.exit_code, r.stdout, r.stderr
+
+        code, out, err = undrain("h00005", tokens["read"])
+        assert (code, out) == (2, "") and err.startswith(f"coreepi: error: {url}: 403 forbidden")
+        assert undrain("h00005", tokens["admin"]) == (0, "h00005: back in service\n", "")
+        assert undrain("h00005", tokens["admin"]) == (0, "h00005: was not drained\n", "")
+        code, _, err = undrain("nope", tokens["admin"])
+        assert (code, err) == (2, f"coreepi: error: {served.url}/api/v1/hosts/nope/drain: "
+                                  "404: host 'nope': not in the store\n")
+        assert drain("h00005", tokens["admin"]) == (0, "h00005: drained\n", "")  # again
     finally:
         served.kill()
         served.log.close()

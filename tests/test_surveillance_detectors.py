@@ -84,6 +84,21 @@ def test_clip_drained_stops_exposure() -> None:
     assert cut["end"].iloc[0] == T0 + pd.Timedelta(days=1)
 
 
+def test_an_ended_drain_cuts_its_span_and_exposure_resumes() -> None:
+    # a drained from day 1 to day 3 (repaired, undrained): the interval across
+    # the drain splits around it, b untouched, a's node-time 4 - 2 = 2 days
+    exp = _exp([("a", 0, 2), ("a", 2, 4), ("b", 0, 4)])
+    day = pd.Timedelta(days=1)
+    cut = clip_drained(exp, {}, [("a", T0 + day, T0 + 3 * day)])
+    assert list(zip(cut["host_id"], cut["start"], cut["end"], strict=True)) == [
+        ("a", T0, T0 + day), ("a", T0 + 3 * day, T0 + 4 * day), ("b", T0, T0 + 4 * day)]
+    assert HostClocks.from_exposure(cut).at(["a"], days(pd.Series([T0 + 4 * day]))).tolist() == [
+        pytest.approx(2.0)]
+    # drained again at day 3.5 and still: both cuts
+    again = clip_drained(exp, {"a": T0 + 3.5 * day}, [("a", T0 + day, T0 + 3 * day)])
+    assert again[again["host_id"] == "a"]["end"].tolist() == [T0 + day, T0 + 3.5 * day]
+
+
 def _crashes(rows: list[tuple[str, float, str]], hw: set[int] = frozenset()) -> pd.DataFrame:
     return pd.DataFrame({
         "host_id": [r[0] for r in rows],
@@ -160,7 +175,7 @@ def test_bad_host_flagged_online_and_null_fleet_quiet() -> None:
     mine = tl.crashes[(tl.crashes["host_id"] == "h00007")
                       & (tl.crashes["hardware_phenotypes"].str.len() > 0)]
     assert found[0].at == mine["captured_at"].iloc[2]
-    assert found[0].evidence["hardware_crashes"] == 3
+    assert found[0].evidence["alarm_hardware_crashes"] == 3
     assert found[0].evidence["threshold"] == pytest.approx(np.log(0.5 / 1e-6))
     # with the Pólya urn (host_scatter) the host's own repeats (sig_008 ×2, sig_003 ×2
     # since day 32) count against it: the signature terms sum lower, the same crash tips it
@@ -171,6 +186,32 @@ def test_bad_host_flagged_online_and_null_fleet_quiet() -> None:
     assert found[0].evidence["statistic"] >= found[0].evidence["threshold"]
     null = make_timeline(TimelineFleet(hosts=300, days=42, groups=10), seed=11)
     assert detect(null.crashes, null.exposure, now) == []
+
+
+def test_a_suspect_hosts_evidence_counts_to_now_not_to_the_tip() -> None:
+    # the breaker's alert: tipped weeks ago at its 3rd crash, refreshed while the
+    # host kept crashing; each evaluation must state the host's crashes up to it
+    f = TimelineFleet(hosts=300, days=60, groups=10, bad_hosts=(BadHost(host=7, day=20),))
+    tl = make_timeline(f, seed=11)
+    start = pd.Timestamp(f.start, tz="UTC")
+    p = DetectorParams()
+    seen = []
+    for day in (45, 55):
+        now = start + pd.Timedelta(days=day)
+        (d,) = suspect_hosts(tl.crashes, tl.exposure, now, p)
+        since = now - pd.Timedelta(days=p.baseline_days + p.window_days)
+        mine = tl.crashes[(tl.crashes["host_id"] == "h00007")
+                          & (tl.crashes["captured_at"] >= since)
+                          & (tl.crashes["captured_at"] <= now)]
+        hw = int((mine["hardware_phenotypes"].str.len() > 0).sum())
+        ev = d.evidence
+        assert (ev["since"], ev["crashes"], ev["hardware_crashes"]) == (
+            since.isoformat(), len(mine), hw)
+        assert ev["signatures"] == mine["signature"].nunique()
+        assert ev["alarm_crashes"] < ev["crashes"]  # it kept crashing after the tip
+        assert ev["expected"] == pytest.approx(ev["rate0"] * ev["node_days"])
+        seen.append((ev["crashes"], ev["hardware_crashes"]))
+    assert seen[1][0] > seen[0][0] and seen[1][1] >= seen[0][1]
 
 
 def test_drained_host_clock_stops_at_the_drain() -> None:

@@ -48,7 +48,24 @@ def test_serve_evaluates_lists_and_drains(tmp_path: Path) -> None:
             r = client.post("/api/v1/hosts/nope/drain", json={},
                             headers={"authorization": f"Bearer {admin}"})
             assert r.status_code == 404 and "'nope'" in r.json()["detail"]
-        assert [d.drained_by for d in store.drained_hosts()] == ["token:a"]
+            assert [d.drained_by for d in store.drained_hosts()] == ["token:a"]
+            r = client.delete("/api/v1/hosts/h00009/drain",
+                              headers={"authorization": f"Bearer {read}"})
+            assert r.status_code == 403
+            r = client.delete("/api/v1/hosts/h00009/drain",
+                              headers={"authorization": f"Bearer {admin}"})
+            got = r.json()
+            assert (got["host_id"], got["drained"], got["was_drained"]) == ("h00009", False, True)
+            assert got["undrained_at"] >= got["drained_at"]
+            r = client.delete("/api/v1/hosts/h00009/drain",
+                              headers={"authorization": f"Bearer {admin}"})
+            assert r.json()["was_drained"] is False
+            r = client.delete("/api/v1/hosts/nope/drain",
+                              headers={"authorization": f"Bearer {admin}"})
+            assert r.status_code == 404
+        assert store.drained_hosts() == []
+        assert [(d.drained_by, d.undrained_by) for d in store.drain_history()] == [
+            ("token:a", "token:a")]
     finally:
         hook.close()
         store.close()

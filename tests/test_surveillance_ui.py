@@ -178,3 +178,24 @@ def test_json_views_carry_an_unbounded_ratio(served: Served) -> None:
     ratio = {e["name"]: e for e in mine["evidence"]}["ratio"]
     assert (ratio["value"], ratio["text"]) == (None, "unbounded")
     assert "(unbounded, CUSUM 6.2)" in mine["summary"]
+
+
+def test_undrain_from_the_page(served: Served) -> None:
+    token = _form_token(served)
+    served.client.post(f"/hosts/{BAD}/drain", data={"form_token": token, "reason": "mce"},
+                       headers={"origin": ORIGIN}, follow_redirects=False)
+    html = _page(served, f"/hosts/{BAD}", served.admin)
+    assert 'id="undrain-button"' in html and f'action="/hosts/{BAD}/undrain"' in html
+    assert 'id="undrain-button"' not in _page(served, f"/hosts/{BAD}", served.read)
+    r = served.client.post(f"/hosts/{BAD}/undrain", data={"form_token": "0" * 64},
+                           headers={"origin": ORIGIN}, follow_redirects=False)
+    assert r.status_code == 403 and len(served.store.drained_hosts()) == 1
+    served.client.cookies.set(COOKIE, served.admin)
+    r = served.client.post(f"/hosts/{BAD}/undrain", data={"form_token": token},
+                           headers={"origin": ORIGIN}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/hosts/{BAD}"
+    assert served.store.drained_hosts() == []
+    (ended,) = served.store.drain_history()
+    assert (ended.host_id, ended.drained_by, ended.undrained_by) == (BAD, "ui:ops", "ui:ops")
+    html = _page(served, f"/hosts/{BAD}", served.admin)
+    assert "<strong>Drained</strong>" not in html and 'id="drain-button"' in html

@@ -327,3 +327,11 @@ def test_drain_from_the_host_page(browser: webdriver.Chrome, server: Serving, ui
     # ... which the page says in words, not as a row of zeros
     assert ("Re-check: undetermined — nothing to compare: no crash on this host in the 28 "
             "days before the drain") in drain
+    # repaired: the Undrain button puts it back (#6), and the Drain button is there again
+    d.find_element(By.ID, "undrain-button").click()
+    on_host(lambda d: d.find_elements(By.ID, "drain-button"))
+    assert not d.find_elements(By.CSS_SELECTOR, "#drain .drained")
+    assert console_errors(d) == []
+    r = httpx.get(f"{server.url}/hosts/{BAD_HOST}.json",
+                  headers={"authorization": f"Bearer {ui.read_token}"}, timeout=30)
+    assert r.json()["drain"]["drained"] is None

@@ -136,6 +136,28 @@ def test_host_page(app: App) -> None:
     assert app.get("/hosts/no-such-host").status_code == 404
 
 
+def test_a_drained_host_page_says_drained_not_drain(app: App) -> None:
+    # #22: the page said "Recommendation: replace: drain now" above "Drained since …"
+    from datetime import UTC, datetime
+
+    from coreepi.store.alert_records import DrainRecord
+
+    app.store.drain_host(DrainRecord(BAD_HOST, datetime(2026, 12, 1, 22, 28, tzinfo=UTC),
+                                     "ui:adm", "test drain"))
+    try:
+        data = app.get(f"/hosts/{BAD_HOST}.json").json()
+        assert data["recommendation"] == (
+            "already drained (since 2026-12-01 22:28 UTC, by ui:adm): run the vendor's "
+            "diagnostics and see the re-check below; undrain it once repaired")
+        html = unescape(app.get(f"/hosts/{BAD_HOST}").text)
+        assert f"<strong>Recommendation:</strong> {data['recommendation']}</p>" in html
+        assert "drain now" not in html
+    finally:
+        app.store.undrain_host(BAD_HOST, datetime.now(UTC), "test")
+    back = app.get(f"/hosts/{BAD_HOST}.json").json()["recommendation"]
+    assert back.startswith(("replace: drain now", "drain: take it out of service"))
+
+
 def test_crash_page_and_core_download(app: App, ui: UiStore) -> None:
     data = app.get(f"/crashes/{ui.core_crash_id}.json").json()
     assert data["crash"]["crash_id"] == ui.core_crash_id

@@ -1,4 +1,4 @@
-"""``coreepi alerts …``, ``coreepi watch`` and ``coreepi host drain``: surveillance from the CLI."""
+"""``coreepi alerts …``, ``coreepi watch``, ``coreepi host drain|undrain``: surveillance from the CLI."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ __all__ = ["register"]
 
 alerts_app = typer.Typer(help="Surveillance alerts: list, silence, send a test.",
                          no_args_is_help=True)
-host_app = typer.Typer(help="Act on hosts: drain a hardware-suspect one.", no_args_is_help=True)
+host_app = typer.Typer(help="Act on hosts: drain a hardware-suspect one, undrain it once repaired.",
+                       no_args_is_help=True)
 
 RulesOpt = Annotated[Path | None, typer.Option(
     "--rules", envvar="COREEPI_ALERT_RULES", help="Alert rules (TOML; docs/surveillance.md).")]
@@ -29,7 +30,7 @@ RulesOpt = Annotated[Path | None, typer.Option(
 
 DrainServer = Annotated[str | None, typer.Option(
     "--server", envvar="COREEPI_SERVER", metavar="URL", show_envvar=True,
-    help="Drain through a `coreepi serve` at URL instead of the local store "
+    help="Drain (undrain) through a `coreepi serve` at URL instead of the local store "
     f"(an admin token: ${TOKEN_ENV} or --token-file).")]
 
 # `watch --at` may run ahead of this machine's clock by this much (another node's clock)
@@ -292,6 +293,45 @@ def host_drain(
     except StoreError as exc:
         _fail(str(exc))
     sys.stdout.write(f"{host}: {'drained' if new else 'already drained'}\n")
+
+
+def _undrain_remote(server: str, token: str | None, host: str) -> bool:
+    """``DELETE /api/v1/hosts/HOST/drain`` on ``server``: True when it was drained.
+    Raises InputError (unreachable, refused token, unknown host …)."""
+    from urllib.parse import quote
+
+    from coreepi.cli.client import ApiClient
+
+    with ApiClient(server, token) as client:
+        _, answer = client.delete_json(f"/hosts/{quote(host, safe='')}/drain")
+    return bool(answer.get("was_drained", False))
+
+
+@host_app.command("undrain")
+def host_undrain(
+    host: Annotated[str, typer.Argument(help="The host_id to put back in service.")],
+    store: StoreOpt = None, blobs: BlobsOpt = None, data_dir: DataDir = None,
+    server: DrainServer = None, token_file: TokenFile = None,
+) -> None:
+    """Put a drained host back in service (repaired): its exposure counts
+    again from now; the drained span stays cut and kept in the drain history."""
+    from coreepi.errors import InputError, StoreError
+    from coreepi.store import open_store
+
+    if server:
+        try:
+            was = _undrain_remote(server, read_token(token_file), host)
+        except InputError as exc:
+            _fail(str(exc))
+    else:
+        try:
+            with open_store(store_target(store, data_dir), blobs=blobs) as opened:
+                if host not in opened.host_ids():
+                    _fail(f"host {host!r}: not in the store")
+                was = opened.undrain_host(host, datetime.now(UTC), "cli") is not None
+        except StoreError as exc:
+            _fail(str(exc))
+    sys.stdout.write(f"{host}: {'back in service' if was else 'was not drained'}\n")
 
 
 def register(app: typer.Typer) -> None:

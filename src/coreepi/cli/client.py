@@ -90,6 +90,11 @@ class ApiClient:
                              f"{response.status_code}, but the answer is not JSON{quoted}; "
                              "is --server a coreepi serve?") from None
 
+    def delete_json(self, path: str) -> tuple[int, Any]:
+        """DELETE ``path``; (status code, decoded answer)."""
+        response = self._request("DELETE", path)
+        return response.status_code, response.json()
+
     def crashes(self, **params: Any) -> Iterator[dict[str, Any]]:
         """Every crash summary of ``GET /crashes`` with ``params``, page after page."""
         cursor = None

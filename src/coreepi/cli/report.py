@@ -20,6 +20,7 @@ from coreepi.errors import InputError, StoreError
 
 if TYPE_CHECKING:
     from coreepi.epi.models import FleetFindings
+    from coreepi.store.alert_records import DrainRecord
 
 __all__ = ["register", "report"]
 
@@ -65,17 +66,18 @@ def report(
         (sys.stdout if fmt == "text" else sys.stderr).write(
             _empty_report(where, findings, lo, hi) + "\n")
         return
+    drains = _drains(where) if fmt == "text" else {}
     if fmt != "text" or out is not None:
         from coreepi.reporting import render, text_report
 
-        text = (text_report(findings, _env_width(), details=details) if fmt == "text"
-                else render(findings, fmt))
+        text = (text_report(findings, _env_width(), details=details, drains=drains)
+                if fmt == "text" else render(findings, fmt))
         if out is None:
             write_stdout(text)
         else:
             out.write_text(text, encoding="utf-8")
         return
-    _show_text(findings, details=details, pager=not no_pager)
+    _show_text(findings, details=details, pager=not no_pager, drains=drains)
 
 
 def _findings(where: str | Path, lo: datetime | None, hi: datetime | None,
@@ -106,14 +108,27 @@ def _empty_report(where: str | Path, total: int, lo: datetime | None, hi: dateti
             "all; `coreepi list` shows when they happened.")
 
 
-def _show_text(findings: FleetFindings, *, details: bool, pager: bool) -> None:
+def _drains(where: str | Path) -> dict[str, DrainRecord]:
+    """The store's drained hosts by host_id: the text report says a drained
+    hardware-suspect host is drained instead of recommending a drain."""
+    from coreepi.store import open_store
+
+    try:
+        with open_store(where, read_only=True) as store:
+            return {d.host_id: d for d in store.drained_hosts()}
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def _show_text(findings: FleetFindings, *, details: bool, pager: bool,
+               drains: dict[str, DrainRecord]) -> None:
     """The text report at the terminal's width (colour on a terminal), paged
     when it does not fit the screen."""
     from coreepi.reporting import text_report
 
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns if tty else _env_width()
-    text = text_report(findings, width, details=details, color=tty)
+    text = text_report(findings, width, details=details, color=tty, drains=drains)
     if tty and pager:
         from coreepi.cli.pager import page
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from coreepi.epi.models import Evidence, FleetFindings, RatioStatus, Tally, TelemetryLead
@@ -27,6 +28,7 @@ from coreepi.epi.models import Evidence, FleetFindings, RatioStatus, Tally, Tele
 __all__ = [
     "EVENT_WORDS",
     "PHRASES",
+    "already_drained",
     "evidence_text",
     "fmt_bound",
     "fmt_ci",
@@ -122,6 +124,13 @@ def how_many(n: int | None, noun: str, plural: str | None = None) -> str:
         return f"1 {noun}"
     many = plural or noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
     return f"? {many}" if n is None else f"{n:,} {many}"
+
+
+def already_drained(at: datetime, by: str) -> str:
+    """What a report says of a hardware-suspect host that is drained already,
+    in place of "recommend drain": ``already drained (since 2026-12-01 22:28
+    UTC, by ui:adm)`` (``at`` UTC; ``by`` "" reads "unknown")."""
+    return f"already drained (since {at:%Y-%m-%d %H:%M} UTC, by {by or 'unknown'})"
 
 
 def recheck_sentence(r: dict[str, Any], baseline_days: float) -> str:

@@ -26,8 +26,9 @@ import pandas as pd
 
 from coreepi.epi.models import FleetFindings, GroupFinding, HostFinding
 from coreepi.reporting.build import build_findings
-from coreepi.reporting.phrases import evidence_text, how_many
+from coreepi.reporting.phrases import already_drained, evidence_text, how_many
 from coreepi.store import Store
+from coreepi.store.alert_records import DrainRecord
 
 __all__ = ["Change", "Event", "Postmortem", "build_postmortem", "rollouts"]
 
@@ -78,6 +79,9 @@ class Postmortem:
     fleet: FleetFindings | None = None
     """The whole store's findings: the baseline a short window lacks (a bad
     host's 45 crashes, not the window's 2), shown beside the window's."""
+    drains: dict[str, DrainRecord] = field(default_factory=dict)
+    """The store's drained hosts by host_id: a drained suspect host's action
+    is its diagnostics, not a drain."""
 
     def fleet_group(self, key: str) -> GroupFinding | None:
         """The whole store's finding of signature group ``key``."""
@@ -204,6 +208,12 @@ def _actions(pm: Postmortem) -> list[str]:
             why = f"hardware-suspect over the whole store: {h['fleet_evidence']}"
         else:
             continue
+        drain = pm.drains.get(h["host_id"])
+        if drain is not None:
+            state = already_drained(drain.drained_at, drain.drained_by)
+            out.append(f"Host {h['host_id']} is {state}: run the vendor's diagnostics ({why}); "
+                       f"replace the part they name, then `coreepi host undrain {h['host_id']}`.")
+            continue
         out.append(f"Drain host {h['host_id']} and run the vendor's diagnostics "
                    f"({why}); replace the part they name.")
     for g in pm.groups:
@@ -260,6 +270,7 @@ def build_postmortem(store: Store, since: datetime, until: datetime, *,
                     group_crashes={k: int(v) for k, v in counts.items()},
                     hosts=_host_rows(crashes, telemetry, found,
                                      {h.host_id: h for h in (fleet.hosts if fleet else [])}),
-                    changes=rollouts(exposure, since, until), findings=findings, fleet=fleet)
+                    changes=rollouts(exposure, since, until), findings=findings, fleet=fleet,
+                    drains={d.host_id: d for d in store.drained_hosts()})
     pm.actions = _actions(pm)
     return pm

@@ -42,12 +42,12 @@ def alert_summary(d: Detection) -> str:
     if d.kind == "new-group":
         return (f"new crash group {_group(s)}: {how_many(int(e['crashes']), 'crash')} on "
                 f"{how_many(int(e['hosts']), 'host')} "
-                f"since {str(e['first_seen'])[:16].replace('T', ' ')} UTC")
+                f"since {_minute(e['first_seen'])} UTC")
     if d.kind == "rising":
         base = _per_1000(float(e["baseline_crashes"]), float(e["baseline_node_days"]))
         now = _per_1000(float(e["run_crashes"]), float(e["run_node_days"]))
         return (f"{_group(s)} is rising: {now} crashes per 1,000 node-days since "
-                f"{str(e['run_start'])[:16].replace('T', ' ')} UTC against {base} in its "
+                f"{_minute(e['run_start'])} UTC against {base} in its "
                 f"baseline ({_ratio(e)}, CUSUM {float(e['statistic']):.1f})")
     if d.kind == "rollout-regression":
         # alerts stored before hosts were counted carry no hosts_on_value
@@ -59,6 +59,26 @@ def alert_summary(d: Detection) -> str:
                 f"{float(e['share']) * 100:.0f}% of node-time on {e['reached']}{hosts}")
     return (f"host {s['host_id']} looks hardware-suspect: {how_many(int(e['crashes']), 'crash')} "
             f"({e['hardware_crashes']} hardware-indicative, "
-            f"{how_many(int(e['signatures']), 'signature')}) in "
+            f"{how_many(int(e['signatures']), 'signature')}){_since(e)} in "
             f"{float(e['node_days']):.1f} node-days where {float(e['expected']):.2f} were expected"
-            " — recommend: drain")
+            f"{_tipped(d)} — recommend: drain")
+
+
+def _since(e: dict) -> str:
+    # alerts stored before the counts ran to the evaluation carry no "since"
+    return f" since {_minute(e['since'])} UTC" if e.get("since") else ""
+
+
+def _tipped(d: Detection) -> str:
+    """When the host test tipped and after how many crashes (the counts before
+    it run to the evaluation's time: they grow while the host keeps crashing)."""
+    n = d.evidence.get("alarm_crashes")
+    if n is None:
+        return ""
+    return (f"; the host test tipped on {_minute(d.at.isoformat())} UTC after "
+            f"{how_many(int(n), 'crash')}")
+
+
+def _minute(iso: object) -> str:
+    """An ISO time as ``YYYY-MM-DD HH:MM``."""
+    return str(iso)[:16].replace("T", " ")

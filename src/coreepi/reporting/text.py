@@ -13,6 +13,7 @@ as tables (or lists at a narrow width).
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
@@ -21,6 +22,7 @@ from rich.text import Text
 
 from coreepi.epi.models import Association, FleetFindings, GroupFinding, HostFinding
 from coreepi.reporting.phrases import (
+    already_drained,
     evidence_text,
     fmt_bound,
     fmt_ci,
@@ -35,6 +37,7 @@ from coreepi.reporting.phrases import (
     ratio_words,
 )
 from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
+from coreepi.store.alert_records import DrainRecord
 
 __all__ = ["VERDICT_STYLE", "finding_lines", "render_text", "text_report"]
 
@@ -78,7 +81,12 @@ def _assoc_words(a: Association) -> str:
             f"{fmt_q(a.q_value, a.q_family)}")
 
 
-def _host_line(h: HostFinding) -> Text:
+Drains = Mapping[str, DrainRecord]
+"""The store's drained hosts by host_id (``Store.drained_hosts``): a drained
+hardware-suspect host is said to be drained, not recommended for a drain."""
+
+
+def _host_line(h: HostFinding, drains: Drains) -> Text:
     hw = ", ".join(f"{p.name} ×{p.crashes}" for p in h.hardware_phenotypes)
     text = Text.assemble(
         (f"{h.attribution.verdict} host ", VERDICT_STYLE.get(h.attribution.verdict, "")),
@@ -90,7 +98,12 @@ def _host_line(h: HostFinding) -> Text:
     )
     if hw:
         text.append(f"; {hw}")
-    if h.attribution.verdict == "hardware-suspect":
+    drain = drains.get(h.host_id)
+    if h.attribution.verdict == "hardware-suspect" and drain is not None:
+        text.append(f"; {already_drained(drain.drained_at, drain.drained_by)}: run the "
+                    f"hardware diagnostics, then `coreepi host undrain {h.host_id}` once "
+                    "repaired", "bold")
+    elif h.attribution.verdict == "hardware-suspect":
         text.append("; recommend drain and hardware diagnostics", "bold")
     return text
 
@@ -117,12 +130,14 @@ def _group_line(g: GroupFinding) -> Text:
     return text
 
 
-def finding_lines(f: FleetFindings) -> list[Text]:
+def finding_lines(f: FleetFindings, drains: Drains | None = None) -> list[Text]:
     """One sentence per finding, the most actionable first: hardware-suspect
-    hosts, then signature groups by verdict (hardware-suspect,
-    environment-triggered, software) and crash count, then phenotype groups
+    hosts (those in ``drains`` said to be drained already), then signature
+    groups by verdict (hardware-suspect, environment-triggered, software) and
+    crash count, then phenotype groups
     whose verdict no signature group carries; a count of the undetermined."""
-    lines = [_host_line(h) for h in f.hosts if h.attribution.verdict == "hardware-suspect"]
+    lines = [_host_line(h, drains or {}) for h in f.hosts
+             if h.attribution.verdict == "hardware-suspect"]
     order = {"hardware-suspect": 0, "environment-triggered": 1, "software": 2}
     decided = [g for g in f.groups if g.attribution.verdict in order]
     signatures = [g for g in decided if g.kind == "signature"]
@@ -268,7 +283,8 @@ def _associations(f: FleetFindings, console: Console) -> None:
                  f"{fmt_q(a.q_value, a.q_family)}")))
 
 
-def render_text(findings: FleetFindings, console: Console, *, details: bool = False) -> None:
+def render_text(findings: FleetFindings, console: Console, *, details: bool = False,
+                drains: Drains | None = None) -> None:
     """Print the report to ``console`` (its width decides tables or lists).
     Every string from crash data goes in as :class:`rich.text.Text` (never
     parsed as markup)."""
@@ -278,7 +294,7 @@ def render_text(findings: FleetFindings, console: Console, *, details: bool = Fa
     if not f.window.crashes:  # the headline says so: nothing more to show
         return
     _section("Findings", console)
-    lines = finding_lines(f)
+    lines = finding_lines(f, drains)
     for line in lines or [Text("No group or host stands out.")]:
         _bullet(line, console)
     console.print()
@@ -297,11 +313,12 @@ def render_text(findings: FleetFindings, console: Console, *, details: bool = Fa
 
 
 def text_report(findings: FleetFindings, width: int = 160, *, details: bool = False,
-                color: bool = False) -> str:
+                color: bool = False, drains: Drains | None = None) -> str:
     """The text report at ``width`` columns, e.g. for ``--out FILE`` or a
-    pager (``color``: ANSI colours); lines carry no trailing blanks."""
+    pager (``color``: ANSI colours; ``drains``: see :data:`Drains`); lines
+    carry no trailing blanks."""
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system="standard" if color else None,
                       force_terminal=color, soft_wrap=False, emoji=False, highlight=False)
-    render_text(findings, console, details=details)
+    render_text(findings, console, details=details, drains=drains)
     return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))

@@ -20,14 +20,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import Request
 
 from coreepi.epi.surveillance import DetectorParams
-from coreepi.reporting.phrases import fmt_bound, recheck_sentence
+from coreepi.reporting.phrases import already_drained, fmt_bound, recheck_sentence
 from coreepi.serve.auth import COOKIE
 from coreepi.serve.errors import ApiError
 from coreepi.serve.views import group_href, host_href
@@ -36,7 +36,8 @@ from coreepi.store import ApiToken
 from coreepi.store.alert_records import AlertRecord
 from coreepi.surveil.drains import drain_of, recheck
 
-__all__ = ["alert_rows", "check_drain_form", "drain_panel", "form_token", "page_alerts"]
+__all__ = ["alert_rows", "check_drain_form", "drain_panel", "drained_recommendation",
+           "form_token", "page_alerts"]
 
 
 def _iso(ts: datetime | None) -> str | None:
@@ -112,8 +113,8 @@ async def drain_panel(request: Request, host_id: str, suspect: bool) -> dict[str
     recommended), ``drained`` (``{"at", "by", "reason"}`` or None),
     ``recheck`` (its evidence and verdict, or None), ``recheck_text`` (that
     in words, :func:`coreepi.reporting.phrases.recheck_sentence`), ``can_drain`` (the
-    session holds an admin token) and ``form_token`` (only then; never in
-    the page's JSON)."""
+    session holds an admin token: the drain form, or once drained the
+    undrain form) and ``form_token`` (only then; never in the page's JSON)."""
     app = request.app.state
     drain = await app.gateway.read(drain_of, app.store, host_id)
     rules = app.config.alert_rules
@@ -123,7 +124,7 @@ async def drain_panel(request: Request, host_id: str, suspect: bool) -> dict[str
     # null in JSON, left out on the page
     shown = ({k: None if isinstance(v, float) and not math.isfinite(v) else v
               for k, v in check.items()} if check else None)
-    admin = _admin(request) if suspect and drain is None else None
+    admin = _admin(request) if suspect or drain is not None else None
     session = _session(request)
     return {"suspect": suspect, "can_drain": admin is not None,
             "drained": {"at": drain.drained_at.isoformat(), "by": drain.drained_by,
@@ -131,6 +132,14 @@ async def drain_panel(request: Request, host_id: str, suspect: bool) -> dict[str
             "recheck": shown,
             "recheck_text": recheck_sentence(shown, params.baseline_days) if shown else None,
             "form_token": form_token(session, host_id) if admin and session else None}
+
+
+def drained_recommendation(drained: dict[str, Any]) -> str:
+    """The host page's recommendation for a drained host (``drained``: the
+    panel's ``{"at": ISO, "by", "reason"}``), in place of "drain"."""
+    at = datetime.fromisoformat(drained["at"]).astimezone(UTC)
+    return (f"{already_drained(at, drained['by'])}: run the vendor's diagnostics and see the "
+            "re-check below; undrain it once repaired")
 
 
 def _same_origin(request: Request) -> bool:
@@ -142,7 +151,7 @@ def _same_origin(request: Request) -> bool:
 
 
 def check_drain_form(request: Request, host_id: str, token: str) -> ApiToken:
-    """The admin token behind a drain form post. ApiError 403 (one line
+    """The admin token behind a drain or undrain form post. ApiError 403 (one line
     naming the reason) on a foreign or missing Origin/Referer, a session
     without the admin scope, or a wrong form token."""
     if not _same_origin(request):

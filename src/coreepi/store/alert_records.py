@@ -69,10 +69,14 @@ class DeliveryRecord:
 
 @dataclass(frozen=True)
 class DrainRecord:
-    """Host ``host_id`` drained at ``drained_at`` by ``drained_by``; ``reason`` free text."""
+    """Host ``host_id`` drained at ``drained_at`` by ``drained_by``; ``reason`` free text.
+    A drain that ended (the host back in service) has ``undrained_at`` and
+    ``undrained_by``; a current one None and ""."""
 
     host_id: str
     drained_at: datetime
     drained_by: str = ""
     reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    undrained_at: datetime | None = None
+    undrained_by: str = ""

@@ -4,6 +4,7 @@ implementations (the tables are portable: ``migrations.py`` version 4)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +12,8 @@ from coreepi.store.alert_records import AlertRecord, DeliveryRecord, DrainRecord
 
 __all__ = [
     "ALERT_COLUMNS", "DELIVERY_COLUMNS", "DRAIN_COLUMNS", "SILENCE_COLUMNS", "alert_params",
-    "alert_row", "delivery_params", "delivery_row", "drain_params", "drain_row",
+    "HISTORY_COLUMNS", "alert_row", "delivery_params", "delivery_row", "drain_params",
+    "drain_row", "history_params", "history_row",
     "silence_params", "silence_row", "upsert_alert_sql",
 ]  # fmt: skip
 
@@ -21,6 +23,7 @@ SILENCE_COLUMNS = "silence_id, matchers, starts_at, expires_at, created_by, comm
 DELIVERY_COLUMNS = ("alert_key, receiver, state, attempt, attempted_at, status, ok, "
                     "error")
 DRAIN_COLUMNS = "host_id, drained_at, drained_by, reason, extra"
+HISTORY_COLUMNS = DRAIN_COLUMNS + ", undrained_at, undrained_by"
 
 
 def upsert_alert_sql() -> str:
@@ -69,3 +72,11 @@ def drain_params(d: DrainRecord) -> list[Any]:
 
 def drain_row(r: tuple[Any, ...]) -> DrainRecord:
     return DrainRecord(r[0], _utc(r[1]), r[2], r[3], json.loads(r[4]))  # type: ignore[arg-type]
+
+
+def history_params(d: DrainRecord) -> list[Any]:
+    return [*drain_params(d), d.undrained_at, d.undrained_by]
+
+
+def history_row(r: tuple[Any, ...]) -> DrainRecord:
+    return replace(drain_row(r[:5]), undrained_at=_utc(r[5]), undrained_by=r[6])

@@ -249,12 +249,31 @@ _V5 = (
     """,
 )
 
+_V6 = (
+    # the drains that ended: a host put back in service (`coreepi host undrain`)
+    # leaves drained_hosts for this table, so its node-time counts again from
+    # the undrain while the drained span stays cut (coreepi.epi.surveillance.clip_drained)
+    """
+    CREATE TABLE drain_history (
+        host_id      VARCHAR NOT NULL,
+        drained_at   TIMESTAMPTZ NOT NULL,
+        drained_by   VARCHAR NOT NULL,
+        reason       TEXT NOT NULL,
+        extra        TEXT NOT NULL,
+        undrained_at TIMESTAMPTZ NOT NULL,
+        undrained_by VARCHAR NOT NULL,
+        PRIMARY KEY (host_id, drained_at)
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "hosts, exposure, crashes, telemetry, ingest_rejections, ingest_ledger", _V1),
     Migration(2, "api_tokens, crash_receipts (coreepi serve)", _V2),
     Migration(3, "analysis_jobs (the analysis queue)", _V3),
     Migration(4, "alerts, alert_silences, alert_deliveries, drained_hosts (surveillance)", _V4),
     Migration(5, "regroup_history (coreepi reanalyze)", _V5),
+    Migration(6, "drain_history (undrained hosts)", _V6),
 )
 
 

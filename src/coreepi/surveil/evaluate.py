@@ -4,7 +4,8 @@
 schedule; ``coreepi alerts test`` calls :func:`send_test`. The frames read
 are the baseline + monitoring span up to ``now``
 (:func:`coreepi.epi.surveillance.windows`); drained hosts' exposure is cut
-at their drain time.
+at their drain time, and the span of every ended drain (a host undrained)
+stays cut.
 """
 
 from __future__ import annotations
@@ -102,8 +103,25 @@ def evaluate(
     current time, UTC), store the alert changes, deliver them (``dry_run``:
     neither; the transitions are still computed against the stored alerts).
     A silence mutes an alert when it is active at ``now`` or at the real time
-    of delivery (a replay of the past honours today's silences). Raises
+    of delivery (a replay of the past honours today's silences). One
+    evaluation at a time per store (:meth:`~coreepi.store.interfaces.AlertStore.evaluation_lock`):
+    when another evaluator (a second ``coreepi serve`` replica) holds it, this
+    one does nothing and says so in ``notes`` — that one delivers. Raises
     :class:`~coreepi.errors.StoreError` when the store cannot be read."""
+    if dry_run:
+        return _evaluate(store, rules, now, client, sleep, dry_run=True)
+    with store.evaluation_lock() as mine:
+        if mine:
+            return _evaluate(store, rules, now, client, sleep, dry_run=False)
+    ev = Evaluation(now or datetime.now(UTC))
+    ev.notes.append("another evaluator holds this store's evaluation (a second replica): "
+                    "it stores and delivers this round, this one skipped it")
+    return ev
+
+
+def _evaluate(store: Store, rules: Rules, now: datetime | None, client: httpx.Client | None,
+              sleep: Callable[[float], None], *, dry_run: bool) -> Evaluation:
+    """:func:`evaluate`'s work, under the evaluation lock unless ``dry_run``."""
     real_now = datetime.now(UTC)
     now = now or real_now
     p = rules.detectors
@@ -111,10 +129,12 @@ def evaluate(
     crashes = store.crash_frame(since=since, until=now + timedelta(microseconds=1))
     exposure = store.exposure_frame(since=since, until=now)
     drained = {d.host_id: pd.Timestamp(d.drained_at) for d in store.drained_hosts()}
+    ended = [(d.host_id, pd.Timestamp(d.drained_at), pd.Timestamp(d.undrained_at))
+             for d in store.drain_history() if d.undrained_at and d.undrained_at > since]
     ev = Evaluation(now)
     known = store.signatures_before(since)
     ev.detections = detect(crashes, exposure, pd.Timestamp(now), p, known_signatures=known,
-                           drained=drained, kinds=rules.kinds)
+                           drained=drained, ended_drains=ended, kinds=rules.kinds)
     covered = baseline_days_covered(crashes, exposure, pd.Timestamp(now), p,
                                     older_data=bool(known))
     if "new-group" in rules.kinds and covered < p.baseline_days - WARMUP_SLACK_DAYS:

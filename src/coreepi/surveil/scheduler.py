@@ -1,9 +1,9 @@
 """Evaluate the alert rules on a schedule in a background thread (``coreepi serve``).
 
 Several replicas on one PostgreSQL store may each run one: the alerts table
-is keyed by dedup key, so they write the same rows; each replica delivers
-the transitions it found (a receiver may see a transition twice when two
-replicas evaluate at the same instant — Alertmanager deduplicates by labels).
+is keyed by dedup key, so they write the same rows, and one evaluation at a
+time takes the store (an advisory lock: a replica whose turn overlaps
+another's skips it), so a receiver gets each transition once.
 """
 
 from __future__ import annotations

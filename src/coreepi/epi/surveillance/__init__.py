@@ -53,10 +53,13 @@ def detect(
     *,
     known_signatures: Iterable[str] = (),
     drained: dict[str, pd.Timestamp] | None = None,
+    ended_drains: Iterable[tuple[str, pd.Timestamp, pd.Timestamp]] = (),
     kinds: Iterable[Kind] = KINDS,
 ) -> list[Detection]:
     """Every detector of ``kinds`` over the frames up to ``now``, drained
-    hosts' exposure cut at their drain time; detections by kind then time.
+    hosts' exposure cut at their drain time and the spans of ``ended_drains``
+    (``(host_id, drained_at, undrained_at)``) taken out
+    (:func:`~.hosts.clip_drained`); detections by kind then time.
     ``new-group`` and ``rising`` run on signature groups and, when the
     crash frame has ``phenotypes`` and ``params.phenotype_groups`` is on,
     on phenotype groups (a phenotype is new when absent from the frames
@@ -66,7 +69,7 @@ def detect(
     store is older than the frames): on a young store every background group
     is "new"."""
     p = params or DetectorParams()
-    exp = clip_drained(exposure, drained or {})
+    exp = clip_drained(exposure, drained or {}, ended_drains)
     wanted = set(kinds)
     pheno = phenotype_crashes(crashes) if p.phenotype_groups else phenotype_crashes(crashes[[]])
     out: list[Detection] = []

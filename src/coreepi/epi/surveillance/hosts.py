@@ -20,7 +20,7 @@ crash, the chance of another is 1 in 3.3).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -34,19 +34,34 @@ from coreepi.epi.surveillance.sprt import SprtRun, marked_poisson_sprt, wald_bou
 __all__ = ["clip_drained", "drain_recheck", "host_runs", "suspect_hosts"]
 
 
-def clip_drained(exposure: pd.DataFrame, drained: dict[str, pd.Timestamp]) -> pd.DataFrame:
-    """``exposure`` with each drained host's intervals cut at its drain time
-    (``host_id → drained_at``, UTC): a drained host stops accruing node-time."""
-    if not drained or exposure.empty:
+def clip_drained(
+    exposure: pd.DataFrame,
+    drained: dict[str, pd.Timestamp],
+    ended: Iterable[tuple[str, pd.Timestamp, pd.Timestamp]] = (),
+) -> pd.DataFrame:
+    """``exposure`` without the node-time of drains: each drained host's
+    intervals cut at its drain time (``drained``: ``host_id → drained_at``,
+    UTC), and each ended drain's span ``(host_id, drained_at, undrained_at)``
+    taken out of its host's intervals (an interval across it splits in two):
+    a drained host accrues no node-time until it is put back."""
+    # a current drain is open: its span runs to the end of time
+    spans = [(h, pd.Timestamp(a), pd.Timestamp.max.tz_localize("UTC")) for h, a in drained.items()]
+    spans += [(h, pd.Timestamp(a), pd.Timestamp(b)) for h, a, b in ended]
+    if not spans or exposure.empty:
         return exposure
-    cut = exposure["host_id"].map(drained)
-    has = cut.notna()
-    if not has.any():
+    out = exposure
+    for host, start, end in spans:
+        hit = (out["host_id"] == host) & (out["start"] < end) & (out["end"] > start)
+        if not hit.any():
+            continue
+        rows = out[hit]
+        before = rows.assign(end=rows["end"].clip(upper=start))
+        after = rows.assign(start=rows["start"].clip(lower=end))
+        # the pieces keep their interval's index: sorting on it keeps the frame's order
+        out = pd.concat([out[~hit], before, after]).sort_index(kind="stable")
+        out = out[out["end"] > out["start"]]
+    if out is exposure:
         return exposure
-    cut_ts = pd.to_datetime(cut[has], utc=True)
-    out = exposure.copy()
-    out.loc[has, "end"] = np.minimum(out.loc[has, "end"], cut_ts)
-    out = out[out["end"] > out["start"]]
     if "seconds" in out.columns:
         out = out.assign(seconds=(out["end"] - out["start"]).dt.total_seconds())
     return out.reset_index(drop=True)
@@ -150,28 +165,34 @@ def suspect_hosts(
 ) -> list[Detection]:
     """Hosts whose SPRT reached Wald's upper boundary over baseline + window up to ``now``.
 
-    One detection per host, at the crash that tipped it. Evidence:
-    ``crashes`` and ``hardware_crashes`` (up to the alarm, in the span
-    read), ``node_days`` (the host's), ``expected`` (crashes at its
-    stratum's rate), ``statistic`` (the LLR, nats), ``threshold`` (A),
-    ``signatures`` (distinct), ``signature_llr`` (the signature terms'
-    sum, nats), ``rate0`` (the stratum's crashes per node-day, without the
-    host), ``share0`` (its hardware-indicative share), ``stratum`` (the
-    ``host_stratum`` value; "" for the whole fleet).
+    One detection per host, at the crash that tipped it. Evidence, counted
+    over the span read (from ``since``, ISO UTC: ``now`` − baseline − window)
+    up to ``now``, so an alert refreshed at every evaluation carries the
+    host's current counts, not those of the moment it tipped: ``crashes``
+    and ``hardware_crashes``, ``node_days`` (the host's), ``expected``
+    (crashes at its stratum's rate in those node-days), ``signatures``
+    (distinct); at the tip: ``alarm_crashes`` and ``alarm_hardware_crashes``
+    (the crashes up to the one that tipped it), ``statistic`` (the LLR
+    there, nats), ``signature_llr`` (the signature terms' sum up to it,
+    nats); ``threshold`` (A), ``rate0`` (the stratum's crashes per node-day,
+    without the host), ``share0`` (its hardware-indicative share),
+    ``stratum`` (the ``host_stratum`` value; "" for the whole fleet).
     """
     upper, _ = wald_bounds(params.host_alpha, params.host_beta)
+    since = (now - pd.Timedelta(days=params.baseline_days + params.window_days)).isoformat()
     out: list[Detection] = []
     for host, g, run, h in host_runs(crashes, exposure, now, params):
         if run.alarm < 0:
             continue
         i = run.alarm
-        e_h = float(g["e"].iloc[i] - h["e0"])
+        e_h = float(h["e"])
         out.append(Detection(
             "hardware-suspect-host", {"host_id": host}, g["captured_at"].iloc[i],
-            {"crashes": i + 1, "hardware_crashes": int(g["hw"].iloc[: i + 1].sum()),
+            {"since": since, "crashes": len(g), "hardware_crashes": int(g["hw"].sum()),
              "node_days": e_h, "expected": float(h["rate0"]) * e_h,
+             "signatures": int(g["signature"].nunique()),
+             "alarm_crashes": i + 1, "alarm_hardware_crashes": int(g["hw"].iloc[: i + 1].sum()),
              "statistic": float(run.statistic[i]), "threshold": upper,
-             "signatures": int(g["signature"].iloc[: i + 1].nunique()),
              "signature_llr": float(g["sig_llr"].iloc[: i + 1].sum()),
              "rate0": float(h["rate0"]), "share0": float(h["share0"]),
              "stratum": str(h["stratum"])}))

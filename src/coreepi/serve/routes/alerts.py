@@ -1,4 +1,4 @@
-"""Surveillance over the API: alerts (scope ``read``) and host drains (scope ``admin``)."""
+"""Surveillance over the API: alerts (scope ``read``), host drains and undrains (scope ``admin``)."""
 
 from __future__ import annotations
 
@@ -59,3 +59,30 @@ async def drain(host_id: str, body: DrainBody, request: Request, token: Admin) -
     if new is None:
         raise ApiError(404, f"host {host_id!r}: not in the store", "not-found")
     return {"host_id": host_id, "drained": True, "already": not new}
+
+
+def _undrain(store: Store, host_id: str, by: str) -> DrainRecord | bool:
+    if host_id not in store.host_ids():
+        return False
+    return store.undrain_host(host_id, datetime.now(UTC), by) or True
+
+
+async def undrain_host(request: Request, host_id: str, by: str) -> DrainRecord | None:
+    """Put ``host_id`` back in service through the store's writer: the ended
+    drain; None when it was not drained. ApiError 404 when it is not in the store."""
+    app = request.app.state
+    result: DrainRecord | bool = await app.gateway.write(_undrain, app.store, host_id, by)
+    if result is False:
+        raise ApiError(404, f"host {host_id!r}: not in the store", "not-found")
+    return result if isinstance(result, DrainRecord) else None
+
+
+@router.delete("/hosts/{host_id}/drain")
+async def undrain(host_id: str, request: Request, token: Admin) -> dict[str, Any]:
+    """Put a drained host back in service: its node-time counts again from
+    now; the drained span stays cut. ``was_drained`` false when it was not."""
+    ended = await undrain_host(request, host_id, f"token:{token.name}")
+    return {"host_id": host_id, "drained": False, "was_drained": ended is not None,
+            "drained_at": ended.drained_at.isoformat() if ended else None,
+            "undrained_at": ended.undrained_at.isoformat() if ended and ended.undrained_at
+            else None}

@@ -35,7 +35,7 @@ from markupsafe import Markup, escape
 from coreepi import __version__
 from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio, how_many
 from coreepi.serve import charts
-from coreepi.serve.alertviews import drain_panel, page_alerts
+from coreepi.serve.alertviews import drain_panel, drained_recommendation, page_alerts
 from coreepi.serve.auth import COOKIE, Authenticator, token_from
 from coreepi.serve.cores import stored_core
 from coreepi.serve.errors import ApiError
@@ -310,6 +310,8 @@ async def host(name: str, request: Request) -> Response:
             a["kind"] == "hardware-suspect-host" and a["state"] == "firing" for a in data["alerts"])
         panel = await drain_panel(request, host_id, suspect)
         data["drain"] = {k: v for k, v in panel.items() if k != "form_token"}
+        if panel["drained"] and data.get("recommendation"):  # not "drain" once it is
+            data["recommendation"] = drained_recommendation(panel["drained"])
         form_token = panel["form_token"]
     return await _page(request, "host.html", data, as_json, f"Host {host_id}", st,
                        form_token=form_token)

@@ -1,15 +1,18 @@
-"""The DuckDB :class:`~coreepi.store.interfaces.AlertStore` (tables of migration 4)."""
+"""The DuckDB :class:`~coreepi.store.interfaces.AlertStore` (tables of migrations 4 and 6)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import duckdb
 
 from coreepi.store.alert_records import AlertRecord, DeliveryRecord, DrainRecord, SilenceRecord
 from coreepi.store.alert_sql import (
-    ALERT_COLUMNS, DELIVERY_COLUMNS, DRAIN_COLUMNS, SILENCE_COLUMNS, alert_params, alert_row,
-    delivery_params, delivery_row, drain_params, drain_row, silence_params, silence_row,
+    ALERT_COLUMNS, DELIVERY_COLUMNS, DRAIN_COLUMNS, HISTORY_COLUMNS, SILENCE_COLUMNS,
+    alert_params, alert_row,
+    delivery_params, delivery_row, drain_params, drain_row, history_params,
+    history_row, silence_params, silence_row,
     upsert_alert_sql,
 )  # fmt: skip
 from coreepi.store.duckdb_store.gateway import DuckDBGateway
@@ -77,3 +80,19 @@ class DuckDBAlertStore(DuckDBGateway, AlertStore):
         rows = self._query(f"SELECT {DRAIN_COLUMNS} FROM drained_hosts "
                            "ORDER BY drained_at, host_id").fetchall()
         return [drain_row(r) for r in rows]
+
+    def undrain_host(self, host_id: str, at: datetime, by: str) -> DrainRecord | None:
+        with self.transaction():  # one step: a reader sees the host drained or back, never both
+            rows = self._query(f"SELECT {DRAIN_COLUMNS} FROM drained_hosts WHERE host_id = ?",
+                               [host_id]).fetchall()
+            if not rows:
+                return None
+            ended = replace(drain_row(rows[0]), undrained_at=at, undrained_by=by)
+            self._alert_write(f"INSERT INTO drain_history ({HISTORY_COLUMNS}) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", history_params(ended))
+            self._alert_write("DELETE FROM drained_hosts WHERE host_id = ?", [host_id])
+        return ended
+
+    def drain_history(self) -> list[DrainRecord]:
+        return [history_row(r) for r in self._query(
+            f"SELECT {HISTORY_COLUMNS} FROM drain_history ORDER BY drained_at, host_id").fetchall()]

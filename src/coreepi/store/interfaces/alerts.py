@@ -7,6 +7,8 @@ CLI and the pages. Every time is UTC; lists come back oldest first.
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from coreepi.store.alert_records import AlertRecord, DeliveryRecord, DrainRecord, SilenceRecord
@@ -17,6 +19,15 @@ __all__ = ["AlertStore"]
 
 class AlertStore(Transactional):
     """Alerts by dedup key, silences, deliveries, drains."""
+
+    @contextmanager
+    def evaluation_lock(self) -> Iterator[bool]:
+        """Hold the right to evaluate and deliver for the block: True when
+        this process has it, False when another evaluator on the same store
+        holds it (then it must neither store transitions nor deliver, or the
+        receivers are paged twice). An embedded store has one writing process:
+        always True. A shared store (PostgreSQL) overrides this."""
+        yield True
 
     @abc.abstractmethod
     def put_alert(self, alert: AlertRecord) -> None:
@@ -59,3 +70,13 @@ class AlertStore(Transactional):
     @abc.abstractmethod
     def drained_hosts(self) -> list[DrainRecord]:
         """Every drained host, by ``drained_at`` then ``host_id``."""
+
+    @abc.abstractmethod
+    def undrain_host(self, host_id: str, at: datetime, by: str) -> DrainRecord | None:
+        """Put a drained host back in service at ``at`` (UTC) by ``by``: its
+        drain moves to the history, ended. The ended drain; None (nothing
+        changed) when the host is not drained."""
+
+    @abc.abstractmethod
+    def drain_history(self) -> list[DrainRecord]:
+        """Every ended drain (``undrained_at`` set), by ``drained_at`` then ``host_id``."""

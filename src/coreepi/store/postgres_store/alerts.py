@@ -1,19 +1,26 @@
-"""The PostgreSQL :class:`~coreepi.store.interfaces.AlertStore` (tables of migration 4).
+"""The PostgreSQL :class:`~coreepi.store.interfaces.AlertStore` (tables of migrations 4 and 6).
 
 Every replica evaluates against the same rows: an alert's key is its
-primary key, so two replicas firing the same detection write one row.
+primary key, so two replicas firing the same detection write one row. One
+evaluation at a time takes the store (:meth:`PostgresAlertStore.evaluation_lock`,
+a session advisory lock), so two replicas never deliver the same transition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 
 import psycopg
 
 from coreepi.store.alert_records import AlertRecord, DeliveryRecord, DrainRecord, SilenceRecord
 from coreepi.store.alert_sql import (
-    ALERT_COLUMNS, DELIVERY_COLUMNS, DRAIN_COLUMNS, SILENCE_COLUMNS, alert_params, alert_row,
-    delivery_params, delivery_row, drain_params, drain_row, silence_params, silence_row,
+    ALERT_COLUMNS, DELIVERY_COLUMNS, DRAIN_COLUMNS, HISTORY_COLUMNS, SILENCE_COLUMNS,
+    alert_params, alert_row,
+    delivery_params, delivery_row, drain_params, drain_row, history_params,
+    history_row, silence_params, silence_row,
     upsert_alert_sql,
 )  # fmt: skip
 from coreepi.store.interfaces.alerts import AlertStore
@@ -22,8 +29,27 @@ from coreepi.store.postgres_store.gateway import PostgresGateway
 __all__ = ["PostgresAlertStore"]
 
 
+# advisory lock key ("eval"): one surveillance evaluation on the database at a time
+EVALUATION_LOCK = 0x6576616C
+
+
 class PostgresAlertStore(PostgresGateway, AlertStore):
     """Alerts, silences, deliveries and drains in PostgreSQL."""
+
+    @contextmanager
+    def evaluation_lock(self) -> Iterator[bool]:
+        """``pg_try_advisory_lock`` on a connection held for the block: False
+        at once when another replica's evaluation holds it (no waiting: that
+        one delivers this round). A session lock, so a replica that dies
+        releases it with its connection."""
+        with self._connection() as con:
+            got = bool(con.execute("SELECT pg_try_advisory_lock(%s)",
+                                   [EVALUATION_LOCK]).fetchone()[0])  # type: ignore[index]
+            try:
+                yield got
+            finally:
+                if got:
+                    con.execute("SELECT pg_advisory_unlock(%s)", [EVALUATION_LOCK])
 
     def put_alert(self, alert: AlertRecord) -> None:
         self._write(upsert_alert_sql(), alert_params(alert))
@@ -73,3 +99,19 @@ class PostgresAlertStore(PostgresGateway, AlertStore):
     def drained_hosts(self) -> list[DrainRecord]:
         return [drain_row(r) for r in self._query(
             f"SELECT {DRAIN_COLUMNS} FROM drained_hosts ORDER BY drained_at, host_id")]
+
+    def undrain_host(self, host_id: str, at: datetime, by: str) -> DrainRecord | None:
+        with self.transaction():  # one step: a reader sees the host drained or back, never both
+            rows = self._query(f"SELECT {DRAIN_COLUMNS} FROM drained_hosts WHERE host_id = ?",
+                               [host_id])
+            if not rows:
+                return None
+            ended = replace(drain_row(rows[0]), undrained_at=at, undrained_by=by)
+            self._write(f"INSERT INTO drain_history ({HISTORY_COLUMNS}) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", history_params(ended))
+            self._write("DELETE FROM drained_hosts WHERE host_id = ?", [host_id])
+        return ended
+
+    def drain_history(self) -> list[DrainRecord]:
+        return [history_row(r) for r in self._query(
+            f"SELECT {HISTORY_COLUMNS} FROM drain_history ORDER BY drained_at, host_id")]
