@@ -57,8 +57,11 @@ def identify(report: CrashReport, host_id: str | None, when: datetime | None) ->
     """Set the host and time the user gave (what a node's collector records), and
     the crash id ingest gives the artifact on that host at that time: one core
     inspected for two hosts (or a mistyped host, then the right one) is two
-    crashes, not one id the server refuses the second time."""
-    if host_id is None and when is None:
+    crashes, not one id the server refuses the second time. A report that
+    already has this host and time keeps its id (``submit`` of an identified
+    report sends the id ``inspect`` printed)."""
+    if (host_id is None or host_id == report.host_id) and (
+            when is None or when == report.captured_at):
         return
     from coreepi.ingest.crashes import crash_id_on_host  # only when identified
 
