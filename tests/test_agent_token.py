@@ -60,13 +60,14 @@ def test_refused_token_is_said_and_cleared_by_a_good_one(tmp_path: Path) -> None
         assert "HTTP 401" in r.stderr and "server unavailable" not in r.stderr
         log = (spool / "agent.log").read_text()
         assert "token refused" in log and "server unavailable" not in log
-        status = json.loads(_agent(config, "status").stdout)
+        status = json.loads(_agent(config, "status", "--json").stdout)
+        assert "token refused: " in _agent(config, "status").stdout
         assert "token refused" in status["token_refused"] and status["queued"] == 1
         (tmp_path / "token").write_text(TOKEN + "\n")
         r = _agent(config, "--once")
         assert r.returncode == 0 and "delivered 1" in r.stdout, r.stderr
         assert queued(spool) == []
-        assert json.loads(_agent(config, "status").stdout)["token_refused"] is None
+        assert json.loads(_agent(config, "status", "--json").stdout)["token_refused"] is None
 
 
 def test_unreachable_server_is_said_on_stderr(tmp_path: Path) -> None:

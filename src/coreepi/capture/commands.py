@@ -155,7 +155,8 @@ def _status_text(s: dict[str, Any]) -> str:
             f"stuck: {len(stuck)}{': ' + ', '.join(stuck) if stuck else ''}\n"
             f"quarantined: {s['quarantined']}\n"
             f"space: {s['spool_bytes'] / mib:,.1f} MiB of a {s['quota_bytes'] / mib:,.0f} "
-            "MiB quota\n")
+            "MiB quota\n"
+            + (f"token refused: {s['token_refused']}\n" if s.get("token_refused") else ""))
 
 
 @agent_app.command()

@@ -93,7 +93,7 @@ class ApiClient:
     def delete_json(self, path: str) -> tuple[int, Any]:
         """DELETE ``path``; (status code, decoded answer)."""
         response = self._request("DELETE", path)
-        return response.status_code, response.json()
+        return response.status_code, self._json(response, path)
 
     def crashes(self, **params: Any) -> Iterator[dict[str, Any]]:
         """Every crash summary of ``GET /crashes`` with ``params``, page after page."""
