@@ -254,6 +254,37 @@ def test_groups_table_fits_the_window(browser: webdriver.Chrome, server: Serving
     d.set_window_size(1400, 1000)
 
 
+def test_crash_page_fits_800_px(browser: webdriver.Chrome, server: Serving, ui: UiStore,
+                                shots: Path) -> None:
+    """breaker3 #8: at 800 px the process line kept "pid 1" / "2102" apart
+    and the frames table scrolled sideways (its source column cut). At 800
+    and 1400 px: the pid on one line, the page and the frames table never
+    scroll sideways, every frame column on screen."""
+    d = browser
+    d.get(server.url + "/login?next=/")
+    d.find_element(By.ID, "token").send_keys(ui.read_token)
+    d.find_element(By.ID, "token").submit()
+    WebDriverWait(d, 60).until(lambda d: urlsplit(d.current_url).path == "/")
+    for width in (1400, 800):
+        d.set_window_size(width, 1000)
+        d.get(f"{server.url}/crashes/{ui.core_crash_id}")
+        page = d.execute_script("const e = document.documentElement; "
+                                "return [e.scrollWidth, e.clientWidth];")
+        assert page[0] <= page[1], (width, page)
+        pid = d.find_element(By.CSS_SELECTOR, "span.pid")
+        assert pid.text.startswith("pid ") and d.execute_script(
+            "return arguments[0].getClientRects().length;", pid) == 1, (width, pid.text)
+        frames = d.find_element(By.CSS_SELECTOR, "#threads table.frames")
+        box = d.execute_script("const t = arguments[0]; return [t.scrollWidth, t.clientWidth, "
+                               "t.getBoundingClientRect().right];", frames)
+        assert box[0] <= box[1] and box[2] <= page[1], (width, box)
+        # a pc and a trust word stay whole; names, paths and build-ids wrap instead
+        for cell in frames.find_elements(By.CSS_SELECTOR, "td.pc code, span.trust"):
+            assert d.execute_script("return arguments[0].getClientRects().length;",
+                                    cell) == 1, (width, cell.text)
+    shoot(d, shots, "crash-fit")
+
+
 def test_keyboard_reaches_the_main_links(browser: webdriver.Chrome, server: Serving) -> None:
     d = browser
     d.get(server.url + "/")
