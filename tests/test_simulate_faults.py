@@ -86,6 +86,22 @@ def test_rsp_minus_8_gives_stack_misaligned(binaries: dict[str, Path], tmp_path:
         assert report.signature.signature == "stack-misaligned | kvstore"
 
 
+def test_a_stop_before_the_process_ran_adds_no_second_fault(binaries: dict[str, Path],
+                                                            tmp_path: Path) -> None:
+    """The flake of the test above: on a loaded machine a stop could arrive
+    while gdb still applied the last fault, so a second rsp-8 struck before
+    the process ran one instruction (same pc, rsp now 16 off; seen: two faults
+    at ``parse_request + 116``, read as null-deref, or 16 off read as "8 too
+    high"). Stops 2-8 ms apart land while gdb applies the last fault: none
+    may strike before the process has moved."""
+    faults = [{"kind": "rsp-8", "delay_ms": 120}] + [{"kind": "rsp-8", "delay_ms": d} for d in (2, 4, 6, 8) * 4]
+    run = _run(binaries["kvstore-1"], ["none", "4"], tmp_path, faults=faults)
+    applied = [f for f in run.faults if "skipped" not in f]
+    assert applied, run.as_dict()
+    for before, after in zip(applied, applied[1:]):
+        assert (after["at"]["pc"], after["at"]["sp"]) != (before["at"]["pc"], before["new"]), run.as_dict()
+
+
 def test_rsp_minus_8_at_a_call_from_entry_reads_too_low(binaries: dict[str, Path],
                                                          tmp_path: Path) -> None:
     """The one-instruction window the random stop of the test above can hit:
