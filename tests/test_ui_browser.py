@@ -144,6 +144,14 @@ def shoot(driver: webdriver.Chrome, shots: Path, name: str) -> None:
     driver.set_window_size(1400, 1000)
 
 
+def log_in(driver: webdriver.Chrome, server: Serving, token: str, path: str) -> None:
+    """Sign in with ``token`` on the login form and wait to land on ``path``."""
+    driver.get(f"{server.url}/login?next={path}")
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "token").submit()
+    WebDriverWait(driver, 60).until(lambda d: urlsplit(d.current_url).path == path)
+
+
 def links(driver: webdriver.Chrome) -> set[str]:
     return {a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "a[href]")}
 
@@ -232,10 +240,7 @@ def test_groups_table_fits_the_window(browser: webdriver.Chrome, server: Serving
     # 1400 px: every column on screen, nothing to scroll; 800 px: the page itself does
     # not scroll sideways (the table scrolls in its own box, the signature stays visible)
     d = browser
-    d.get(server.url + "/login?next=/groups")
-    d.find_element(By.ID, "token").send_keys(ui.read_token)
-    d.find_element(By.ID, "token").submit()
-    WebDriverWait(d, 60).until(lambda d: urlsplit(d.current_url).path == "/groups")
+    log_in(d, server, ui.read_token, "/groups")
     for width in (1400, 800):
         d.set_window_size(width, 1000)
         d.get(server.url + "/groups")
@@ -261,10 +266,7 @@ def test_crash_page_fits_800_px(browser: webdriver.Chrome, server: Serving, ui: 
     and 1400 px: the pid on one line, the page and the frames table never
     scroll sideways, every frame column on screen."""
     d = browser
-    d.get(server.url + "/login?next=/")
-    d.find_element(By.ID, "token").send_keys(ui.read_token)
-    d.find_element(By.ID, "token").submit()
-    WebDriverWait(d, 60).until(lambda d: urlsplit(d.current_url).path == "/")
+    log_in(d, server, ui.read_token, "/")
     for width in (1400, 800):
         d.set_window_size(width, 1000)
         d.get(f"{server.url}/crashes/{ui.core_crash_id}")
