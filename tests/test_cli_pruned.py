@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from coreepi.cli.main import app
 from coreepi.model.report import AnalysisInfo, CoreInfo, CrashReport, Source
 from coreepi.reanalysis.batch import Settings, Target, WarmAnalyzer
-from coreepi.store import CoreStatus, CrashRecord, DuckDBStore
+from coreepi.store import CoreStatus, CrashRecord, DirectoryBlobStore, DuckDBStore
 from coreepi.store.duckdb_store import BLOB_DIR
 
 CRASH = "ab" * 16
@@ -54,13 +54,22 @@ def test_reanalyze_names_a_pruned_core(tmp_path: Path) -> None:
     key = _pruned_store(data)
     analyzer = WarmAnalyzer(Settings(blobs=str(data / BLOB_DIR), warm=False))
     assert analyzer.analyse(Target(CRASH, key, None)) == (
-        CRASH, None, "its core was deleted by retention")
+        CRASH, None, f"core (blob {key}) pruned: its core was deleted by retention")
+
+
+def test_reanalyze_does_not_call_a_core_of_another_blob_store_pruned(tmp_path: Path) -> None:
+    data, blobs = tmp_path / "data", tmp_path / "elsewhere"
+    _store_with_blobs_apart(data, blobs)
+    with DuckDBStore(data, blobs=DirectoryBlobStore(blobs)) as store:
+        key = store.get_report(CRASH).core.blob_key
+    analyzer = WarmAnalyzer(Settings(blobs=str(data / BLOB_DIR), warm=False))
+    assert analyzer.analyse(Target(CRASH, key, None)) == (
+        CRASH, None, f"core (blob {key}) not found in the blob store {data / BLOB_DIR} (the core "
+        "is stored in another: give it with --blobs or COREEPI_BLOBS)")
 
 
 def _store_with_blobs_apart(data: Path, blobs: Path) -> bytes:
     """A store whose one core lies in the blob directory ``blobs``, not in data/blobs."""
-    from coreepi.store import DirectoryBlobStore
-
     core = b"\x7fELF a core kept apart"
     with DuckDBStore(data, blobs=DirectoryBlobStore(blobs)) as store:
         key = store.blobs.put_bytes(core)

@@ -24,6 +24,8 @@ from typer.testing import CliRunner
 from coreepi.cli.main import app as cli_app
 from coreepi.epi.models import Evidence, Tally, TelemetryLead
 from coreepi.ingest.run import ingest
+from coreepi.model.report import FrameTrust
+from coreepi.reporting.artifact_kind import LOG_TRUST, frame_trust_text
 from coreepi.reporting.crash_text import evidence_items
 from coreepi.reporting.phrases import evidence_text
 from coreepi.serve import ServeConfig, create_app, create_token
@@ -126,6 +128,7 @@ def test_kernel_frames_are_from_the_log(client: TestClient, logs: Logs) -> None:
     data = client.get(f"/crashes/{logs.kernel_id}.json").json()
     frames = data["crash"]["threads"][data["crashed_thread"]]["frames"]
     assert len(frames) >= 3 and data["frame_trust"] == "log"
+    assert {f["trust"] for f in frames} == {"log"}  # the report's own, schema 1.4.0
     html = client.get(f"/crashes/{logs.kernel_id}").text
     threads = html[html.index('id="threads"'):html.index('id="modules"')]
     assert threads.count(">from the log</span>") == len(frames)
@@ -134,6 +137,13 @@ def test_kernel_frames_are_from_the_log(client: TestClient, logs: Logs) -> None:
     # an hs_err log's frames keep the JVM walker's trust
     hs = client.get(f"/crashes/{logs.hs_err_id}").text
     assert ">frame-pointer</span>" in hs and "from the log" not in hs
+
+
+def test_frame_trust_words_old_and_new_reports() -> None:
+    # a kernel log stored before schema 1.4.0 says context/cfi: still "log"
+    assert frame_trust_text("kernel-oops", "cfi") == LOG_TRUST == FrameTrust.LOG
+    assert frame_trust_text("kernel-oops", "log") == "log"
+    assert frame_trust_text("elf-core", "cfi") == "cfi"
 
 
 def run(*args: str) -> tuple[int, str]:

@@ -188,11 +188,21 @@ def test_worker_limits(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
         assert [r.category for r in s.rejections] == ["worker-timeout"]
         assert "analysis took longer than 0.01 s" in str(s.rejections.items[0])
     with open_store(tmp_path / "d2") as store:
+        # a resource limit is no rejected input (the queue worker retries it too):
+        # tried twice, counted but not judged, reported as a limit, tried by the next ingest
         s = ingest([files], store, jobs=1, timeout=120, memory_limit_mb=80)
-        assert s.crashes_by_status == {"unreadable": 1}
-        assert [r.category for r in s.rejections] == ["memory-limit"]
-        assert "analysis exceeded the memory limit (80 MiB)" in str(s.rejections.items[0])
-        assert s.rejections.items[0].action == "kept"
+        assert s.crashes_by_status == {"unreadable": 1} and not s.rejections
+        assert store.rejections_frame().empty
+        [limited] = s.resource_limited
+        assert limited == f"{files / 'a'}: analysis exceeded the memory limit (80 MiB)"
+        assert "resource limits: 1 artifact(s) hit an analysis limit twice" in str(s)
+        (reason,) = store._query("SELECT core_reason FROM crashes").fetchone()
+        assert reason == ("memory-limit: analysis exceeded the memory limit (80 MiB); "
+                          "not judged: the next ingest tries again")
+        again = ingest([files], store, jobs=1, timeout=120)
+        assert (again.files_skipped, again.crashes_completed, again.resource_limited) == (0, 1, [])
+        assert dict(store._query("SELECT core_status, count(*) FROM crashes GROUP BY 1")
+                    .fetchall()) == {"stored": 1}
 
 
 def _ingest_cli(fleet: Path, data: Path) -> subprocess.Popen[str]:

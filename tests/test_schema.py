@@ -27,7 +27,7 @@ def test_schema_names_version_and_hex_addresses() -> None:
     pc_types = frame["pc"]["anyOf"]
     assert {"type": "string", "pattern": "^0x[0-9a-f]{1,16}$"} in pc_types
     assert {"type": "null"} in pc_types
-    assert set(schema["$defs"]["FrameTrust"]["enum"]) == {"context", "cfi", "frame-pointer", "scan"}
+    assert set(schema["$defs"]["FrameTrust"]["enum"]) == {"context", "cfi", "frame-pointer", "scan", "log"}
 
 
 def test_addresses_serialize_as_hex_and_parse_back() -> None:

@@ -16,6 +16,7 @@ from servekit import T0, edge_report, snapshot, wait_for_jobs, zstd_bytes
 
 from coreepi.ingest.artifacts import inspect_file
 from coreepi.model.report import CrashReport, HostFacts
+from coreepi.reanalysis.warm import WarmLauncher
 from coreepi.serve import ServeConfig, create_app, create_token
 from coreepi.store import DuckDBStore
 
@@ -68,6 +69,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
     s = Server(tmp_path, config)
     with s.client:
         yield s
+    # the server's stop ends its workers' zygotes (and so their children)
+    assert [w.runner.launcher._proc for w in s.app.state.workers] == [None, None]
     s.store.close()
 
 
@@ -88,6 +91,11 @@ def test_report_then_core_is_analysed_centrally(server: Server, coreset: CoreSet
     assert answer["queued"] is True and answer["core_status"] == "stored"
     assert answer["signature"] is None  # durable now, analysed by a worker thread next
     assert wait_for_jobs(server.store.job_counts)["done"] == 1
+    # forked from a worker thread's warm zygote, as `coreepi worker` does: the
+    # zygote that served it is still up for the next core
+    launchers = [w.runner.launcher for w in server.app.state.workers]
+    assert all(isinstance(x, WarmLauncher) for x in launchers) and len(launchers) == 2
+    assert [x._proc.poll() for x in launchers if x._proc is not None] == [None]
 
     got = CrashReport.model_validate_json(server.client.get(
         f"/api/v1/crashes/{full.crash_id}", headers=server.h("read")).text)

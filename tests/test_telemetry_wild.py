@@ -73,19 +73,39 @@ def test_skx_edac_machine_check_print_and_its_dimm() -> None:
             for e in got if e.kind.value == "edac_ue" and e.detail.get("source") != "ghes"]
     assert edac == [("edac_ue", "uncorrected", "CPU_SrcID#0_MC#3_Chan#0_DIMM#0", 0, 3, 0, 0,
                      "0x7e025e400")] * 2
-    ghes = [e for e in got if e.detail.get("source") == "ghes"]
+    # the GHES record of the same error (physical address 0x7e025e400, 15 lines
+    # before the first EDAC line) is folded into it: one error, one event
+    assert not [e for e in got if e.detail.get("source") == "ghes"]
+    assert [e.kind.value for e in got].count("edac_ue") == 2
+    ghes = list(parse_telemetry([x for x in (WILD / "linux-5.14-skx-edac-ghes-uc.log")
+                                 .read_text().splitlines() if "{1}[Hardware Error]" in x]))
     assert [(e.kind.value, e.component) for e in ghes] == [("edac_ue", "NODE 3 CPU0_DIMM_G1")]
 
 
 def test_ghes_edac_spaced_location_and_no_dimm_label() -> None:
-    edac, ghes = events("linux-5.16-ghes-edac-chipkill.log")
+    # ghes_edac's EDAC line and the GHES record it came from: one error, one event
+    (edac,) = events("linux-5.16-ghes-edac-chipkill.log")
     assert summary(edac, "socket", "node", "card", "module", "rank", "bank", "row",
                    "physical_address", "dimm_label") == (
         "edac_ce", "corrected", "MC0 node 0 card 0 module 0", 0, 0, 0, 0, 0, 513, 4887,
         "0x898b86020", None)
     # "DIMM location: not present." names no DIMM: node/card/module do
+    (ghes,) = parse_telemetry([x for x in (WILD / "linux-5.16-ghes-edac-chipkill.log")
+                               .read_text().splitlines() if "{2}[Hardware Error]" in x])
     assert (ghes.kind.value, ghes.severity, ghes.component) == (
         "edac_ce", "corrected", "node 0 card 0 module 0")
+
+
+def test_ghes_and_edac_of_two_addresses_stay_two_errors() -> None:
+    # the real lines, the EDAC line's page moved: two errors, two events; and
+    # the same error again (each first print takes one echo) counts again
+    lines = (WILD / "linux-5.16-ghes-edac-chipkill.log").read_text().splitlines()
+    moved = [lines[0].replace("page:0x898b86 ", "page:0x898b87 "), *lines[1:]]
+    got = list(parse_telemetry(moved))
+    assert [(e.kind.value, e.detail["source"]) for e in got] == [
+        ("edac_ce", "kernel"), ("edac_ce", "ghes")]
+    twice = list(parse_telemetry(lines + lines))
+    assert [e.detail["source"] for e in twice] == ["kernel", "kernel"]
 
 
 def test_old_k8_edac_line_and_driver_chatter() -> None:

@@ -144,6 +144,14 @@ def shoot(driver: webdriver.Chrome, shots: Path, name: str) -> None:
     driver.set_window_size(1400, 1000)
 
 
+def log_in(driver: webdriver.Chrome, server: Serving, token: str, path: str) -> None:
+    """Sign in with ``token`` on the login form and wait to land on ``path``."""
+    driver.get(f"{server.url}/login?next={path}")
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "token").submit()
+    WebDriverWait(driver, 60).until(lambda d: urlsplit(d.current_url).path == path)
+
+
 def links(driver: webdriver.Chrome) -> set[str]:
     return {a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "a[href]")}
 
@@ -232,10 +240,7 @@ def test_groups_table_fits_the_window(browser: webdriver.Chrome, server: Serving
     # 1400 px: every column on screen, nothing to scroll; 800 px: the page itself does
     # not scroll sideways (the table scrolls in its own box, the signature stays visible)
     d = browser
-    d.get(server.url + "/login?next=/groups")
-    d.find_element(By.ID, "token").send_keys(ui.read_token)
-    d.find_element(By.ID, "token").submit()
-    WebDriverWait(d, 60).until(lambda d: urlsplit(d.current_url).path == "/groups")
+    log_in(d, server, ui.read_token, "/groups")
     for width in (1400, 800):
         d.set_window_size(width, 1000)
         d.get(server.url + "/groups")
@@ -252,6 +257,34 @@ def test_groups_table_fits_the_window(browser: webdriver.Chrome, server: Serving
             assert box[0] <= box[1] and last["x"] + last["width"] <= page[1], (box, last)
         assert sig["x"] + min(sig["width"], 200) <= page[1], sig
     d.set_window_size(1400, 1000)
+
+
+def test_crash_page_fits_800_px(browser: webdriver.Chrome, server: Serving, ui: UiStore,
+                                shots: Path) -> None:
+    """breaker3 #8: at 800 px the process line kept "pid 1" / "2102" apart
+    and the frames table scrolled sideways (its source column cut). At 800
+    and 1400 px: the pid on one line, the page and the frames table never
+    scroll sideways, every frame column on screen."""
+    d = browser
+    log_in(d, server, ui.read_token, "/")
+    for width in (1400, 800):
+        d.set_window_size(width, 1000)
+        d.get(f"{server.url}/crashes/{ui.core_crash_id}")
+        page = d.execute_script("const e = document.documentElement; "
+                                "return [e.scrollWidth, e.clientWidth];")
+        assert page[0] <= page[1], (width, page)
+        pid = d.find_element(By.CSS_SELECTOR, "span.pid")
+        assert pid.text.startswith("pid ") and d.execute_script(
+            "return arguments[0].getClientRects().length;", pid) == 1, (width, pid.text)
+        frames = d.find_element(By.CSS_SELECTOR, "#threads table.frames")
+        box = d.execute_script("const t = arguments[0]; return [t.scrollWidth, t.clientWidth, "
+                               "t.getBoundingClientRect().right];", frames)
+        assert box[0] <= box[1] and box[2] <= page[1], (width, box)
+        # a pc and a trust word stay whole; names, paths and build-ids wrap instead
+        for cell in frames.find_elements(By.CSS_SELECTOR, "td.pc code, span.trust"):
+            assert d.execute_script("return arguments[0].getClientRects().length;",
+                                    cell) == 1, (width, cell.text)
+    shoot(d, shots, "crash-fit")
 
 
 def test_keyboard_reaches_the_main_links(browser: webdriver.Chrome, server: Serving) -> None:

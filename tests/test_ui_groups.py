@@ -93,6 +93,24 @@ def test_an_unanalysed_signature_has_a_plain_page(app: App) -> None:
     assert app.get("/groups/00000000deadbeef.json").status_code == 404
 
 
+def test_the_api_knows_every_signature(app: App) -> None:
+    """/api/v1/groups/{id}: the analysed groups' findings, and a plain record
+    (saying it is not analysed) for every other signature of the window."""
+    gid = group_id("signature", tail_sig(3))
+    got = app.get(f"/api/v1/groups/{gid}")
+    assert got.status_code == 200, got.text
+    assert got.json() == {
+        "id": gid, "kind": "signature", "key": tail_sig(3), "crashes": 1, "hosts": 1,
+        "analysed": False, "first_seen": "2024-03-21T05:00:00+00:00",
+        "last_seen": "2024-03-21T05:00:00+00:00", "phenotypes": {},
+        "why": ("not analysed as a group: the findings analyse the 200 largest of 212 "
+                "signatures; this one has 1 crash in the window")}
+    top = app.get(f"/api/v1/groups/{group_id('signature', top_sig(7))}").json()
+    assert top["analysed"] is True and top["key"] == top_sig(7) and top["crashes"] == 2
+    assert "attribution" in top
+    assert app.get("/api/v1/groups/00000000deadbeef").status_code == 404
+
+
 def test_groups_pages_and_counts_signatures(app: App) -> None:
     first = app.get("/groups.json").json()
     assert (first["total"], first["pages"], len(first["rows"])) == (200, 2, 100)

@@ -483,12 +483,21 @@ class CrashIngest:
             self._done(item.path, outcome)
             return
         reason = f"{result.category}: {result.error}"
+        if result.retryable:
+            # a resource limit says nothing against the input (as the queue
+            # worker judges it): no rejection row and no ledger entry, so the
+            # next ingest analyses the artifact again and completes the crash
+            reason += "; not judged: the next ingest tries again"
+            ledger = None
+            self.summary.resource_limited.append(f"{item.path}: {result.error}")
+        else:
+            rejections.add(item.path, None, result.category,
+                           f"{result.error}; crash counted with core_status unreadable",
+                           action="kept")
         report = _placeholder_report(sidecar, job.sha256, f"core unreadable: {reason}",
                                      job.blob_key, job.stat.st_size)
         record = CrashRecord(report, sidecar.attributes, CoreStatus.UNREADABLE, reason,
                              str(item.path))
-        rejections.add(item.path, None, result.category,
-                       f"{result.error}; crash counted with core_status unreadable", action="kept")
         if self._stored_status(sidecar) is CoreStatus.MISSING:  # the core arrived, unreadable
             self.summary.crashes_completed += 1
             self._commit([], rejections, replace, ledger, [record])

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from coreepi.model.report import CrashReport, Source
+from coreepi.model.report import CrashReport, KernelReportInfo, Source
 
 __all__ = ["Incident", "follow_on_note", "follow_ons_outcome", "split_follow_ons"]
 
@@ -36,19 +36,10 @@ class Incident:
     follow_ons: list[CrashReport] = field(default_factory=list)
 
 
-def _uptime(report: CrashReport) -> float | None:
-    kernel = report.artifact.kernel if report.artifact is not None else None
-    return kernel.uptime_seconds if kernel is not None else None
-
-
-def _taint(report: CrashReport) -> str:
-    kernel = report.artifact.kernel if report.artifact is not None else None
-    return kernel.taint if kernel is not None else ""
-
-
-def _crash_type(report: CrashReport) -> str:
-    kernel = report.artifact.kernel if report.artifact is not None else None
-    return kernel.crash_type if kernel is not None else ""
+def _kernel(report: CrashReport) -> KernelReportInfo | None:
+    """What a kernel log said of this report (uptime, taint, crash type);
+    None for a report that is not a kernel log's."""
+    return report.artifact.kernel if report.artifact is not None else None
 
 
 _ENDINGS = frozenset({"panic", "reboot"})
@@ -77,7 +68,8 @@ def _boots(reports: Sequence[CrashReport]) -> list[int]:
     boots: list[int] = []
     boot, last_uptime, last_id = 0, None, None
     for report in reports:
-        uptime = _uptime(report)
+        kernel = _kernel(report)
+        uptime = kernel.uptime_seconds if kernel is not None else None
         if (uptime is not None and last_uptime is not None and uptime < last_uptime) or (
                 report.boot_id is not None and last_id is not None
                 and report.boot_id != last_id):
@@ -113,8 +105,9 @@ def split_follow_ons(reports: Sequence[CrashReport]) -> list[Incident]:
             continue
         signature = _signature(report)
         earlier = by_signature.get((boot, signature)) if signature is not None else None
-        kind = _crash_type(report)
-        if earlier is None and ("D" in _taint(report) or kind in _ENDINGS):
+        kernel = _kernel(report)
+        kind, taint = (kernel.crash_type, kernel.taint) if kernel is not None else ("", "")
+        if earlier is None and ("D" in taint or kind in _ENDINGS):
             earlier = first_of_boot.get(boot)
         if earlier is None and kind in _STALL_DETECTORS:
             earlier = first_stall.get(boot)

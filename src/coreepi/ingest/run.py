@@ -8,7 +8,10 @@ sandboxed child process per artifact (:mod:`coreepi.ingest.sandbox`: memory
 limit, CPU limit, killed at the wall-time limit), ready-made CrashReport
 .json files are read in this process; :mod:`coreepi.ingest.crashes` turns
 them into crash rows. Every crash is counted, also when its core is missing
-or cannot be analysed.
+or cannot be analysed. An analysis that hits a resource limit (the memory
+limit: ``SandboxResult.retryable``) is tried once more when the rest is done;
+a second time it is reported as a limit (``IngestSummary.resource_limited``),
+not a rejected input, and left out of the ledger so the next ingest tries it.
 
 Idempotent and interruptible: crashes are keyed by ``crash_id``, events by
 ``event_id``, intervals by ``(host_id, start)``; each analysed artifact is
@@ -215,6 +218,7 @@ def _run_crashes(items: list[CrashFile], store: Store, summary: IngestSummary,
         observer.start(len(todo))
     pending: set[Future[CoreJob]] = set()
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coreepi-ingest")
+    limited: list[CoreJob] = []  # hit a resource limit: tried again once the rest is done
 
     def drain(block: bool) -> None:
         nonlocal pending
@@ -222,7 +226,11 @@ def _run_crashes(items: list[CrashFile], store: Store, summary: IngestSummary,
             return
         done, pending = wait(pending, timeout=None if block else 0, return_when=FIRST_COMPLETED)
         for fut in done:
-            crashes.finish(fut.result())
+            job = fut.result()
+            if job.result is not None and job.result.retryable:
+                limited.append(job)
+            else:
+                crashes.finish(job)
 
     try:
         for item, st in todo:
@@ -238,6 +246,11 @@ def _run_crashes(items: list[CrashFile], store: Store, summary: IngestSummary,
         crashes.flush()
         while pending:
             drain(block=True)
+        # one at a time, nothing else running: the queue worker's retry after
+        # a backoff; a second limit is filed by finish() as not judged
+        for job in limited:
+            job.result = runner.run(job.item.path)
+            crashes.finish(job)
     except BaseException:
         for fut in pending:
             fut.cancel()

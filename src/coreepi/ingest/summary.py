@@ -47,6 +47,10 @@ class IngestSummary:
     follow_ons: int = 0
     """Kernel reports not stored as crashes: follow-ons of an earlier report of
     the same log and boot (:mod:`coreepi.ingest.followons`)."""
+    resource_limited: list[str] = field(default_factory=list)
+    """``path: error`` of each artifact whose analysis hit a resource limit
+    (``SandboxResult.retryable``) twice: its crash counted ``unreadable``
+    with that reason, not a rejection; the next ingest analyses it again."""
     crashes_by_status: Counter[str] = field(default_factory=Counter)
     rejections: Rejections = field(default_factory=Rejections)
     notes: list[str] = field(default_factory=list)
@@ -68,6 +72,11 @@ class IngestSummary:
                 "crash of the same log and boot" if self.follow_ons else "")),
             f"problems: {self.rejections.summary()}",
         ]
+        if self.resource_limited:
+            out.append(f"resource limits: {len(self.resource_limited)} artifact(s) hit an analysis "
+                       "limit twice, counted unreadable but not judged; the next ingest tries "
+                       f"them again (--memory-limit raises it): {self.resource_limited[0]}"
+                       + (" …" if len(self.resource_limited) > 1 else ""))
         return out + [f"note: {n}" for n in self.notes]
 
     def __str__(self) -> str:

@@ -63,7 +63,7 @@ __all__ = [
     "stable_crash_id",
 ]
 
-SCHEMA_VERSION = "1.3.0"
+SCHEMA_VERSION = "1.4.0"
 
 _U64_MAX = (1 << 64) - 1
 
@@ -114,13 +114,18 @@ class FrameTrust(StrEnum):
     information (``.eh_frame`` / ``.debug_frame``). ``frame-pointer``: from
     the saved frame pointer chain (rbp / x29), used when the callee had no
     CFI. ``scan``: a stack word that happens to point into code (stack
-    scanning), the weakest evidence.
+    scanning), the weakest evidence. ``log``: read back from a kernel log's
+    text as the kernel's own unwinder printed it (its ``RIP``/``pc`` line
+    and call trace); no unwinding of ours vouches for it, so it stands
+    outside this order (schema 1.4.0; before it a kernel log's frames said
+    ``context``/``cfi`` after the line they came from).
     """
 
     CONTEXT = "context"
     CFI = "cfi"
     FRAME_POINTER = "frame-pointer"
     SCAN = "scan"
+    LOG = "log"
 
 
 class Frame(_Model):

@@ -142,8 +142,11 @@ class WarmAnalyzer:
             try:
                 with open(core, "wb") as fh:
                     self.blobs.write_to(target.blob_key, fh)
-            except KeyError:  # pruned by `coreepi store prune`: named, the others go on
-                return target.crash_id, None, "its core was deleted by retention"
+            except KeyError:  # pruned, or kept in another blob store: named, the others go on
+                from coreepi.store.blobstate import absent_blob
+
+                _, why = absent_blob(self.blobs, target.blob_key)
+                return target.crash_id, None, f"core (blob {target.blob_key}) {why}"
             except (OSError, CoreepiError) as exc:
                 return target.crash_id, None, f"blob {target.blob_key}: {exc}"
             result = self.runner.run(core)

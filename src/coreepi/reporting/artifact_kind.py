@@ -20,7 +20,8 @@ __all__ = [
 ]
 
 LOG_TRUST = "log"
-"""The trust word shown for a frame read from a kernel log's call trace."""
+"""The trust word shown for a frame read from a kernel log's call trace
+(``model.report.FrameTrust.LOG``'s value, as text: see the module docstring)."""
 LOG_TRUST_NOTE = ("frames as the kernel's unwinder printed them in its log "
                   "(the frames it marked unreliable, \"?\", are left out)")
 """What :data:`LOG_TRUST` means, under a kernel log's frames."""
@@ -66,6 +67,7 @@ def artifact_kind(source: str | None) -> ArtifactKind:
 
 def frame_trust_text(source: str | None, trust: str) -> str:
     """A frame's trust as shown: :data:`LOG_TRUST` for every frame of a
-    kernel log (the model's ``context``/``cfi`` there only say which line it
-    came from), else the trust itself."""
+    kernel log (reports of schema 1.4.0 on say so themselves; older stored
+    ones said ``context``/``cfi`` after the line a frame came from), else
+    the trust itself."""
     return LOG_TRUST if source == "kernel-oops" else trust

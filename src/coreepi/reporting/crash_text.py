@@ -32,7 +32,7 @@ _TRUST_STYLE = {
     FrameTrust.CFI: "green",
     FrameTrust.FRAME_POINTER: "yellow",
     FrameTrust.SCAN: "red",
-    LOG_TRUST: "cyan",  # the kernel's unwinder vouched for it, not ours
+    FrameTrust.LOG: "cyan",  # the kernel's unwinder vouched for it, not ours
 }
 MAX_SHOWN_FRAMES = 40
 MAX_SHOWN_MODULES = 15

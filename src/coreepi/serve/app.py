@@ -34,6 +34,7 @@ from coreepi import __version__
 from coreepi.errors import StoreError
 from coreepi.ingest.intake import CoreIntake, CoreLimits, accept_heartbeats, accept_reports
 from coreepi.ingest.scratch import scratch_dir
+from coreepi.reanalysis.warm import WarmLauncher
 from coreepi.serve.analysis import AnalysisWorker
 from coreepi.serve.auth import Authenticator
 from coreepi.serve.budget import ClientWatch
@@ -119,8 +120,13 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
         metrics.analyses.labels(outcome).inc()
         findings.notify()  # the analysis may have given the crash its signature
 
-    workers = [AnalysisWorker(store, config, tmp_dir, on_result=analysed)
-               for _ in range(config.analysis_jobs)]
+    # each worker thread forks its analysis children from its own warm zygote,
+    # as `coreepi worker` does (a cold child spends most of its CPU importing);
+    # started with the first core, so a server that analyses nothing pays nothing
+    launchers = [WarmLauncher() for _ in range(config.analysis_jobs if config.warm_analysis else 0)]
+    workers = [AnalysisWorker(store, config, tmp_dir, on_result=analysed,
+                              launcher=launchers[i] if launchers else None)
+               for i in range(config.analysis_jobs)]
     alerting = AlertScheduler(store, config.alert_rules) if config.alert_rules else None
 
     @asynccontextmanager
@@ -141,6 +147,8 @@ def create_app(store: Store, config: ServeConfig | None = None) -> FastAPI:
             w.close()  # kills analysis children still running (by pid)
         for t in threads:
             t.join(10)
+        for launcher in launchers:
+            launcher.close()
         findings.close()
 
     app = FastAPI(

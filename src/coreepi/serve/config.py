@@ -43,6 +43,10 @@ class ServeConfig:
     ``analysis_jobs``: cores analysed at once by this server's own worker
     threads (:mod:`coreepi.serve.analysis`); 0: none, ``coreepi worker``
     processes do it (a PostgreSQL store). Uploads never wait for analysis.
+    ``warm_analysis``: fork each analysis child from a pre-imported zygote
+    per worker thread (:class:`coreepi.reanalysis.warm.WarmLauncher`, the
+    same sandbox limits; ``coreepi worker`` does the same); False: a new
+    Python per core (``coreepi worker --cold``'s path).
     ``max_clock_skew_seconds``: how far in the future (past the server's
     clock) a heartbeat's ``end`` or a crash report's ``captured_at`` may lie;
     further is refused (422). Default one day.
@@ -75,6 +79,7 @@ class ServeConfig:
     analysis_timeout_seconds: float = 300.0
     analysis_memory_limit_mb: int | None = 4096
     analysis_jobs: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))
+    warm_analysis: bool = True
     symbol_dirs: tuple[Path, ...] = ()
     tmp_dir: Path | None = None
     token_cache_seconds: float = 5.0

@@ -21,7 +21,10 @@ Then it lets the process run on. The process crashes wherever that leads —
 gdb stops at the fatal signal and writes the core with ``gcore`` before the
 signal is delivered, like ``tests/corefactory.py`` — or it does not crash
 (the fault hit a dead value), and the next fault follows, until the planned
-faults are used up and the healthy run ends. Everything that happened is
+faults are used up and the healthy run ends. A stop that comes before the
+process ran on from the last fault (on a loaded machine, while gdb was still
+applying it) strikes nothing: a second rsp-8 there would make rsp 16 off,
+not model the disease again. Everything that happened is
 logged: where each fault landed (pc, sp, symbol, old and new values) and
 where the process crashed.
 
@@ -89,6 +92,15 @@ def heap_range(pid):
                 lo, hi = line.split()[0].split("-")
                 return int(lo, 16), int(hi, 16)
     return None
+
+
+def moved_since(done):
+    # whether the process ran since the last fault: not at its pc with the sp it left
+    if not done:
+        return True
+    last, here = done[-1], where()
+    sp = last.get("new") if last.get("target") == "rsp" else last["at"]["sp"]
+    return (here["pc"], here["sp"]) != (last["at"]["pc"], sp)
 
 
 def apply(f, pid):
@@ -160,6 +172,11 @@ def main():
         if signo == signal.SIGSTOP:
             if len(log["faults"]) >= len(faults):
                 continue  # a late stop: nothing left to inject
+            if not moved_since(log["faults"]):
+                # the stop came while the last fault was being applied (a loaded
+                # machine): a fault now would add to it (rsp off by 16), not
+                # strike anew; the fault waits for the next stop
+                continue
             log["faults"].append(apply(faults[len(log["faults"])], pid))
             save()
             continue

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from coreepi.model.report import CrashReport
     from coreepi.store.base import Store
+    from coreepi.store.interfaces.blobs import BlobStore
 
-__all__ = ["PRUNED", "absent_core", "rows_with_blob_state", "with_blob_state"]
+__all__ = ["PRUNED", "absent_blob", "absent_core", "rows_with_blob_state", "with_blob_state"]
 
 PRUNED = "pruned: its core was deleted by retention"
 """What a reader says of a crash whose blob retention deleted."""
@@ -25,12 +26,18 @@ PRUNED = "pruned: its core was deleted by retention"
 
 def absent_core(store: Store, key: str) -> tuple[str, str]:
     """(status, reason) of a crash whose blob ``key`` is not in the store's
-    blob store: ``pruned`` when retention recorded deleting it there, else
-    ``not-found``: the core is in a blob store this reader was not given.
-    ValueError for a malformed key."""
-    if store.blobs.was_pruned(key):
+    blob store (:func:`absent_blob` of ``store.blobs``)."""
+    return absent_blob(store.blobs, key)
+
+
+def absent_blob(blobs: BlobStore, key: str) -> tuple[str, str]:
+    """(status, reason) of a blob ``key`` not in ``blobs``: ``pruned`` when
+    retention recorded deleting it there, else ``not-found``: the core is in
+    a blob store this reader was not given (``coreepi reanalyze`` has only
+    the blob store). ValueError for a malformed key."""
+    if blobs.was_pruned(key):
         return "pruned", PRUNED
-    return "not-found", (f"not found in the blob store {store.blobs} (the core is stored in "
+    return "not-found", (f"not found in the blob store {blobs} (the core is stored in "
                          "another: give it with --blobs or COREEPI_BLOBS)")
 
 

@@ -44,6 +44,8 @@ never hardware-indicative, the log cannot exclude JIT code's own stacks.
 
 from __future__ import annotations
 
+from typing import Any
+
 from capstone import x86 as cs_x86
 
 from coreepi.analyze.context import AnalysisContext
@@ -158,7 +160,7 @@ class StackMisaligned(PhenotypeRule):
                 value = ctx.memory.read_word(slot)
                 call = call_before(ctx, value) if value is not None else None
                 assert value is not None and call is not None
-                if _ordinary_explanation(ctx, delta, value, call[0]):
+                if _ordinary_explanation(ctx, delta, value, call[0], popped):
                     continue
                 return {
                     "off_by": direction,
@@ -200,7 +202,8 @@ class StackMisaligned(PhenotypeRule):
 WALK_LIMIT = 256
 
 
-def _ordinary_explanation(ctx: AnalysisContext, delta: int, value: int, call: int) -> bool:
+def _ordinary_explanation(ctx: AnalysisContext, delta: int, value: int, call: int,
+                          popped: int) -> bool:
     """Whether ordinary code explains a return address 8 bytes from the
     popped slot with rsp right, so the word proves no off-by-8.
 
@@ -209,7 +212,12 @@ def _ordinary_explanation(ctx: AnalysisContext, delta: int, value: int, call: in
 
     * 8 above the popped slot (the "too low" reading) lies g's own return
       address, when f's return address was overwritten (return-to-null in
-      -O2 code) -- the call before that word targets such a g;
+      -O2 code) -- the call before that word targets such a g. Unless f's
+      return address (the one g's ``call f`` pushes) sits 8 *below* the
+      popped slot: then g made that call with rsp 8 too low, and its own
+      ``ret`` popped the slot (rsp off by 8 in g, as at kvstore's
+      ``table_lookup: call table_find``, a one-instruction window of
+      ``test_rsp_minus_8_gives_stack_misaligned``);
     * 8 below it (the "too high" reading) lies the stale return address of
       a call that f made from its entry -- the code after that word returns
       (or tail-jumps) without having moved rsp.
@@ -218,54 +226,57 @@ def _ordinary_explanation(ctx: AnalysisContext, delta: int, value: int, call: in
         insn = ctx.raw_instruction(call)
         if insn is None or not insn.operands or insn.operands[0].type != cs_x86.X86_OP_IMM:
             return False  # an indirect call: today's registers do not say where it went
-        return _rsp_walk(ctx, int(insn.operands[0].imm), stop_at_call=True)
-    return _rsp_walk(ctx, value, stop_at_call=False)
+        inner = _rsp_walk(ctx, int(insn.operands[0].imm), stop_at_call=True)
+        if inner is None or ctx.memory is None:
+            return False
+        return ctx.memory.read_word(popped - 8) != inner.address + inner.size
+    return _rsp_walk(ctx, value, stop_at_call=False) is not None
 
 
-def _rsp_walk(ctx: AnalysisContext, address: int, *, stop_at_call: bool) -> bool:
+def _rsp_walk(ctx: AnalysisContext, address: int, *, stop_at_call: bool) -> Any | None:
     """Decode from ``address`` (straight on past conditional jumps, through
-    direct ``jmp``s) tracking rsp. True when, with rsp unchanged, a ``call``
-    is reached (``stop_at_call``) or else a ``ret``; False at an rsp change
-    it cannot follow, an indirect jump, a loop, or unknown code."""
+    direct ``jmp``s) tracking rsp. The ``call`` reached with rsp unchanged
+    (``stop_at_call``) or else the ``ret`` (a capstone instruction); None at
+    an rsp change it cannot follow, an indirect jump, a loop, or unknown code."""
     depth, seen = 0, set()
     for _ in range(WALK_LIMIT):
         if address in seen:
-            return False  # a loop that never gets there
+            return None  # a loop that never gets there
         seen.add(address)
         insn = ctx.raw_instruction(address)
         if insn is None:
-            return False
+            return None
         m = insn.mnemonic
         if m == "call":
             if stop_at_call and depth == 0:
-                return True
+                return insn
         elif m == "ret":
-            return not stop_at_call and depth == 0
+            return insn if not stop_at_call and depth == 0 else None
         elif m == "jmp":
             # follow a direct jump (inside the function, or a tail call)
             if not insn.operands or insn.operands[0].type != cs_x86.X86_OP_IMM:
-                return False
+                return None
             address = int(insn.operands[0].imm)
             continue
         elif m in ("hlt", "ud2", "int3"):
-            return False
+            return None
         elif m == "push":
             depth -= 8
         elif m == "pop":
             if "rsp" in insn.op_str:
-                return False
+                return None
             depth += 8
         elif m in ("sub", "add") and insn.op_str.startswith("rsp, "):
             try:
                 imm = int(insn.op_str[5:], 0)
             except ValueError:
-                return False
+                return None
             depth += imm if m == "add" else -imm
         elif "rsp" in insn.op_str.split(",")[0] or m in ("leave", "enter"):
             if not (m == "cmp" or m == "test" or "[" in insn.op_str.split(",")[0]):
-                return False  # rsp written some other way: a frame we cannot follow
+                return None  # rsp written some other way: a frame we cannot follow
         address += insn.size
-    return False
+    return None
 
 
 def _requires_alignment(mnemonic: str, size: int) -> bool:

@@ -63,7 +63,9 @@ from coreepi.parse.kernel.title import TitleResult, title_report
 from coreepi.parse.open_input import binary_blocks, binary_lines, input_lines, open_input
 from coreepi.parse.sniff import text_head
 
-__all__ = ["ScanLimits", "iter_kernel_log", "looks_like_kernel_log", "parse_kernel_log"]
+__all__ = [
+    "ScanLimits", "iter_kernel_log", "log_lines", "looks_like_kernel_log", "parse_kernel_log",
+]
 
 ANALYZER: Final = f"coreepi {__version__} kernel-oops"
 DEFAULT_MAX_REPORTS: Final = 10_000
@@ -102,8 +104,11 @@ def _item_lines(items: Iterable[str | bytes]) -> Iterator[str]:
             yield text
 
 
-def _lines(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: int) -> Iterator[str]:
-    """The log's lines (for the telemetry parser, which reads every line)."""
+def log_lines(source: str | bytes | os.PathLike[str] | Iterable[str], max_bytes: int) -> Iterator[str]:
+    """The lines of a log given as a path (opened with ``open_input``), its
+    text, its bytes, a binary stream or an iterable of lines, without their
+    newlines; a line of bytes is cut at ``max_bytes``. Shared with the
+    telemetry parser (``parse.telemetry.logs``), which reads the same logs."""
     if isinstance(source, os.PathLike):
         yield from input_lines(source, max_bytes)
     elif isinstance(source, str):

@@ -24,8 +24,8 @@ Reads the shapes every architecture and kernel generation prints (Linux
      crypto_more_spawns crypto/algapi.c:105 [inline]    symbolised inline frame
 
 Shapes: :func:`read_frames` returns ``[Frame, ...]``: frame 0 from the
-faulting-pc line (trust ``context``) when there is one, then the first call
-trace (trust ``cfi``; the unwinder's own frames). For ARM's ``f from g``
+faulting-pc line when there is one, then the first call trace (the
+unwinder's own frames), all of trust ``log``. For ARM's ``f from g``
 lines the frame is ``f`` (``g`` is the next line's ``f``). Functions keep
 GCC suffixes (``.isra.0``) and lose ppc64's leading dot and the old
 ``:module:`` prefix (the module goes to ``Frame.module``).
@@ -105,7 +105,7 @@ def _hex(text: str | None) -> int | None:
 # (an address by _hex, a line number by \d+), see coreepi.model.trusted.
 def _pc_frame(match: re.Match[str]) -> Frame:
     return trusted(Frame, index=0, pc=None, function=demangle_function(match.group(1)),
-                   function_offset=_hex(match.group(2)), module=match.group(3), trust=FrameTrust.CONTEXT)
+                   function_offset=_hex(match.group(2)), module=match.group(3), trust=FrameTrust.LOG)
 
 
 def _frame(line: str, index: int, bare_ok: bool) -> Frame | None:
@@ -114,19 +114,19 @@ def _frame(line: str, index: int, bare_ok: bool) -> Frame | None:
     if " from " in line:
         if ") from " in line and (m := _ARM_OLD.match(line)) is not None:
             return trusted(Frame, index=index, pc=_hex(m.group(1)), function=m.group(2),
-                           function_offset=_hex(m.group(3)), module=m.group(4), trust=FrameTrust.CFI)
+                           function_offset=_hex(m.group(3)), module=m.group(4), trust=FrameTrust.LOG)
         if (m := _ARM_NEW.match(line)) is not None:
             return trusted(Frame, index=index, pc=None, function=m.group(1), module=m.group(2),
-                           trust=FrameTrust.CFI)
+                           trust=FrameTrust.LOG)
     if " [inline]" in line and (m := _INLINE.match(line)) is not None:
         return trusted(Frame, index=index, pc=None, function=m.group(1), file=m.group(2), line=int(m.group(3)),
-                       inlined=True, trust=FrameTrust.CFI)
+                       inlined=True, trust=FrameTrust.LOG)
     if "+0x" in line and (m := _FRAME.match(line)) is not None:
         return trusted(Frame, index=index, pc=_hex(m.group(1)), module=m.group(5) or m.group(2),
                        function=demangle_function(m.group(3)), function_offset=_hex(m.group(4)),
-                       file=m.group(6), line=int(m.group(7)) if m.group(7) else None, trust=FrameTrust.CFI)
+                       file=m.group(6), line=int(m.group(7)) if m.group(7) else None, trust=FrameTrust.LOG)
     if bare_ok and (m := _BARE.match(line)) is not None:
-        return trusted(Frame, index=index, pc=None, function=m.group(1), trust=FrameTrust.CFI)
+        return trusted(Frame, index=index, pc=None, function=m.group(1), trust=FrameTrust.LOG)
     return None
 
 

@@ -19,6 +19,14 @@
   and DIMM labels as one of the other printer within :data:`FOLD_LINES`
   lines is that error again, folded into the first one (each first one
   takes at most one echo, so repeated errors on one DIMM still count).
+* **A GHES record and an EDAC line of one memory error.** With firmware
+  first, the APEI GHES driver prints the CPER record (``{N}[Hardware
+  Error]: … section_type: memory error … physical_address: …``) and
+  ghes_edac prints the same error again as an ``EDAC MC0: 1 CE …`` line
+  (``ghes_edac_report_mem_error``, ``drivers/edac/ghes_edac.c``); an MCE
+  decoder (skx_edac, i10nm_edac) may print it too. An ``edac_*`` event of
+  GHES and one of the EDAC core of the same kind and physical address
+  within :data:`FOLD_LINES` lines are one error, folded the same way.
 """
 
 from __future__ import annotations
@@ -41,12 +49,31 @@ FOLD_LINES: Final = 4 * GAP
 # emitted when it closes, up to its own length and a GAP after its start.
 _HOLD_LINES: Final = FOLD_LINES + MAX_RECORD_LINES + GAP
 _RECENT: Final = 64  # recent records / memory errors kept for the look back
-_MEMORY_PRINTERS: Final = frozenset({"kernel", "rasdaemon-syslog"})
+_MEMORY_PRINTERS: Final = frozenset({"kernel", "rasdaemon-syslog", "ghes"})
+_MEMORY_KINDS: Final = frozenset({EventKind.EDAC_CE, EventKind.EDAC_UE})
 
 
-def _memory_key(event: TelemetryEvent) -> tuple[Any, ...]:
+def _memory_printer(event: TelemetryEvent) -> bool:
+    """A print of a memory error that another printer may print again (a
+    GHES record of another section is no memory error)."""
+    source = event.detail.get("source")
+    return source in _MEMORY_PRINTERS and (source != "ghes" or event.kind in _MEMORY_KINDS)
+
+
+def _memory_keys(event: TelemetryEvent) -> frozenset[tuple[Any, ...]]:
+    """What names one memory error in two printers' words: the EDAC core's
+    and rasdaemon's (kind, controller, count, DIMM labels); the EDAC core's
+    and GHES's (kind, physical address: GHES prints it zero-padded)."""
     d = event.detail
-    return (event.kind, d.get("controller"), d.get("count"), tuple(d.get("dimm_labels") or ()))
+    keys: set[tuple[Any, ...]] = set()
+    if d.get("source") != "ghes":  # GHES names no controller or DIMM label
+        keys.add(("dimm", event.kind, d.get("controller"), d.get("count"),
+                  tuple(d.get("dimm_labels") or ())))
+    try:
+        keys.add(("address", event.kind, int(str(d["physical_address"]), 16)))
+    except (KeyError, ValueError):
+        pass  # no address printed: the DIMM key alone
+    return frozenset(keys)
 
 
 class Fold:
@@ -58,7 +85,7 @@ class Fold:
     def __init__(self) -> None:
         self._pending: deque[tuple[int, TelemetryEvent]] = deque()
         self._records: deque[int] = deque(maxlen=_RECENT)
-        self._memory: deque[tuple[int, str, tuple[Any, ...]]] = deque(maxlen=_RECENT)
+        self._memory: deque[tuple[int, str, frozenset[tuple[Any, ...]]]] = deque(maxlen=_RECENT)
 
     def take(self, events: Iterable[TelemetryEvent], line_number: int) -> list[TelemetryEvent]:
         """The events to emit now: ``events`` without the second prints,
@@ -68,7 +95,7 @@ class Fold:
             first = first_line(event)
             if first is not None and event.kind is EventKind.MCE:
                 self._machine_check(event, first, out)
-            elif first is not None and event.detail.get("source") in _MEMORY_PRINTERS:
+            elif first is not None and _memory_printer(event):
                 self._memory_error(event, first, out)
             else:
                 out.append(event)
@@ -93,10 +120,10 @@ class Fold:
         out.append(event)
 
     def _memory_error(self, event: TelemetryEvent, first: int, out: list[TelemetryEvent]) -> None:
-        printer, key = str(event.detail["source"]), _memory_key(event)
+        printer, keys = str(event.detail["source"]), _memory_keys(event)
         for index, (line, other, seen) in enumerate(self._memory):
-            if other != printer and seen == key and abs(first - line) <= FOLD_LINES:
+            if other != printer and seen & keys and abs(first - line) <= FOLD_LINES:
                 del self._memory[index]  # that first print has had its echo
                 return
-        self._memory.append((first, printer, key))
+        self._memory.append((first, printer, keys))
         out.append(event)

@@ -50,7 +50,7 @@ from typing import Final
 
 from coreepi.model.events import EventKind, TelemetryEvent, event_id
 from coreepi.model.report import CrashReport
-from coreepi.parse.kernel.oops import _lines
+from coreepi.parse.kernel.oops import log_lines
 from coreepi.parse.kernel.prefixes import split_prefix
 from coreepi.parse.open_input import DecompressionError
 from coreepi.parse.telemetry.aer import AerParser
@@ -152,7 +152,7 @@ def parse_telemetry(
         name = os.fspath(source)
     scanner = TelemetryScanner(host_id=host_id, name=name)
     try:
-        for text in _lines(source, MAX_LINE_BYTES):  # type: ignore[arg-type]
+        for text in log_lines(source, MAX_LINE_BYTES):  # type: ignore[arg-type]
             yield from scanner.feed(text)
     except DecompressionError:
         yield from scanner.close()  # the records open where the input stops

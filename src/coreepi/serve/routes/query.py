@@ -21,7 +21,7 @@ from coreepi.serve.errors import ApiError
 from coreepi.serve.routes.ingest import checked_crash_id
 from coreepi.epi import FleetFindings
 from coreepi.serve.findings import FindingsCache, Snapshot
-from coreepi.serve.views import group_row, status
+from coreepi.serve.views import group_row, signature_view, status
 from coreepi.store import ApiToken
 from coreepi.store.blobstate import rows_with_blob_state, with_blob_state
 
@@ -180,15 +180,23 @@ async def groups(request: Request, _: Read, fresh: Fresh = False) -> dict[str, A
 
 @router.get("/groups/{group_id}", responses={404: {"description": "unknown group"}})
 async def group(group_id: str, request: Request, _: Read) -> dict[str, Any]:
-    """One group's finding (GroupFinding JSON) with its id."""
+    """One group's finding (GroupFinding JSON) with its id and ``analysed``
+    true; for a signature of the window the findings do not analyse as a
+    group (outside the ``max_groups`` largest, as its page says) a plain
+    record: ``id``, ``kind`` ``signature``, ``key``, ``crashes``, ``hosts``,
+    ``first_seen`` / ``last_seen``, ``analysed`` false and ``why``."""
     snap = await snapshot(request)
     _ready(snap)
     g = snap.groups.get(group_id)
-    if g is None:
+    if g is not None:
+        return {"id": group_id, **g.model_dump(mode="json"), "analysed": True,
+                "phenotypes": snap.phenotypes_by_signature.get(g.key, {})
+                if g.kind == "signature" else {}}
+    plain = signature_view(snap, group_id, [], None)
+    if plain is None:
         raise ApiError(404, f"unknown group {group_id[:80]!r}", "not-found")
-    return {"id": group_id, **g.model_dump(mode="json"),
-            "phenotypes": snap.phenotypes_by_signature.get(g.key, {})
-            if g.kind == "signature" else {}}
+    return {**{k: v for k, v in plain.items() if k not in ("href", "crash_list", "next_cursor")},
+            "phenotypes": snap.phenotypes_by_signature.get(plain["key"], {})}
 
 
 @router.get("/hosts")
