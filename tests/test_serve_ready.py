@@ -48,6 +48,8 @@ def test_readyz_says_503_naming_an_unreachable_bucket(monkeypatch: pytest.Monkey
         got = client.get("/readyz")
         took = time.monotonic() - started
         assert client.get("/healthz").status_code == 200  # alive, just not ready
+        wrong = client.post("/readyz")  # an API path: refused in JSON, not an HTML page
+        assert (wrong.status_code, wrong.headers["content-type"]) == (405, "application/json")
     assert got.status_code == 503 and got.json()["status"] == "unready"
     detail = got.json()["detail"]
     assert detail.startswith(f"blob store s3://cores/prod (endpoint {endpoint}): unreachable: ")
