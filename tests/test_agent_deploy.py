@@ -51,6 +51,25 @@ def test_installed_unit_verifies(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize("spool", ["/tmp/node/spool", "/var/tmp/coreepi"])
+def test_spool_under_tmp_drops_private_tmp_with_a_note(tmp_path: Path, spool: str) -> None:
+    """breaker4 #30: with PrivateTmp the agent would see its own empty /tmp,
+    not the spool collect (spawned by the kernel) writes into."""
+    plan = plan_install(None, Path(spool), root=tmp_path)
+    unit = plan.files[tmp_path / "etc/systemd/system/coreepi-agent.service"]
+    assert "PrivateTmp=yes" not in unit
+    under = "/var/tmp" if spool.startswith("/var/tmp") else "/tmp"
+    assert f"# no PrivateTmp: the spool {spool} is under {under} (docs/capture.md)\n" in unit
+    assert f"ReadWritePaths={spool}\n" in unit
+    assert [n for n in plan.notes if "PrivateTmp" in n] == [
+        f"spool {spool} is under {under}: the unit has no PrivateTmp (the agent must see the "
+        f"spool collect writes); reboots and systemd-tmpfiles clean {under}: use a spool under "
+        "/var/spool in production"]
+    kept = plan_install(None, Path("/var/spool/coreepi"), root=tmp_path)
+    assert "PrivateTmp=yes\n" in kept.files[tmp_path / "etc/systemd/system/coreepi-agent.service"]
+    assert not [n for n in kept.notes if "PrivateTmp" in n]
+
+
 def test_daemonset_validates_against_kubernetes_schema() -> None:
     kv = pytest.importorskip("kubernetes_validate")
     manifest = DEPLOY / "kubernetes" / "coreepi-agent.yaml"

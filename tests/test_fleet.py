@@ -170,6 +170,62 @@ def test_sidecars(tmp_path: Path) -> None:
         read_sidecar(write(tmp_path / "d.json", '{"host_id": "h", "captured_at": "x"}'))
 
 
+def test_sidecar_with_a_repeated_key_is_refused(tmp_path: Path) -> None:
+    """breaker4 #19: JSON leaves a repeated key's meaning open; it was taken
+    silently with the last value. Nested objects too."""
+    for name, text, key in [
+            ("top.json", '{"host_id": "h-3", "host_id": "h-4", '
+                         '"captured_at": "2024-01-01T00:00:00Z"}', "host_id"),
+            ("nested.json", '{"host_id": "h-3", "captured_at": "2024-01-01T00:00:00Z", '
+                            '"gpu": {"model": "a", "model": "b"}}', "model")]:
+        with pytest.raises(SidecarError) as info:
+            read_sidecar(write(tmp_path / name, text))
+        assert (info.value.category, info.value.line, str(info.value)) == (
+            "not-json", 1, f"sidecar: the key '{key}' appears twice in one object: "
+            "not a JSON object with unique keys")
+
+
+def test_lone_json_with_a_repeated_key_is_one_rejection(tmp_path: Path) -> None:
+    """breaker4 #19: the sidecar of a crash whose core is missing (a .json
+    alone in crashes/) is refused the same way, in one line, not counted."""
+    from coreepi.ingest.run import ingest
+    from coreepi.store import DuckDBStore
+
+    crashes = tmp_path / "fleet" / "crashes"
+    write(tmp_path / "fleet" / "hosts.csv", "host_id\nh-3\nh-4\n")
+    write(crashes / "lost.json", '{"host_id": "h-3", "host_id": "h-4", '
+                                 '"captured_at": "2024-01-01T00:00:00Z"}')
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([tmp_path / "fleet"], store, store_cores=False)
+    assert summary.crashes_added == 0
+    assert [str(r) for r in summary.rejections] == [
+        f"{crashes}/lost.json:1: not JSON: the key 'host_id' appears twice in one object: "
+        "not a JSON object with unique keys; not ingested"]
+
+
+@pytest.mark.parametrize(("host", "why"), [
+    ("../../etc", "contains '/' (a host id is one URL path segment)"),
+    ("rack1/node3", "contains '/' (a host id is one URL path segment)"),
+    ("..", "is a relative path part"),
+    ("h-1\x1b[2J", "contains a control character"),
+    ("h-1\nh-2", "contains a control character"),
+])
+def test_sidecar_host_id_that_cannot_name_a_host_is_refused(tmp_path: Path, host: str,
+                                                          why: str) -> None:
+    """breaker4 #19: a host id is a URL path segment (/hosts/ID, the drain
+    API) and a cell of terminal tables: no '/', no '.'/'..', no control
+    characters."""
+    path = write(tmp_path / "s.json", json.dumps(
+        {"host_id": host, "captured_at": "2024-01-01T00:00:00Z"}))
+    with pytest.raises(SidecarError) as info:
+        read_sidecar(path)
+    assert (info.value.category, str(info.value)) == (
+        "bad-value", f"sidecar host_id {host!r} {why}")
+    ok = read_sidecar(write(tmp_path / "ok.json", json.dumps(
+        {"host_id": "h-1.rack_2:x", "captured_at": "2024-01-01T00:00:00Z"})))
+    assert ok.host_id == "h-1.rack_2:x"
+
+
 def test_scan_crashes_pairs_sidecars(tmp_path: Path) -> None:
     d = tmp_path / "crashes"
     for name in ("core.1", "core.1.json", "core.2.zst", "core.2.json", "sub/core.3.gz",

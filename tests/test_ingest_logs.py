@@ -205,9 +205,32 @@ def test_hs_err_takes_the_sidecar_time_and_notes_a_far_log_time(tmp_path: Path) 
     notes = [(Path(r.file).name, r.reason, r.action) for r in summary.rejections
              if r.category == "time-mismatch"]
     assert notes == [("far.txt", "the log's own time 2021-03-29T11:26:46+00:00 is "
-                      "1155 days, 20:28:14 away from the sidecar's captured_at "
+                      "1,156 days (3.2 years) away from the sidecar's captured_at "
                       "2024-05-28T07:55:00+00:00: the sidecar's is kept", "kept")]
     assert not [r for r in summary.rejections if r.category == "outside-exposure"]
+
+
+def test_kernel_log_keeps_its_own_far_time_and_says_so(tmp_path: Path) -> None:
+    """breaker4 #29: gpud's dmesg (its WARNING stamped 2025-02-23 16:24)
+    picked up with a sidecar of 2024-05-22 keeps its own time, as a kernel
+    log's reports do, and says how far it lies from the sidecar's (in days,
+    not a Python timedelta): the crash may fall outside the host's exposure."""
+    crashes = tmp_path / "fleet" / "crashes"
+    crashes.mkdir(parents=True)
+    (tmp_path / "fleet" / "hosts.csv").write_text("host_id\ng-01\n")
+    shutil.copy(GPUD / "components_accelerator_nvidia_xid_testdata_dmesg-with-xid-119.log",
+                crashes / "dmesg.log")
+    sidecar(crashes / "dmesg.log.json", "g-01", "2024-05-22T00:00:00Z")
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([tmp_path / "fleet"], store, store_cores=False)
+        (own,) = [at.astimezone(UTC) for (at,) in rows(store, "SELECT captured_at FROM crashes")]
+    assert own.date().isoformat() == "2025-02-23"
+    notes = [(Path(r.file).name, r.reason, r.action) for r in summary.rejections
+             if r.category == "time-mismatch"]
+    days = (own - datetime(2024, 5, 22, tzinfo=UTC)).total_seconds() / 86400
+    assert notes == [("dmesg.log", f"the log's own time {own.isoformat()} is {days:,.1f} days "
+                      "away from the sidecar's captured_at 2024-05-22T00:00:00+00:00: "
+                      "the log's own is kept", "kept")]
 
 
 def test_sigbus_mceerr_crash_becomes_a_telemetry_event(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ Each test names the bug it pins down.
 
 from __future__ import annotations
 
+import io
 import os
 import platform
 import shutil
@@ -19,7 +20,7 @@ from rich.console import Console
 from coreepi.errors import InputError
 from coreepi.ingest.artifacts import inspect_core, inspect_file
 from coreepi.model.report import CrashReport, FrameTrust
-from coreepi.reporting.crash_text import render_report
+from coreepi.reporting.crash_text import frame_label, render_report
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64" or not (shutil.which("gcc") and shutil.which("gdb")),
@@ -225,3 +226,41 @@ def test_exe_with_another_build_id_is_not_used_and_says_so(get_crash) -> None:  
     # and the right frames still come from the core's own executable
     assert report.crashed_thread is not None
     assert report.crashed_thread.frames[0].function == parse_core(crash.core).crashed_thread.frames[0].function  # type: ignore[union-attr]
+
+
+LONG_NAMES = r"""
+volatile int *gp;
+__attribute__((noinline)) void dereference_the_upstream_balancer_slot(void) { *gp = 1; }
+__attribute__((noinline)) void handle_incoming_request_from_the_balancer(void) {
+    dereference_the_upstream_balancer_slot(); __asm__ volatile("");
+}
+int main(void) { handle_incoming_request_from_the_balancer(); return 0; }
+"""
+
+
+def test_narrow_console_never_splits_a_symbol_build_id_or_path(tmp_path: Path) -> None:
+    """breaker4 #18: at 80 columns the frames and modules tables folded
+    identifiers mid-word ("__libc_start_call_mai" / "n+0x7a") and build-ids
+    and paths. Below the width a table needs, they are lists that wrap at
+    spaces; wide enough, the tables stay."""
+    deep = tmp_path / "srv" / "applications" / "balancer-frontend"
+    deep.mkdir(parents=True)
+    core, exe = _core(deep, "balancer_frontend_daemon", LONG_NAMES, ["gcc", "-O1"])
+    report = inspect_core(core, exe=exe)
+    thread = report.crashed_thread
+    assert thread is not None
+    labels = [frame_label(f) for f in thread.frames]
+    assert any(label.startswith("handle_incoming_request_from_the_balancer+0x")
+               for label in labels), labels
+    tokens = labels + [m.path for m in report.modules[:15]]
+    tokens += [m.build_id for m in report.modules[:15] if m.build_id]
+    for record in (False, True):  # the fast path and Rich's own
+        console = Console(width=80, record=record, color_system=None, file=io.StringIO())
+        render_report(report, console)
+        lines = (console.export_text() if record else console.file.getvalue()).splitlines()
+        assert all(len(line) <= 80 for line in lines)
+        split = [t for t in tokens if len(t) <= 80 and not any(t in line for line in lines)]
+        assert split == [], "\n".join(lines)
+    wide = Console(width=400, color_system=None, file=io.StringIO())
+    render_report(report, wide)
+    assert "┃ frame" in wide.file.getvalue() and "┃ build-id" in wide.file.getvalue()

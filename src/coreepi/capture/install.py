@@ -41,6 +41,8 @@ __all__ = ["CORE_PIPE_LIMIT", "InstallPlan", "apply_install", "plan_install", "u
 
 CORE_PIPE_LIMIT = 16
 CORENAME_MAX = 127  # CORENAME_MAX_SIZE (128) less the NUL
+SHARED_TMP = (Path("/tmp"), Path("/var/tmp"))
+"""What systemd's ``PrivateTmp=yes`` replaces by a service's own empty copy."""
 
 AGENT_UNIT = """\
 [Unit]
@@ -60,7 +62,7 @@ MemoryMax=256M
 NoNewPrivileges=yes
 ProtectSystem=full
 ProtectHome=read-only
-PrivateTmp=yes
+{private_tmp}
 ReadWritePaths={spool_dir}
 
 [Install]
@@ -117,10 +119,29 @@ def plan_install(
         "[Manager]\nDefaultLimitCORE=infinity\n")
     exec_start = shlex.join([python, "-m", "coreepi", "agent", *config_args])
     files[root / "etc/systemd/system/coreepi-agent.service"] = AGENT_UNIT.format(
-        exec_start=exec_start, spool_dir=spool_dir)
+        exec_start=exec_start, spool_dir=spool_dir,
+        private_tmp=_private_tmp(spool_dir, notes))
     notes.append("then: systemctl daemon-reload && systemctl enable --now coreepi-agent.service")
     return InstallPlan(pattern, CORE_PIPE_LIMIT, files, proc_sys,
                        root / "var/lib/coreepi/install-backup.json", notes)
+
+
+def _private_tmp(spool_dir: Path, notes: list[str]) -> str:
+    """The unit's PrivateTmp line. ``yes`` unless the spool lies under /tmp
+    or /var/tmp (as given or through a symlink): a private /tmp would hide
+    from the agent the spool that the kernel-spawned ``collect`` writes in
+    the real one, and nothing would be shipped. Then it is dropped, with a
+    note added to ``notes``: such a spool is also emptied by reboots and
+    systemd-tmpfiles."""
+    absolute = Path(os.path.abspath(spool_dir))
+    under = next((tmp for tmp in SHARED_TMP for path in (absolute, absolute.resolve())
+                  if path.is_relative_to(tmp)), None)
+    if under is None:
+        return "PrivateTmp=yes"
+    notes.append(f"spool {spool_dir} is under {under}: the unit has no PrivateTmp (the agent "
+                 "must see the spool collect writes); reboots and systemd-tmpfiles clean "
+                 f"{under}: use a spool under /var/spool in production")
+    return f"# no PrivateTmp: the spool {spool_dir} is under {under} (docs/capture.md)"
 
 
 def _read(path: Path) -> str | None:

@@ -42,11 +42,13 @@ from coreepi import __version__
 from coreepi.errors import InputError
 from coreepi.ingest.fleet import (
     CrashFile,
+    RepeatedKeyError,
     Sidecar,
     SidecarError,
     read_sidecar,
     sidecar_candidates,
     sidecar_from_object,
+    unique_keys,
 )
 from coreepi.ingest.followons import follow_on_note, follow_ons_outcome, split_follow_ons
 from coreepi.ingest.pairing import PAIR_WINDOW, merge_core_and_hs_err, pair_crash_id, pairable, pairs_with
@@ -124,26 +126,41 @@ def _placeholder_report(
     )
 
 
+def _time_apart(apart: timedelta) -> str:
+    """``apart`` (non-negative) for a person: "5.2 hours", "3.0 days",
+    "1,467 days (4.0 years)" (a year of 365.25 days)."""
+    hours = apart.total_seconds() / 3600
+    if hours < 48:
+        return f"{hours:,.1f} hours"
+    days = hours / 24
+    if days < 365.25:
+        return f"{days:,.1f} days"
+    return f"{days:,.0f} days ({days / 365.25:,.1f} years)"
+
+
 def _sidecar_time(report: CrashReport, sidecar: Sidecar, path: Path,
                   rejections: Rejections) -> None:
     """Set the capture time of a report of an artifact with a sidecar. A
     report without a time of its own takes the sidecar's; an hs_err log's
     own ``time:`` line (one report, written by the dying JVM with the host's
     zone) gives way to the sidecar's, which is what the collector saw and what
-    the host's exposure was written for: a difference over the clock-skew
-    limit (:data:`~coreepi.model.limits.MAX_CLOCK_SKEW_SECONDS`) is kept as a
-    ``time-mismatch`` note and a warning of the crash. A kernel log's reports
-    keep their own times (one log spans hours, the sidecar gives one time)."""
+    the host's exposure was written for. A kernel log's reports keep their own
+    times (one log spans hours, the sidecar gives one time). Either way a
+    difference over the clock-skew limit
+    (:data:`~coreepi.model.limits.MAX_CLOCK_SKEW_SECONDS`) is kept as a
+    ``time-mismatch`` note and a warning of the crash: the crash may then lie
+    outside the exposure written for the sidecar's time."""
     own = report.captured_at
-    if own is not None and report.source is not Source.HS_ERR:
-        return
-    report.captured_at = sidecar.captured_at
+    keep_own = own is not None and report.source is not Source.HS_ERR
+    if not keep_own:
+        report.captured_at = sidecar.captured_at
     if own is None:
         return
     apart = abs(own - sidecar.captured_at)
     if apart > timedelta(seconds=MAX_CLOCK_SKEW_SECONDS):
-        note = (f"the log's own time {own.isoformat()} is {apart} away from the sidecar's "
-                f"captured_at {sidecar.captured_at.isoformat()}: the sidecar's is kept")
+        kept = "the log's own is kept" if keep_own else "the sidecar's is kept"
+        note = (f"the log's own time {own.isoformat()} is {_time_apart(apart)} away from the "
+                f"sidecar's captured_at {sidecar.captured_at.isoformat()}: {kept}")
         rejections.add(path, None, "time-mismatch", note, action="kept")
         report.analysis.warnings.append(note)
 
@@ -291,10 +308,12 @@ class CrashIngest:
         sha = hashlib.sha256(raw).hexdigest()
         ledger = LedgerEntry(str(path), st.st_size, st.st_mtime_ns, sha, "crash-json", "done")
         try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            obj = json.loads(raw, object_pairs_hook=unique_keys)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError,
+                RepeatedKeyError) as exc:
             line = exc.lineno if isinstance(exc, json.JSONDecodeError) else 1
             msg = (exc.msg if isinstance(exc, json.JSONDecodeError)
+                   else str(exc) if isinstance(exc, RepeatedKeyError)
                    else "nested too deeply" if isinstance(exc, RecursionError) else "not UTF-8")
             rejections.add(path, line, "not-json", f"not JSON: {msg}; not ingested")
             self._queue([], rejections, replace, None, path, "rejected")

@@ -42,14 +42,17 @@ __all__ = [
     "COMPRESSION_SUFFIXES",
     "CrashFile",
     "Fleet",
+    "RepeatedKeyError",
     "Sidecar",
     "SidecarError",
+    "host_id_problem",
     "is_fleet_dir",
     "read_exposure",
     "read_hosts",
     "read_sidecar",
     "read_telemetry",
     "scan_crashes",
+    "unique_keys",
 ]
 
 #: file name suffixes of compressed cores; a core's sidecar may drop them
@@ -386,6 +389,38 @@ class Sidecar:
         return stable_crash_id("sidecar", self.host_id, self.captured_at.isoformat(), attrs)
 
 
+class RepeatedKeyError(ValueError):
+    """A JSON object that names one key twice (JSON leaves the meaning open;
+    Python's decoder would silently keep the last value)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for :func:`json.loads`: the object as a dict;
+    :class:`RepeatedKeyError` naming the first repeated key."""
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise RepeatedKeyError(f"the key {key!r} appears twice in one object: "
+                                   "not a JSON object with unique keys")
+        obj[key] = value
+    return obj
+
+
+def host_id_problem(host_id: str) -> str | None:
+    """Why ``host_id`` cannot name a host, or None. A host id becomes a URL
+    path segment (``/hosts/ID``, ``/api/v1/hosts/ID/drain``: a ``/`` there
+    is a path separator to proxies and the router, ``.``/``..`` are
+    resolved away) and is printed in terminal tables and log lines (a
+    control character would rewrite them)."""
+    if any(ch < " " or ch == "\x7f" for ch in host_id):
+        return "contains a control character"
+    if "/" in host_id:
+        return "contains '/' (a host id is one URL path segment)"
+    if host_id in (".", ".."):
+        return "is a relative path part"
+    return None
+
+
 def _json_error(exc: json.JSONDecodeError, what: str) -> SidecarError:
     return SidecarError("not-json", f"{what} is not JSON: {exc.msg} (column {exc.colno})",
                         exc.lineno)
@@ -403,6 +438,9 @@ def sidecar_from_object(path: Path, obj: object) -> Sidecar:
                            "not text or an integer")
     if host_id is None or not host_id.strip():
         raise SidecarError("missing-value", "sidecar has no host_id")
+    problem = host_id_problem(host_id.strip())
+    if problem is not None:
+        raise SidecarError("bad-value", f"sidecar host_id {host_id.strip()!r} {problem}")
     raw_time = obj.get("captured_at")
     if raw_time is None:
         raise SidecarError("missing-value", "sidecar has no captured_at (ISO-8601 UTC)")
@@ -438,9 +476,11 @@ def read_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     except UnicodeDecodeError:
         raise SidecarError("not-json", "sidecar is not UTF-8 text, so not JSON", 1) from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
         raise _json_error(exc, "sidecar") from None
+    except RepeatedKeyError as exc:
+        raise SidecarError("not-json", f"sidecar: {exc}", 1) from None
     except RecursionError:
         raise SidecarError("not-json", "sidecar is not usable JSON: nested too deeply", 1) from None
     return sidecar_from_object(path, obj)

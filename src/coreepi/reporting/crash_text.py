@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -38,6 +39,8 @@ MAX_SHOWN_FRAMES = 40
 MAX_SHOWN_MODULES = 15
 MAX_EVIDENCE_CHARS = 160
 MAX_EVIDENCE_ITEMS = 4
+_FRAME_COLUMNS = ("#", "pc", "frame", "source", "trust")
+_MODULE_COLUMNS = ("base", "end", "build-id", "path")
 
 
 def frame_label(frame: Frame) -> str:
@@ -146,15 +149,31 @@ def render_report(report: CrashReport, console: Console, *, all_threads: bool = 
     if report.modules:
         rows = tuple((f"0x{m.base:x}", f"0x{m.end:x}", m.build_id or "-", m.path)
                      for m in report.modules[:MAX_SHOWN_MODULES])
-        print_table(console, ("modules", rows), lambda: _modules_table(rows))
+        if _fits(_MODULE_COLUMNS, rows, console.width):
+            print_table(console, ("modules", rows), lambda: _modules_table(rows))
+        else:
+            print_line(console, Text("modules", style="bold"))
+            for base, end, build_id, path in rows:
+                _print_entry(console, Text(f"  {base}-{end}  {build_id}"), Text(path))
         if len(report.modules) > MAX_SHOWN_MODULES:
             print_line(console, f"… {len(report.modules) - MAX_SHOWN_MODULES} more modules (--json)")
 
 
+def _fits(columns: tuple[str, ...], rows: Iterable[tuple[str, ...]], width: int) -> bool:
+    """Whether a Rich table (default box, one column of padding each side)
+    of ``columns`` and ``rows`` shows every cell whole on one line within
+    ``width`` columns. If not, the caller prints a list: Rich would fold
+    identifiers, build-ids and paths mid-word (gdb and eu-stack never do)."""
+    widths = [cell_len(c) for c in columns]
+    for row in rows:
+        widths = [max(w, cell_len(cell)) for w, cell in zip(widths, row, strict=True)]
+    return sum(widths) + 3 * len(widths) + 1 <= width
+
+
 def _modules_table(rows: tuple[tuple[str, str, str, str], ...]) -> Table:
     mods = Table(title="modules", title_justify="left")
-    for col in ("base", "end", "build-id", "path"):
-        mods.add_column(col, overflow="fold")
+    for col in _MODULE_COLUMNS:
+        mods.add_column(col, no_wrap=True)
     for base, end, build_id, path in rows:
         mods.add_row(base, end, Text(build_id), Text(path))
     return mods
@@ -202,8 +221,11 @@ def _render_thread(thread: Thread, console: Console, *, registers: bool, source:
              f"{f.file.rsplit('/', 1)[-1]}:{f.line}" if f.file and f.line else "",
              frame_trust_text(source, f.trust))
             for f in thread.frames[:MAX_SHOWN_FRAMES])
-        # laid out once per distinct stack: a big log repeats the same one
-        print_table(console, ("frames", title, rows), lambda: _frames_table(title, rows))
+        if _fits(_FRAME_COLUMNS, rows, console.width):
+            # laid out once per distinct stack: a big log repeats the same one
+            print_table(console, ("frames", title, rows), lambda: _frames_table(title, rows))
+        else:
+            _frames_list(title, rows, console)
         if len(thread.frames) > MAX_SHOWN_FRAMES:
             print_line(console, f"… {len(thread.frames) - MAX_SHOWN_FRAMES} more frames (--json)")
         if rows[0][-1] == LOG_TRUST:
@@ -240,20 +262,37 @@ def _render_python_stack(tid: int, frames: list[RuntimeFrame], console: Console)
 
 
 def _frames_table(title: str, rows: tuple[tuple[str, str, str, str, str], ...]) -> Table:
+    """The frames as a table; only called when every cell fits (:func:`_fits`)."""
     table = Table(title=title, title_justify="left")
-    for col in ("#", "pc", "frame", "source", "trust"):
-        # A long frame folds rather than ending in "…" (which would hide
-        # the +0xoffset); the source column gives way first.
-        table.add_column(
-            col,
-            no_wrap=col not in ("frame", "source"),
-            overflow="fold" if col == "frame" else "ellipsis",
-            ratio=3 if col == "frame" else (1 if col == "source" else None),
-        )
+    for col in _FRAME_COLUMNS:
+        table.add_column(col, no_wrap=True)
     for index, pc, label, source, trust in rows:
         table.add_row(index, pc, Text(label), Text(source),
                       Text(trust, style=_TRUST_STYLE[trust]))
     return table
+
+
+def _frames_list(title: str, rows: tuple[tuple[str, str, str, str, str], ...],
+                 console: Console) -> None:
+    """The frames one per line, ``#N pc frame source [trust]``, for a console
+    too narrow for the table: the line wraps at spaces, so a frame's
+    ``symbol+0xoffset`` stays whole (unless longer than the console)."""
+    print_line(console, Text(title, style="bold"))
+    for index, pc, label, source, trust in rows:
+        tail = Text(f"{source}  " if source else "")
+        tail.append(f"[{trust}]", style=_TRUST_STYLE[trust])
+        head = " ".join(part for part in (pc, label) if part)
+        _print_entry(console, Text(f"  #{index:<2} {head}"), tail)
+
+
+def _print_entry(console: Console, head: Text, tail: Text) -> None:
+    """``head  tail`` on one line if it fits, else ``tail`` on the next line,
+    indented under ``head`` (a wrap would start it at column 0)."""
+    if cell_len(head.plain) + 2 + cell_len(tail.plain) <= console.width:
+        print_line(console, Text.assemble(head, "  ", tail))
+    else:
+        print_line(console, head)
+        print_line(console, Text.assemble("        ", tail))
 
 
 def _render_registers(regs: Iterable[tuple[str, int]], console: Console) -> None:

@@ -22,7 +22,8 @@ GET      /findings                       read    the report (FleetFindings JSON)
 GET      /groups, /groups/{group_id}     read    groups of the findings; one group
 GET      /hosts, /hosts/{host_id}        read    hosts (attributes, SIR, verdict); one host
 POST/GET/DELETE /tokens                  admin   token management
-GET      /healthz, /metrics, /docs       —       health, Prometheus, OpenAPI (offline)
+GET      /healthz, /readyz               —       liveness; readiness (store, blob store)
+GET      /metrics, /docs                 —       Prometheus, OpenAPI (offline)
 =======  ==============================  ======  ==========================================
 """
 

@@ -54,7 +54,7 @@ __all__ = ["create_app"]
 _CORE_PATH = re.compile(r"^/api/v1/crashes/.*/core$")
 _STATIC = Path(__file__).resolve().parent / "static"
 STORE_RETRY_AFTER_SECONDS = 5  # a PostgreSQL restart or failover takes seconds
-_NOT_PAGES = ("/api/", "/openapi.json", "/metrics", "/healthz", "/static/")
+_NOT_PAGES = ("/api/", "/openapi.json", "/metrics", "/healthz", "/readyz", "/static/")
 _STATUS_REASON = {401: "unauthorized", 403: "forbidden", 404: "not-found",
                   405: "method-not-allowed", 413: "too-large", 415: "unsupported-media-type"}
 

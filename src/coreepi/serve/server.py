@@ -26,6 +26,7 @@ def run(location: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: 
     replicas share it) with its blobs at ``blobs``, and serve until
     interrupted. Prints, on stderr, the web UI's login URL with a one-time
     code (as Jupyter does): opening it sets a read-scope session cookie.
+    Warns on stderr, in one line, when the blob store does not answer.
     Raises :class:`coreepi.errors.StoreError` when the store
     cannot be opened (in use by another process, unreachable)."""
     import uvicorn
@@ -34,6 +35,12 @@ def run(location: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: 
     from coreepi.store import open_store
 
     with open_store(location, blobs=blobs) as store:
+        # a warning, not a refusal: the bucket may come up after the server
+        # (/readyz keeps the load balancer away until it does)
+        unready = store.blobs.check()
+        if unready is not None:
+            sys.stderr.write(f"coreepi: warning: {unready}: cores cannot be stored until it "
+                             "answers (GET /readyz says 503 until then)\n")
         app = create_app(store, config)
         code = app.state.auth.login_code()
         sys.stderr.write("coreepi: web UI — open this link once to log in (it works one time):\n"

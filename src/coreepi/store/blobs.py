@@ -85,6 +85,19 @@ class DirectoryBlobStore(BlobStore):
         """Whether the blob is stored. ValueError for a malformed ``key``."""
         return self.path(key) is not None
 
+    def check(self, timeout_seconds: float = 2.0) -> str | None:
+        """See :meth:`BlobStore.check`: ``root`` (or, before the first write,
+        its nearest existing parent, where it will be created) is a
+        directory this process can write."""
+        where = self.root
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        if not where.is_dir():
+            return f"blob store {self.root}: {where} is not a directory"
+        if not os.access(where, os.W_OK | os.X_OK):
+            return f"blob store {self.root}: {where} is not writable by this process"
+        return None
+
     def put_file(self, path: str | os.PathLike[str], key: str | None = None) -> str:
         """See :meth:`BlobStore.put_file`. The content is hashed while it is
         copied (and compressed) to a temporary file in ``root``, then renamed

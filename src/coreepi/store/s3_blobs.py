@@ -68,6 +68,8 @@ class S3BlobStore(BlobStore):
     def __init__(self, store: S3Store, name: str) -> None:
         self._store = store
         self.name = name
+        # what from_url built the store from: the readiness probe's client
+        self._probe_options: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def __str__(self) -> str:
         return self.name
@@ -82,12 +84,40 @@ class S3BlobStore(BlobStore):
             raise StoreError(f"{url}: no bucket (expected s3://bucket/prefix)")
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         client = {"allow_http": True} if endpoint and endpoint.startswith("http://") else {}
+        options = {"bucket": bucket, "prefix": prefix.strip("/") or None,
+                   "config": _config_from_env()}
         try:
-            store = S3Store(bucket, prefix=prefix.strip("/") or None, config=_config_from_env(),
-                            client_options=client)  # type: ignore[arg-type]
+            store = S3Store(**options, client_options=client)  # type: ignore[arg-type]
         except Exception as exc:  # obstore's configuration errors have no common base
             raise StoreError(f"{url}: cannot configure the bucket: {exc}") from None
-        return cls(store, url)
+        blobs = cls(store, url)
+        blobs._probe_options = (options, client)
+        return blobs
+
+    def check(self, timeout_seconds: float = 2.0) -> str | None:
+        """See :meth:`BlobStore.check`: one HEAD of an object that need not
+        exist (absent is an answer from a reachable bucket), through a client
+        of its own without retries and with ``timeout_seconds`` for connect
+        and request (the store's client retries an outage with back-off for
+        minutes). A store built without :meth:`from_url` probes with its own
+        client."""
+        endpoint = (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+                    or "AWS")
+        try:
+            probe = self._store
+            if self._probe_options is not None:
+                options, client = self._probe_options
+                limit = f"{timeout_seconds:g}s"
+                probe = S3Store(**options, retry_config={"max_retries": 0},  # type: ignore
+                                client_options={**client, "timeout": limit,
+                                                "connect_timeout": limit})
+            obstore.head(probe, "readiness-probe")
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # obstore's errors have no common base
+            reason = " ".join(str(exc).split())[:300]
+            return f"blob store {self.name} (endpoint {endpoint}): unreachable: {reason}"
+        return None
 
     # -- paths
 

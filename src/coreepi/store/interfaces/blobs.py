@@ -96,6 +96,12 @@ class BlobStore(abc.ABC):
         return head[:n]
 
     @abc.abstractmethod
+    def check(self, timeout_seconds: float = 2.0) -> str | None:
+        """Whether blobs can be stored now, for a readiness probe: None when
+        so, else one line naming the store and the reason. One cheap call,
+        bounded by ``timeout_seconds``; never raises."""
+
+    @abc.abstractmethod
     def has(self, key: str) -> bool:
         """Whether the blob is stored. ValueError for a malformed ``key``."""
 
