@@ -68,13 +68,23 @@ def test_rsp_minus_8_gives_stack_misaligned(binaries: dict[str, Path], tmp_path:
                 lambda k: _run(binary, ["none", "4"], tmp_path / f"r{k}", faults=faults), range(3)
             )
         )
+    # the program's own functions: a stop inside libc (free's bookkeeping) makes libc abort
+    # on the bad stack ("free(): invalid pointer"), an abort, not a misaligned return — a
+    # real outcome of the fault, seen once in CI; the phenotype is asserted for the rest
+    own = {line.split()[2] for line in subprocess.run(
+        ["nm", "--defined-only", str(binary)], capture_output=True, text=True, check=True
+    ).stdout.splitlines() if len(line.split()) == 3 and line.split()[1] in "Tt"}
+    judged = 0
     for run in runs:
         applied = [f for f in run.faults if "skipped" not in f]
         assert applied, run.as_dict()
         first = applied[0]
         assert first["target"] == "rsp"
         assert int(first["old"], 16) - int(first["new"], 16) == 8
-        assert first["at"]["symbol"], first  # stopped in the program's own code
+        assert first["at"]["symbol"], first
+        if first["at"]["symbol"].split(" + ")[0].split("+")[0] not in own:
+            continue
+        judged += 1
         report = _report(run, binary)
         names = _names(report)
         assert "stack-misaligned" in names, (names, run.as_dict())
@@ -84,6 +94,7 @@ def test_rsp_minus_8_gives_stack_misaligned(binaries: dict[str, Path], tmp_path:
         assert p.hardware_indicative
         assert report.signature is not None
         assert report.signature.signature == "stack-misaligned | kvstore"
+    assert judged >= 2, [r.as_dict()["faults"] for r in runs]
 
 
 def test_a_stop_before_the_process_ran_adds_no_second_fault(binaries: dict[str, Path],

@@ -115,10 +115,11 @@ class FrameTrust(StrEnum):
     the saved frame pointer chain (rbp / x29), used when the callee had no
     CFI. ``scan``: a stack word that happens to point into code (stack
     scanning), the weakest evidence. ``log``: read back from a kernel log's
-    text as the kernel's own unwinder printed it (its ``RIP``/``pc`` line
-    and call trace); no unwinding of ours vouches for it, so it stands
-    outside this order (schema 1.4.0; before it a kernel log's frames said
-    ``context``/``cfi`` after the line they came from).
+    text as the kernel's own unwinder printed it (its call trace); no
+    unwinding of ours vouches for it, so it stands outside this order
+    (schema 1.4.0; before it those frames said ``cfi``). A kernel log's
+    frame 0 from its ``RIP``/``pc`` line stays ``context``: the register
+    dump's pc.
     """
 
     CONTEXT = "context"

@@ -24,8 +24,9 @@ Reads the shapes every architecture and kernel generation prints (Linux
      crypto_more_spawns crypto/algapi.c:105 [inline]    symbolised inline frame
 
 Shapes: :func:`read_frames` returns ``[Frame, ...]``: frame 0 from the
-faulting-pc line when there is one, then the first call trace (the
-unwinder's own frames), all of trust ``log``. For ARM's ``f from g``
+faulting-pc line when there is one (trust ``context``: the register dump's
+pc), then the first call trace (the unwinder's own frames as printed, trust
+``log``). For ARM's ``f from g``
 lines the frame is ``f`` (``g`` is the next line's ``f``). Functions keep
 GCC suffixes (``.isra.0``) and lose ppc64's leading dot and the old
 ``:module:`` prefix (the module goes to ``Frame.module``).
@@ -105,7 +106,7 @@ def _hex(text: str | None) -> int | None:
 # (an address by _hex, a line number by \d+), see coreepi.model.trusted.
 def _pc_frame(match: re.Match[str]) -> Frame:
     return trusted(Frame, index=0, pc=None, function=demangle_function(match.group(1)),
-                   function_offset=_hex(match.group(2)), module=match.group(3), trust=FrameTrust.LOG)
+                   function_offset=_hex(match.group(2)), module=match.group(3), trust=FrameTrust.CONTEXT)
 
 
 def _frame(line: str, index: int, bare_ok: bool) -> Frame | None:
