@@ -152,6 +152,13 @@ def test_a_drained_host_page_says_drained_not_drain(app: App) -> None:
         html = unescape(app.get(f"/hosts/{BAD_HOST}").text)
         assert f"<strong>Recommendation:</strong> {data['recommendation']}</p>" in html
         assert "drain now" not in html
+        # the overview and the hosts list say so too (the overview still said "drain now")
+        drained = ("already drained (since 2026-12-01 22:28 UTC, by ui:adm): run the vendor's "
+                   "diagnostics; undrain it once repaired")
+        for page, key in (("/index.json", "hardware_hosts"), ("/hosts.json", "rows")):
+            (row,) = [r for r in app.get(page).json()[key] if r["host_id"] == BAD_HOST]
+            assert row["recommendation"] == drained, page
+        assert "drain now" not in unescape(app.get("/").text)
     finally:
         app.store.undrain_host(BAD_HOST, datetime.now(UTC), "test")
     back = app.get(f"/hosts/{BAD_HOST}.json").json()["recommendation"]

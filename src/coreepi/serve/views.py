@@ -16,8 +16,9 @@ from typing import Any
 from urllib.parse import quote
 
 from coreepi.epi import Association, Attribution, GroupFinding, HostFinding
-from coreepi.reporting.phrases import evidence_text, how_many
+from coreepi.reporting.phrases import already_drained, evidence_text, how_many
 from coreepi.serve.findings import SignatureCount, Snapshot, group_id
+from coreepi.store.alert_records import DrainRecord
 
 __all__ = [
     "GroupFilter",
@@ -67,13 +68,16 @@ def evidence_rows(att: Attribution, n: int | None = None) -> list[dict[str, Any]
     return [{**e.model_dump(mode="json"), "text": evidence_text(e)} for e in att.evidence[:n]]
 
 
-def recommendation(host: HostFinding) -> str | None:
+def recommendation(host: HostFinding, drain: DrainRecord | None = None) -> str | None:
     """What to do with a host, from its verdict. A hardware-suspect host is
-    drained at once; "replace" only when the machine itself confirms it
-    (hardware-indicative telemetry before its crashes: MCE, EDAC, Xid, AER),
-    else the part is tested first. An environment-triggered host: check its
-    configuration. Others: none."""
+    drained at once ("already drained …" once ``drain`` says it is); "replace"
+    only when the machine itself confirms it (hardware-indicative telemetry
+    before its crashes: MCE, EDAC, Xid, AER), else the part is tested first.
+    An environment-triggered host: check its configuration. Others: none."""
     verdict = host.attribution.verdict
+    if verdict == "hardware-suspect" and drain is not None:
+        return (f"{already_drained(drain.drained_at, drain.drained_by)}: run the vendor's "
+                "diagnostics; undrain it once repaired")
     if verdict == "hardware-suspect":
         tel = host.telemetry
         if tel is not None and tel.hardware_events:
@@ -118,11 +122,12 @@ def group_row(snap: Snapshot, g: GroupFinding) -> dict[str, Any]:
     }
 
 
-def _host_row(h: HostFinding) -> dict[str, Any]:
+def _host_row(h: HostFinding, drained: dict[str, DrainRecord]) -> dict[str, Any]:
     return {"host_id": h.host_id, "href": host_href(h.host_id), "crashes": h.crashes,
             "expected": h.expected, "sir": h.sir, "sir_lower": h.sir_lower,
             "sir_upper": h.sir_upper, "sir_status": h.sir_status, "p_value": h.p_value, "verdict": h.attribution.verdict,
-            "recommendation": recommendation(h), "evidence": evidence_rows(h.attribution, 4),
+            "recommendation": recommendation(h, drained.get(h.host_id)),
+            "evidence": evidence_rows(h.attribution, 4),
             "hardware_phenotypes": [p.model_dump() for p in h.hardware_phenotypes],
             "distinct_signatures": h.distinct_signatures}
 
@@ -135,8 +140,9 @@ def _axis(snap: Snapshot) -> dict[str, str]:
     return {"first": first.isoformat(), "last": last.isoformat()}
 
 
-def overview_view(snap: Snapshot) -> dict[str, Any]:
-    """The answer first: hardware-suspect hosts (with a recommendation),
+def overview_view(snap: Snapshot, drained: dict[str, DrainRecord]) -> dict[str, Any]:
+    """The answer first: hardware-suspect hosts (with a recommendation;
+    ``drained``: the drained hosts by id, not told to drain again),
     environment-triggered groups (with their trigger), top software groups
     by rate, fleet incidence with its CI and epidemic curve."""
     f = snap.findings
@@ -158,7 +164,7 @@ def overview_view(snap: Snapshot) -> dict[str, Any]:
         "rate_per": f.config.get("rate_per", 1000),
         "axis": _axis(snap),
         "fleet_curve": snap.fleet_curve,
-        "hardware_hosts": [_host_row(h) for h in f.hosts
+        "hardware_hosts": [_host_row(h, drained) for h in f.hosts
                            if h.attribution.verdict == "hardware-suspect"],
         "environment_groups": env,
         "hardware_groups": [group_row(snap, g) for g in hw_groups],
@@ -367,13 +373,14 @@ def signature_view(snap: Snapshot, gid: str, crashes: list[dict[str, Any]],
             "crash_list": crashes, "next_cursor": next_cursor}
 
 
-def hosts_view(snap: Snapshot, verdict: str | None = None) -> dict[str, Any]:
+def hosts_view(snap: Snapshot, drained: dict[str, DrainRecord],
+               verdict: str | None = None) -> dict[str, Any]:
     """The hosts the findings report on (suspects first, then by SIR p-value),
-    only those with ``verdict`` when given."""
+    only those with ``verdict`` when given; ``drained`` as in :func:`overview_view`."""
     f = snap.findings
     if f is None:
         return {"ready": False}
     return {"ready": True, "verdict": verdict,
-            "rows": [_host_row(h) for h in f.hosts
+            "rows": [_host_row(h, drained) for h in f.hosts
                      if verdict is None or h.attribution.verdict == verdict],
             "hosts_in_window": f.window.hosts}

@@ -43,6 +43,7 @@ from coreepi.serve.findings import FindingsCache, Snapshot
 from coreepi.serve.itemviews import crash_rows, crash_view, host_view
 from coreepi.serve.lineage import lineage_rows
 from coreepi.serve.routes.query import FIRST_WAIT, decode_cursor, encode_cursor
+from coreepi.store.alert_records import DrainRecord
 from coreepi.store.blobstate import rows_with_blob_state, with_blob_state
 from coreepi.store.interfaces.crashes import MIN_CRASH_ID_PREFIX
 from coreepi.serve.views import (
@@ -220,13 +221,20 @@ def _builtin_phenotypes() -> frozenset[str]:
     return frozenset(builtin_names())
 
 
+async def _drained(request: Request) -> dict[str, DrainRecord]:
+    """The drained hosts by id (the recommendation of a drained host is not "drain")."""
+    state = request.app.state
+    return {d.host_id: d for d in await state.gateway.read(state.store.drained_hosts)}
+
+
 @router.get("/")
 @router.get("/index.json")
 async def overview(request: Request) -> Response:
     as_json = request.url.path.endswith(".json")
     await _authorize(request, as_json)
     snap, st = await _snapshot(request)
-    data = {**overview_view(snap), "alerts": await page_alerts(request, state="firing")}
+    data = {**overview_view(snap, await _drained(request)),
+            "alerts": await page_alerts(request, state="firing")}
     return await _page(request, "overview.html", data, as_json, "Overview", st)
 
 
@@ -290,7 +298,8 @@ async def hosts(request: Request) -> Response:
     _only(request, ("verdict",))
     verdict = _verdict(request)
     snap, st = await _snapshot(request)
-    return await _page(request, "hosts.html", hosts_view(snap, verdict), as_json, "Hosts", st)
+    return await _page(request, "hosts.html", hosts_view(snap, await _drained(request), verdict),
+                       as_json, "Hosts", st)
 
 
 @router.get("/hosts/{name:path}")
