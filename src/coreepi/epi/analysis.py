@@ -45,7 +45,7 @@ from coreepi.epi.hosts import (
     host_table,
     telemetry_before_crashes,
 )
-from coreepi.epi.models import AttributeSummary, FleetFindings, Window, num
+from coreepi.epi.models import AttributeSummary, FleetFindings, RatesUndetermined, Window, num
 from coreepi.epi.rates import incidence_rate
 from coreepi.epi.tables import (
     EXPOSURE_SET,
@@ -303,16 +303,32 @@ def study_hosts(
 
 
 def summarize_window(framed: Framed, grouped: Grouped, config: EpiConfig) -> Window:
-    """Step 7: the window and fleet totals (every crash in it, its rate, the test count)."""
+    """Step 7: the window and fleet totals (every crash in it, its rate, the test count).
+
+    The rate's numerator is the crashes inside exposure (``in_exposure``), its
+    denominator the window's node-days: a crash before its host's first heartbeat has no
+    node-time below the line, so it is not above it either. ``rates_undetermined_reason``
+    flags a window whose rates mean nothing: ``no-exposure`` (0 node-days),
+    ``thin-exposure`` (under ``config.min_rate_node_days``, or fewer hosts with exposure
+    than with crashes: most of the crashing fleet is unobserved).
+    """
     crashes, host_exp = framed.crashes, framed.host_exposure
-    rate, rlo, rhi = incidence_rate(len(crashes), framed.node_days, per=config.rate_per,
+    inside = int(crashes["in_exposure"].sum())
+    rate, rlo, rhi = incidence_rate(inside, framed.node_days, per=config.rate_per,
                                     alpha=config.alpha)
+    hosts = int(host_exp.loc[host_exp["node_days"] > 0, "host_id"].nunique())
+    hosts_with_crashes = int(crashes["host_id"].nunique())
+    reason: RatesUndetermined | None = None
+    if framed.node_days <= 0:
+        reason = "no-exposure"
+    elif framed.node_days < config.min_rate_node_days or hosts < hosts_with_crashes:
+        reason = "thin-exposure"
     return Window(
         since=framed.since.to_pydatetime(),
         until=framed.until.to_pydatetime(),
         node_days=framed.node_days,
-        hosts=int(host_exp.loc[host_exp["node_days"] > 0, "host_id"].nunique()),
-        hosts_with_crashes=int(crashes["host_id"].nunique()),
+        hosts=hosts,
+        hosts_with_crashes=hosts_with_crashes,
         crashes=len(crashes),
         crashes_outside_exposure=int((~crashes["in_exposure"]).sum()),
         crashes_without_signature=int(crashes["signature"].isna().sum()),
@@ -322,6 +338,8 @@ def summarize_window(framed: Framed, grouped: Grouped, config: EpiConfig) -> Win
         signature_groups=int(crashes["signature"].nunique()),
         phenotype_groups=int(crashes["phenotypes"].explode().nunique()),
         tests=int(grouped.associations.attrs.get("tests", 0)),
+        crashes_in_exposure=inside,
+        rates_undetermined_reason=reason,
     )
 
 
@@ -330,15 +348,22 @@ def _notes(framed: Framed, window: Window, config: EpiConfig) -> list[str]:
     notes: list[str] = []
     if framed.node_days <= 0:
         notes.append("no exposure in the window: rates, ratios and expectations are undefined")
+    elif window.rates_undetermined_reason == "thin-exposure":
+        notes.append(
+            f"exposure too thin for rates: {framed.node_days:.3g} node-days from "
+            f"{window.hosts} host(s) with exposure, {window.hosts_with_crashes} with crashes "
+            f"(rates need ≥ {config.min_rate_node_days:g} node-days and every crashing host "
+            "observed): the rates are computed but not shown")
     if framed.crash_only:
         notes.append("attribute(s) only on crashes, without exposure, not tested: "
                      + ", ".join(framed.crash_only))
-    if window.crashes_outside_exposure:
+    if window.crashes_outside_exposure and framed.node_days > 0:
         notes.append(
             f"{window.crashes_outside_exposure} crash(es) fall in no exposure interval of their "
-            "host: counted in the window's and their groups' totals and rates, left out of "
-            "every per-host test (SIR, host concentration) and of the attribute ratios (their "
-            "attributes are unknown)"
+            "host: counted in the window's and their groups' crash totals, left out of every "
+            "rate (the window's, the groups', the attribute ratios: no node-time of theirs is "
+            "in the denominator, and their attributes are unknown) and of every per-host test "
+            "(SIR, host concentration)"
         )
     if framed.node_time is not None and framed.host_sets is None:
         notes.append("the summed node-time came without per-host sets: the SIR uses the "

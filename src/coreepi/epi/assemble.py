@@ -179,6 +179,7 @@ def group_findings(
             concentration=_concentration(facts, top_hosts, int(excess_by_gid.get(gid, 0)),
                                          clustered_association(facts, config)),
             attribution=attribution, epidemic_curve=curves.get(gid, []),
+            crashes_in_exposure=int(g["crashes_in_exposure"]),
         ))  # fmt: skip
     return out, verdicts
 

@@ -112,6 +112,11 @@ class EpiConfig:
     """A host observed for less than this many node-days has too little exposure for any
     test: its SIR is not computed and it is ``undetermined: insufficient exposure``, never
     a suspect (a node's first crashes arrive before its first heartbeat)."""
+    min_rate_node_days: float = 1.0
+    """A window with less node-time (or with fewer hosts with exposure than hosts with
+    crashes) has exposure too thin for rates: the findings keep the numbers, flagged
+    (``window.rates_undetermined_reason``), and the reports print no rate. A rate over a
+    few node-hours of heartbeats is 1 crash / ~0 node-days: huge, and meaningless."""
     standardize_by: tuple[str, ...] = ("workload",)
     """Attributes whose strata standardize each host's expected count (indirect
     standardization: the fleet rate of each stratum times the host's node-days in it).

@@ -89,25 +89,38 @@ def group_table(
     per: float,
     alpha: float,
 ) -> pd.DataFrame:
-    """Add ``hosts``, ``rate``/``rate_lower``/``rate_upper``, ``hardware_phenotype_crashes``,
-    ``first_seen`` and ``last_seen`` to ``groups``."""
+    """Add ``hosts``, ``crashes_in_exposure``, ``rate``/``rate_lower``/``rate_upper``,
+    ``hardware_phenotype_crashes``, ``first_seen`` and ``last_seen`` to ``groups``.
+
+    ``crashes`` needs ``in_exposure``, ``host_id``, ``captured_at``, ``_n_hw``. The rate
+    is the group's crashes *inside* exposure over ``total_node_days`` (per ``per``
+    node-days, exact Garwood CI at ``1 - alpha``): a crash in no exposure interval of its
+    host has no node-time in the denominator, so it stays out of the numerator too (it
+    still counts in ``crashes``).
+    """
     out = groups.copy()
     host = crashes["host_id"].to_numpy()[members["row"].to_numpy()]
+    inside = crashes["in_exposure"].to_numpy(bool)[members["row"].to_numpy()]
     # keep the tz-aware dtype: .to_numpy() of it would build one Timestamp object per row
     at = crashes["captured_at"].iloc[members["row"].to_numpy()].reset_index(drop=True)
     has_hw = crashes["_n_hw"].to_numpy()[members["row"].to_numpy()] > 0
     frame = pd.DataFrame(
-        {"gid": members["gid"].to_numpy(), "host_id": host, "hw": has_hw, "at": at}
+        {"gid": members["gid"].to_numpy(), "host_id": host, "hw": has_hw, "at": at,
+         "inside": inside}
     )
     by = frame.groupby("gid", sort=True)
     out["hosts"] = by["host_id"].nunique().reindex(out.index, fill_value=0).astype(np.int64)
     out["hardware_phenotype_crashes"] = (
         by["hw"].sum().reindex(out.index, fill_value=0).astype(np.int64)
     )
+    out["crashes_in_exposure"] = (
+        by["inside"].sum().reindex(out.index, fill_value=0).astype(np.int64)
+    )
     out["first_seen"] = by["at"].min().reindex(out.index)
     out["last_seen"] = by["at"].max().reindex(out.index)
     rate, lo, hi = incidence_rate(
-        out["crashes"].to_numpy(), np.full(len(out), total_node_days), per=per, alpha=alpha
+        out["crashes_in_exposure"].to_numpy(), np.full(len(out), total_node_days), per=per,
+        alpha=alpha,
     )
     out["rate"], out["rate_lower"], out["rate_upper"] = rate, lo, hi
     return out

@@ -35,6 +35,7 @@ __all__ = [
     "HostFinding",
     "NamedCount",
     "AdjustedEstimate",
+    "RatesUndetermined",
     "RatioStatus",
     "Tally",
     "TelemetryLead",
@@ -57,10 +58,13 @@ def group_id(kind: str, key: str) -> str:
     return hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()[:16]
 
 
-FINDINGS_SCHEMA_VERSION = "2.3.0"
+FINDINGS_SCHEMA_VERSION = "2.4.0"
 """Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""
 
 Verdict = Literal["hardware-suspect", "software", "environment-triggered", "undetermined"]
+
+RatesUndetermined = Literal["no-exposure", "thin-exposure"]
+"""Why a window's rates are not shown: no node-time at all, or too little of it."""
 
 RatioStatus = Literal["finite", "unbounded", "undefined"]
 """A ratio's status: a number, ``unbounded`` (k/0 with k > 0: no event on the
@@ -297,7 +301,8 @@ class GroupFinding(_Out):
     key: str = Field(description="the signature, or the phenotype name")
     crashes: int
     hosts: int
-    rate: float | None = Field(description="crashes per rate_per node-days of the whole fleet")
+    rate: float | None = Field(description="its crashes inside exposure per rate_per node-days "
+                               "of the whole fleet (2.4.0: before, every crash)")
     rate_lower: float | None = Field(description="exact Poisson (Garwood) lower limit")
     rate_upper: float | None
     hardware_phenotype_crashes: int = Field(
@@ -313,6 +318,9 @@ class GroupFinding(_Out):
         default_factory=list,
         description="crashes per UTC day, days without a crash left out (added in 1.1.0)",
     )
+    crashes_in_exposure: int | None = Field(
+        default=None, description="its crashes inside an exposure interval of their host: the "
+        "numerator of rate (null from a producer before 2.4.0)")
 
 
 class TelemetrySummary(_Out):
@@ -372,15 +380,24 @@ class Window(_Out):
     hosts_with_crashes: int
     crashes: int = Field(description="every crash in the window")
     crashes_outside_exposure: int = Field(
-        description="crashes in no exposure interval of their host (counted, attributes unknown)"
+        description="crashes in no exposure interval of their host (in crashes, not in rate; "
+        "attributes unknown)"
     )
     crashes_without_signature: int
-    rate: float | None = Field(description="all crashes per rate_per node-days")
+    rate: float | None = Field(description="crashes inside exposure per rate_per node-days "
+                               "(2.4.0: before, every crash)")
     rate_lower: float | None
     rate_upper: float | None
     signature_groups: int = Field(description="distinct signatures in the window")
     phenotype_groups: int
     tests: int = Field(description="attribute association tests behind the q-values")
+    crashes_in_exposure: int | None = Field(
+        default=None, description="crashes inside an exposure interval of their host: the "
+        "numerator of rate (null from a producer before 2.4.0)")
+    rates_undetermined_reason: RatesUndetermined | None = Field(
+        default=None, description="why no rate should be shown (the numbers stay): "
+        "no-exposure (zero node-days) or thin-exposure (under min_rate_node_days, or fewer "
+        "hosts with exposure than with crashes); null: rates mean something (2.4.0)")
 
 
 class FleetFindings(_Out):
