@@ -352,8 +352,9 @@ def _notes(framed: Framed, window: Window, config: EpiConfig) -> list[str]:
         notes.append(
             f"exposure too thin for rates: {framed.node_days:.3g} node-days from "
             f"{window.hosts} host(s) with exposure, {window.hosts_with_crashes} with crashes "
-            f"(rates need ≥ {config.min_rate_node_days:g} node-days and every crashing host "
-            "observed): the rates are computed but not shown")
+            f"(rates need at least min_rate_node_days = {config.min_rate_node_days:g} "
+            "node-days, and no more hosts with crashes than with exposure): the rates are kept "
+            "in the JSON, not shown")
     if framed.crash_only:
         notes.append("attribute(s) only on crashes, without exposure, not tested: "
                      + ", ".join(framed.crash_only))

@@ -22,8 +22,14 @@ from coreepi.reporting.phrases import (
     fmt_ratio,
     headline,
     how_many,
+    rates_note,
 )
-from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
+from coreepi.reporting.summary import (
+    groups_title,
+    strongest_associations,
+    suspect_hosts,
+    top_groups,
+)
 from coreepi.reporting.svg import epidemic_curve, forest_plot, host_bars
 
 __all__ = ["html_report"]
@@ -90,7 +96,6 @@ def _curve_groups(f: FleetFindings) -> list[GroupFinding]:
 
 def html_report(findings: FleetFindings) -> str:
     f = findings
-    per = f"{f.config.get('rate_per', 1000):,.0f}"
     w = f.window
     out = [
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -103,16 +108,19 @@ def html_report(findings: FleetFindings) -> str:
     if not w.crashes:
         out.append("<p><strong>No crash in this window.</strong></p>")
 
-    # groups
-    out.append(f"<h2>Crash groups by rate (per {per} node-days)</h2>")
+    # groups: no rate column when the window shows no rate (the headline said why, once)
+    out.append(f"<h2>{_e(groups_title(f))}</h2>")
+    shown = rates_note(f) is None
     rows = []
     for g in top_groups(f):
         ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
+        rate = [_e(f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})")]
         rows.append([_e(g.kind), _ident(g.key), f"{g.crashes:,}", f"{g.hosts:,}",
-                     _e(f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})"),
-                     _verdict(g.attribution.verdict), _e(ev)])
-    out.append(_table(["kind", "group", "crashes", "hosts", "rate (95% CI)", "attribution",
-                       "top evidence"], rows, {2, 3, 4}) if rows else "<p>No crash group.</p>")
+                     *(rate if shown else []), _verdict(g.attribution.verdict), _e(ev)])
+    head = ["kind", "group", "crashes", "hosts", *(["rate (95% CI)"] if shown else []),
+            "attribution", "top evidence"]
+    out.append(_table(head, rows, {2, 3, 4} if shown else {2, 3}) if rows
+               else "<p>No crash group.</p>")
 
     # epidemic curves
     curve_groups = _curve_groups(f)

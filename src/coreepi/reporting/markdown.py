@@ -18,8 +18,14 @@ from coreepi.reporting.phrases import (
     fmt_rate,
     fmt_ratio,
     headline,
+    rates_note,
 )
-from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
+from coreepi.reporting.summary import (
+    groups_title,
+    strongest_associations,
+    suspect_hosts,
+    top_groups,
+)
 
 __all__ = ["markdown_report", "md_escape"]
 
@@ -42,20 +48,21 @@ def _table(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]
 
 def markdown_report(findings: FleetFindings) -> str:
     f = findings
-    per = f"{f.config.get('rate_per', 1000):,.0f}"
     out = ["# coreepi report", "", md_escape(headline(f)), ""]
     if not f.window.crashes:
         out += ["**No crash in this window.**", ""]
 
-    out += [f"## Crash groups by rate (per {per} node-days)", ""]
+    out += [f"## {groups_title(f)}", ""]
+    shown = rates_note(f) is None  # else no rate column: the headline said why, once
     rows = []
     for g in top_groups(f):
         ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
+        rate = [md_escape(f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})")]
         rows.append([g.kind, md_escape(g.key), f"{g.crashes:,}", f"{g.hosts:,}",
-                     md_escape(f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})"),
-                     f"**{g.attribution.verdict}**", md_escape(ev)])
-    out += _table(["kind", "group", "crashes", "hosts", "rate (95% CI)", "attribution",
-                   "top evidence"], rows, {2, 3, 4}) if rows else ["No crash group."]
+                     *(rate if shown else []), f"**{g.attribution.verdict}**", md_escape(ev)])
+    head = ["kind", "group", "crashes", "hosts", *(["rate (95% CI)"] if shown else []),
+            "attribution", "top evidence"]
+    out += _table(head, rows, {2, 3, 4} if shown else {2, 3}) if rows else ["No crash group."]
     out.append("")
 
     out += ["## Suspect hosts", ""]

@@ -10,7 +10,9 @@ this module words them:
   unbounded one (k/0) ``unbounded`` (``∞`` in a table cell), an undefined one
   (0/0) ``undefined (0/0)``;
 * sentences — :func:`evidence_text` (one per evidence kind, the table
-  :data:`PHRASES`) and :func:`headline`.
+  :data:`PHRASES`) and :func:`headline`; :func:`rates_note` says why a window
+  shows no rate (every renderer asks it, so all decide alike) and
+  :func:`hosts_phrase` counts its hosts.
 
 Pure functions of their arguments; strings from crash data are returned as
 is (each renderer escapes for its medium).
@@ -40,6 +42,8 @@ __all__ = [
     "fmt_ratio",
     "fmt_ratio_value",
     "headline",
+    "hosts_phrase",
+    "rates_note",
     "ratio_words",
     "how_many",
     "lead_text",
@@ -180,24 +184,68 @@ def fmt_ratio(
     return f"{'∞' if status == 'unbounded' or x is None else fmt_rate(x)} ({fmt_ci(lo, hi)})"
 
 
+NO_EXPOSURE = ("no exposure data in this window (exposure.csv / agent heartbeats): crashes "
+               "are grouped, but rates, ratios and the host tests need node-time")
+"""What a window without node-time says, once, instead of any rate."""
+
+
+def fmt_node_days(x: float) -> str:
+    """Node-days: ``5,865.7``; under one, two significant digits (``0.008``), so thin
+    exposure never reads ``0.0``."""
+    return f"{x:,.1f}" if x >= 1 else f"{x:.2g}"
+
+
+def rates_note(f: FleetFindings) -> str | None:
+    """Why the window shows no rate (None: its rates are shown), from
+    ``window.rates_undetermined_reason``; a window of a producer before 2.4.0
+    without node-time reads as ``no-exposure``."""
+    w = f.window
+    if w.rates_undetermined_reason == "no-exposure" or w.node_days <= 0:
+        return NO_EXPOSURE
+    if w.rates_undetermined_reason == "thin-exposure":
+        return (f"exposure too thin for rates ({fmt_node_days(w.node_days)} node-days from "
+                f"{how_many(w.hosts, 'host')} so far)")
+    return None
+
+
+def hosts_phrase(f: FleetFindings) -> str:
+    """The window's hosts after its crash count: ``on 16 of 200 hosts``; without exposure
+    ``on 16 hosts``; when some crashes fall outside exposure (their hosts may be
+    unobserved, so not "of" the observed ones), or fewer hosts have exposure than
+    crashes, ``on 3 hosts with crashes, 2 with exposure`` — never "3 of 2 hosts"."""
+    w = f.window
+    if w.hosts <= 0:
+        return f"on {how_many(w.hosts_with_crashes, 'host')}"
+    if w.hosts_with_crashes > w.hosts or w.crashes_outside_exposure:
+        return (f"on {how_many(w.hosts_with_crashes, 'host')} with crashes, {w.hosts:,} with "
+                "exposure")
+    return f"on {w.hosts_with_crashes:,} of {how_many(w.hosts, 'host')}"
+
+
 def headline(f: FleetFindings) -> str:
     """One line: window, exposure, hosts, crashes, overall rate; a window
-    without crashes says there is nothing to analyse (no rate of 0/0)."""
+    without crashes says there is nothing to analyse (no rate of 0/0); a
+    window without exposure, or too little of it (:func:`rates_note`), says
+    so instead of the rate. Crashes outside exposure are named, as the rate
+    leaves them out."""
     w = f.window
     per = f.config.get("rate_per", 1000)
+    span = f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC"
     if not w.crashes:
-        exposure = (f" on {how_many(w.hosts, 'host')} over {w.node_days:,.1f} node-days"
-                    if w.hosts else "")
-        return (f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC: no crash"
-                f"{exposure}: nothing to analyse")
+        exposure = (f" on {how_many(w.hosts, 'host')} over {fmt_node_days(w.node_days)} "
+                    "node-days" if w.hosts else "")
+        return f"{span}: no crash{exposure}: nothing to analyse"
+    groups = (f"{how_many(w.signature_groups, 'signature')}, "
+              f"{how_many(w.phenotype_groups, 'phenotype')}")
+    note = rates_note(f)
+    if note is not None:
+        return f"{span}: {how_many(w.crashes, 'crash')} {hosts_phrase(f)}; {note}; {groups}"
+    outside = (f" ({w.crashes_outside_exposure:,} outside exposure, not in the rate)"
+               if w.crashes_outside_exposure else "")
     return (
-        f"{w.since:%Y-%m-%d %H:%M} – {w.until:%Y-%m-%d %H:%M} UTC: "
-        f"{how_many(w.crashes, 'crash')} on {w.hosts_with_crashes:,} of "
-        f"{how_many(w.hosts, 'host')} over "
-        f"{w.node_days:,.1f} node-days; {fmt_rate(w.rate)} per {per:,.0f} node-days "
-        f"(95% CI {fmt_ci(w.rate_lower, w.rate_upper)}); "
-        f"{how_many(w.signature_groups, 'signature')}, "
-        f"{how_many(w.phenotype_groups, 'phenotype')}"
+        f"{span}: {how_many(w.crashes, 'crash')}{outside} {hosts_phrase(f)} over "
+        f"{fmt_node_days(w.node_days)} node-days; {fmt_rate(w.rate)} per {per:,.0f} node-days "
+        f"(95% CI {fmt_ci(w.rate_lower, w.rate_upper)}); {groups}"
     )
 
 

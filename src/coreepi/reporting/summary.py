@@ -17,9 +17,11 @@ import math
 from dataclasses import dataclass
 
 from coreepi.epi.models import Association, FleetFindings, GroupFinding, HostFinding
+from coreepi.reporting.phrases import rates_note
 
 __all__ = [
     "AssociationRow",
+    "groups_title",
     "strongest_associations",
     "suspect_hosts",
     "top_groups",
@@ -27,11 +29,25 @@ __all__ = [
 
 
 def top_groups(f: FleetFindings, limit: int = 25) -> list[GroupFinding]:
-    """Groups by decreasing rate (= crash count over the window's node-days);
-    ties: signature groups first, then key."""
-    return sorted(
-        f.groups, key=lambda g: (-g.crashes, g.kind != "signature", g.key)
-    )[:limit]
+    """Groups by decreasing rate (= crashes inside exposure over the window's
+    node-days), then crash count; by crash count alone when the window shows no
+    rate (:func:`~coreepi.reporting.phrases.rates_note`); ties: signature groups
+    first, then key."""
+    by_rate = rates_note(f) is None
+
+    def key(g: GroupFinding) -> tuple[int, int, bool, str]:
+        inside = g.crashes if g.crashes_in_exposure is None else g.crashes_in_exposure
+        return (-inside if by_rate else 0, -g.crashes, g.kind != "signature", g.key)
+
+    return sorted(f.groups, key=key)[:limit]
+
+
+def groups_title(f: FleetFindings) -> str:
+    """The title of a report's group table: by rate, or by crashes when the window shows
+    no rate (the headline says why, once)."""
+    if rates_note(f) is not None:
+        return "Crash groups by crashes (no rates: see above)"
+    return f"Crash groups by rate (per {f.config.get('rate_per', 1000):,.0f} node-days)"
 
 
 # A host is worth a look when it is accused, or when it crashes more than its

@@ -35,8 +35,14 @@ from coreepi.reporting.phrases import (
     headline,
     how_many,
     ratio_words,
+    rates_note,
 )
-from coreepi.reporting.summary import strongest_associations, suspect_hosts, top_groups
+from coreepi.reporting.summary import (
+    groups_title,
+    strongest_associations,
+    suspect_hosts,
+    top_groups,
+)
 from coreepi.store.alert_records import DrainRecord
 
 __all__ = ["VERDICT_STYLE", "finding_lines", "render_text", "text_report"]
@@ -175,12 +181,14 @@ def _section(title: str, console: Console) -> None:
     console.print(Text(title, style="bold underline"))
 
 
-def _group_entry(g: GroupFinding) -> RenderableType:
+def _group_entry(g: GroupFinding, per: str | None) -> RenderableType:
+    """One group as a list entry; ``per`` (``"1,000"``) None: the window shows no rate."""
     ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
     head = Text.assemble((g.key, "bold"))
+    rate = (f"{fmt_rate(g.rate)} per {per} node-days (95% CI "
+            f"{fmt_ci(g.rate_lower, g.rate_upper)}) · " if per else "")
     facts = Text(f"{g.kind} · {how_many(g.crashes, 'crash')} on {how_many(g.hosts, 'host')} · "
-                 f"{fmt_rate(g.rate)} per 1,000 node-days (95% CI "
-                 f"{fmt_ci(g.rate_lower, g.rate_upper)}) · ")
+                 f"{rate}")
     facts.append_text(_verdict(g.attribution.verdict))
     return _indented(head, facts, Text(ev) if ev else None)
 
@@ -197,24 +205,26 @@ def _indented(head: Text, *rest: Text | None) -> RenderableType:
 
 def _groups(f: FleetFindings, console: Console, limit: int | None) -> None:
     groups = top_groups(f, limit=limit or len(f.groups))
-    per = f"{f.config.get('rate_per', 1000):,.0f}"
-    table = Table(title=f"Crash groups by rate (per {per} node-days)", title_justify="left",
-                  show_lines=True)
-    for col, kw in (("kind", {}), ("group", {}), ("crashes", {"justify": "right"}),
-                    ("hosts", {"justify": "right"}), ("rate (95% CI)", {"justify": "right"}),
-                    ("attribution", {}), ("top evidence", {})):
+    # no rate column when the window's rates mean nothing: the headline said why, once
+    per = f"{f.config.get('rate_per', 1000):,.0f}" if rates_note(f) is None else None
+    title = groups_title(f)
+    table = Table(title=title, title_justify="left", show_lines=True)
+    columns = [("kind", {}), ("group", {}), ("crashes", {"justify": "right"}),
+               ("hosts", {"justify": "right"})]
+    columns += [("rate (95% CI)", {"justify": "right"})] if per else []
+    for col, kw in (*columns, ("attribution", {}), ("top evidence", {})):
         table.add_column(col, **kw)  # type: ignore[arg-type]
     for g in groups:
         ev = evidence_text(g.attribution.evidence[0]) if g.attribution.evidence else ""
-        table.add_row(g.kind, Text(g.key), f"{g.crashes:,}", f"{g.hosts:,}",
-                      f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})",
+        rate = [f"{fmt_rate(g.rate)} ({fmt_ci(g.rate_lower, g.rate_upper)})"] if per else []
+        table.add_row(g.kind, Text(g.key), f"{g.crashes:,}", f"{g.hosts:,}", *rate,
                       _verdict(g.attribution.verdict), Text(ev))
     if _fits(table, console):
         console.print(table)
         return
-    _section(f"Crash groups by rate (per {per} node-days)", console)
+    _section(title, console)
     for g in groups:
-        console.print(_group_entry(g))
+        console.print(_group_entry(g, per))
     if len(f.groups) > len(groups):
         console.print(Text(f"{len(f.groups) - len(groups)} more groups: --details",
                            style="dim"))

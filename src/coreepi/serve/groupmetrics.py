@@ -9,8 +9,9 @@ scrape: the numbers come from the latest findings snapshot
 new snapshot is published; the firing alerts are one read of the small
 alerts table.
 
-``coreepi_group_rate_per_1000_node_days{group,id}``: crashes per 1,000
-node-days of the whole fleet in the findings' window.
+``coreepi_group_rate_per_1000_node_days{group,id}``: crashes inside exposure
+per 1,000 node-days of the whole fleet in the findings' window (the group's
+``rate``: a crash outside exposure has no node-time in the denominator).
 ``coreepi_group_crashes{group,id}``: crashes in the window.
 ``coreepi_group_hosts_affected{group,id}``: distinct hosts with a crash of
 the group (for ``other``: with a crash of any group outside the top N).
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from coreepi.epi.models import GroupFinding
 from coreepi.epi.surveillance import KINDS
 from coreepi.serve.findings import FindingsCache, Snapshot, group_id
 from coreepi.store.alert_records import AlertRecord
@@ -58,19 +60,25 @@ def group_rows(snap: Snapshot, top_n: int) -> list[GroupRow]:
         return []
     node_days = float(f.window.node_days)
     sigs = [g for g in f.groups if g.kind == "signature"]
-    sigs.sort(key=lambda g: (-g.crashes, g.key))  # the rate is crashes / one fleet node-time
+    # the rate is crashes inside exposure / one fleet node-time: order by that count
+    sigs.sort(key=lambda g: (-_inside(g), -g.crashes, g.key))
     top, rest = sigs[:top_n], sigs[top_n:]
     scale = 1000.0 / node_days if node_days > 0 else 0.0
     rows = [GroupRow(g.key[:LABEL_CHARS], group_id(g.kind, g.key), g.crashes,
-                     g.crashes * scale, g.hosts) for g in top]
+                     _inside(g) * scale, g.hosts) for g in top]
     pairs = snap.signature_hosts
     hosts = 0
     if rest and pairs is not None and len(pairs):
         keep = pairs["signature"].isin({g.key for g in rest})
         hosts = int(pairs.loc[keep, "host_id"].nunique())
     crashes = sum(g.crashes for g in rest)
-    rows.append(GroupRow(OTHER, "", crashes, crashes * scale, hosts))
+    rows.append(GroupRow(OTHER, "", crashes, sum(_inside(g) for g in rest) * scale, hosts))
     return rows
+
+
+def _inside(g: GroupFinding) -> int:
+    """The numerator of the group's rate (all its crashes from findings before 2.4.0)."""
+    return g.crashes if g.crashes_in_exposure is None else g.crashes_in_exposure
 
 
 class GroupsCollector(Collector):

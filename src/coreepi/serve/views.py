@@ -16,7 +16,13 @@ from typing import Any
 from urllib.parse import quote
 
 from coreepi.epi import Association, Attribution, GroupFinding, HostFinding
-from coreepi.reporting.phrases import already_drained, evidence_text, how_many
+from coreepi.reporting.phrases import (
+    already_drained,
+    evidence_text,
+    how_many,
+    hosts_phrase,
+    rates_note,
+)
 from coreepi.serve.findings import SignatureCount, Snapshot, group_id
 from coreepi.store.alert_records import DrainRecord
 
@@ -105,12 +111,16 @@ def _assoc(a: Association) -> dict[str, Any]:
 
 
 def group_row(snap: Snapshot, g: GroupFinding) -> dict[str, Any]:
+    """A group's row of the pages; ``rate_note``: why its rate is not shown (the
+    window's :func:`~coreepi.reporting.phrases.rates_note`), else None."""
     gid = group_id(g.kind, g.key)
     ev = g.attribution.evidence
+    assert snap.findings is not None
     return {
         "id": gid, "href": group_href(gid), "kind": g.kind, "key": g.key,
-        "crashes": g.crashes, "hosts": g.hosts, "rate": g.rate, "rate_lower": g.rate_lower,
-        "rate_upper": g.rate_upper, "verdict": g.attribution.verdict,
+        "crashes": g.crashes, "crashes_in_exposure": g.crashes_in_exposure, "hosts": g.hosts,
+        "rate": g.rate, "rate_lower": g.rate_lower, "rate_upper": g.rate_upper,
+        "rate_note": rates_note(snap.findings), "verdict": g.attribution.verdict,
         "evidence": evidence_text(ev[0]) if ev else None,
         "first_seen": g.first_seen.isoformat() if g.first_seen else None,
         "last_seen": g.last_seen.isoformat() if g.last_seen else None,
@@ -120,6 +130,11 @@ def group_row(snap: Snapshot, g: GroupFinding) -> dict[str, Any]:
         "top_host_href": host_href(g.concentration.top_host) if g.concentration.top_host else None,
         "top_host_share": g.concentration.top_host_share,
     }
+
+
+def _rate_count(g: GroupFinding) -> int:
+    """The numerator of a group's rate (all its crashes from a producer before 2.4.0)."""
+    return g.crashes if g.crashes_in_exposure is None else g.crashes_in_exposure
 
 
 def _host_row(h: HostFinding, drained: dict[str, DrainRecord]) -> dict[str, Any]:
@@ -144,7 +159,9 @@ def overview_view(snap: Snapshot, drained: dict[str, DrainRecord]) -> dict[str, 
     """The answer first: hardware-suspect hosts (with a recommendation;
     ``drained``: the drained hosts by id, not told to drain again),
     environment-triggered groups (with their trigger), top software groups
-    by rate, fleet incidence with its CI and epidemic curve."""
+    by rate, fleet incidence with its CI and epidemic curve. ``rates_note``: why
+    the window shows no rate (no or thin exposure, said once in place of the
+    incidence; the group tables then have no rate column), else None."""
     f = snap.findings
     if f is None:
         return {"ready": False}
@@ -155,13 +172,16 @@ def overview_view(snap: Snapshot, drained: dict[str, DrainRecord]) -> dict[str, 
         if g.attribution.verdict == "environment-triggered":
             t = trigger(g, fdr_q)
             env.append({**group_row(snap, g), "trigger": _assoc(t) if t else None})
+    shown = rates_note(f) is None
     software = sorted((g for g in sig if g.attribution.verdict == "software"),
-                      key=lambda g: (-g.crashes, g.key))[:TOP_SOFTWARE]
+                      key=lambda g: (-_rate_count(g) if shown else 0, -g.crashes, g.key)
+                      )[:TOP_SOFTWARE]
     hw_groups = [g for g in sig if g.attribution.verdict == "hardware-suspect"]
     return {
         "ready": True,
         "window": f.window.model_dump(mode="json"),
         "rate_per": f.config.get("rate_per", 1000),
+        "rates_note": rates_note(f), "hosts_phrase": hosts_phrase(f),
         "axis": _axis(snap),
         "fleet_curve": snap.fleet_curve,
         "hardware_hosts": [_host_row(h, drained) for h in f.hosts
