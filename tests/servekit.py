@@ -1,9 +1,11 @@
-"""Helpers for the server tests: reports from real cores, zstd bodies, and a
-snapshot of everything the server can write (rows and blob files)."""
+"""Helpers for the server tests: reports from real cores, zstd bodies, a
+snapshot of everything the server can write (rows and blob files), and pages
+of an in-process app once its findings are computed."""
 
 from __future__ import annotations
 
 import socket
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,27 @@ from coreepi.model.report import CrashReport
 from coreepi.store import DuckDBStore
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def pages_when_ready(store: DuckDBStore, paths: list[str]) -> list[tuple[int, str]]:
+    """(status, body) of each of ``paths`` from an in-process app on ``store`` (a read
+    token), fetched once its first findings are computed (at most 60 s)."""
+    from fastapi.testclient import TestClient
+
+    from coreepi.serve import ServeConfig, create_app, create_token
+
+    _, token = create_token(store, ["read"])
+    app = create_app(store, ServeConfig(findings_debounce_seconds=0.05))
+    try:
+        client = TestClient(app)
+        headers = {"authorization": f"Bearer {token}"}
+        deadline = time.monotonic() + 60
+        while not client.get("/index.json", headers=headers).json().get("ready"):
+            assert time.monotonic() < deadline, "the findings were never computed"
+            time.sleep(0.1)
+        return [(r.status_code, r.text) for r in (client.get(p, headers=headers) for p in paths)]
+    finally:
+        app.state.findings.close()
 
 
 def edge_report(full: CrashReport, host_id: str = "node-1", minutes: int = 1,

@@ -4,13 +4,11 @@ plainly that there is nothing to analyse (before: "0 crashes on 0 of 0 hosts
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from fastapi.testclient import TestClient
+from servekit import pages_when_ready
 
 from coreepi.reporting import build_findings, text_report
-from coreepi.serve import ServeConfig, create_app, create_token
 from coreepi.store import DuckDBStore
 
 
@@ -25,22 +23,10 @@ def test_text_report_of_an_empty_store_says_nothing_to_analyse(tmp_path: Path) -
 
 
 def test_ui_overview_of_an_empty_store_says_nothing_to_analyse(tmp_path: Path) -> None:
-    store = DuckDBStore(tmp_path / "data")
-    _, token = create_token(store, ["read"])
-    app = create_app(store, ServeConfig(findings_debounce_seconds=0.05))
-    try:
-        client = TestClient(app)
-        headers = {"authorization": f"Bearer {token}"}
-        deadline = time.monotonic() + 60
-        while not client.get("/index.json", headers=headers).json().get("ready"):
-            assert time.monotonic() < deadline, "the findings were never computed"
-            time.sleep(0.1)
-        page = client.get("/", headers=headers)
-        assert page.status_code == 200
-        assert "nothing to analyse yet" in page.text
-        # no rate, interval, note or empty chart for a store without a crash
-        for absent in ("n/a", "95% CI", "note:", "Epidemic curve"):
-            assert absent not in page.text, absent
-    finally:
-        app.state.findings.close()
-        store.close()
+    with DuckDBStore(tmp_path / "data") as store:
+        [(status, page)] = pages_when_ready(store, ["/"])
+    assert status == 200
+    assert "nothing to analyse yet" in page
+    # no rate, interval, note or empty chart for a store without a crash
+    for absent in ("n/a", "95% CI", "note:", "Epidemic curve"):
+        assert absent not in page, absent

@@ -116,8 +116,8 @@ def test_ingest_fleet(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
             f"{crashes}/lost.json: core missing (rate limit); crash counted",
             f"{crashes}/report.json: crash {json.loads((crashes / 'report.json').read_text())['crash_id']} "
             "of host 'h3' at 2024-01-20T00:00:00+00:00 is outside every exposure interval of its "
-            "host (counted in totals and rates; left out of the per-host tests and attribute "
-            "ratios, see docs/epidemiology.md)",
+            "host (counted in the crash totals; left out of the rates, the per-host tests and "
+            "attribute ratios, see docs/epidemiology.md)",
         ] + [m for m in messages if m.startswith((f"{crashes}/hostile:", f"{crashes}/truncated:"))])
         assert messages == expected
         unreadable = [r for r in summary.rejections if r.file.endswith(("hostile", "truncated"))]

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from fastapi.testclient import TestClient
+from servekit import pages_when_ready
 
 from coreepi.model.fleet import ExposureInterval
 from coreepi.model.report import AnalysisInfo, CrashReport, Phenotype, Signature, Source
 from coreepi.reporting import build_findings, render, text_report
-from coreepi.serve import ServeConfig, create_app, create_token
 from coreepi.store import CrashRecord, DuckDBStore
 
 T0 = pd.Timestamp("2024-05-01T10:00:00", tz="UTC")
@@ -125,19 +123,8 @@ def test_crashes_outside_exposure_are_named_and_left_out_of_the_rate(tmp_path: P
 
 def _overview(store: DuckDBStore) -> tuple[str, str]:
     """The web UI's overview page and groups page for ``store``."""
-    _, token = create_token(store, ["read"])
-    app = create_app(store, ServeConfig(findings_debounce_seconds=0.05))
-    try:
-        client = TestClient(app)
-        headers = {"authorization": f"Bearer {token}"}
-        deadline = time.monotonic() + 60
-        while not client.get("/index.json", headers=headers).json().get("ready"):
-            assert time.monotonic() < deadline, "the findings were never computed"
-            time.sleep(0.1)
-        return (client.get("/", headers=headers).text,
-                client.get("/groups", headers=headers).text)
-    finally:
-        app.state.findings.close()
+    [(_, page), (_, groups)] = pages_when_ready(store, ["/", "/groups"])
+    return page, groups
 
 
 def _plain(html: str) -> str:

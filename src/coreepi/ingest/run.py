@@ -272,8 +272,9 @@ def _check_exposure_coverage(store: Store, summary: IngestSummary) -> None:
     outside = [
         Rejection(artifact or crash_id, None, "outside-exposure",
                   f"crash {crash_id} of host {host_id!r} at {at.isoformat()} is outside every "
-                  "exposure interval of its host (counted in totals and rates; left out of "
-                  "the per-host tests and attribute ratios, see docs/epidemiology.md)", "kept")
+                  "exposure interval of its host (counted in the crash totals; left out of "
+                  "the rates, the per-host tests and attribute ratios, see "
+                  "docs/epidemiology.md)", "kept")
         for crash_id, host_id, at, artifact in store.crashes_outside_exposure()
     ]
     store.replace_rejections("outside-exposure", outside)
