@@ -134,3 +134,18 @@ def test_more_crashing_hosts_than_observed_hosts_is_thin_whatever_the_node_days(
     assert (f.window.hosts, f.window.hosts_with_crashes) == (1, 3)
     assert f.window.node_days == pytest.approx(10.0)
     assert f.window.rates_undetermined_reason == "thin-exposure"
+
+
+def test_attribute_ratio_leaves_out_crashes_outside_exposure_even_with_a_sidecar_value() -> None:
+    # 2 crashes inside exposure on kernel 6.1 (host b), and 6 on host "ghost" (no exposure)
+    # whose sidecars say kernel 6.1: those have no node-time at 6.1, so they stay out of the
+    # ratio's numerator (before: 8 crashes at 6.1 over b's and d's 20 node-days)
+    crashes = _crashes([("b", 1), ("b", 2)] + [("ghost", 3)] * 6)
+    crashes["kernel"] = "6.1"
+    f = analyze_fleet(crashes, _exposure(["a", "b", "c", "d"], 10))
+    sig = next(g for g in f.groups if g.kind == "signature")
+    a = next(a for a in sig.associations if (a.attribute, a.value) == ("kernel", "6.1"))
+    assert (a.crashes, a.rest_crashes) == (2, 0)
+    assert (a.node_days, a.rest_node_days) == (pytest.approx(20.0), pytest.approx(20.0))
+    assert a.rate == pytest.approx(100.0)  # 2 per 20 node-days, per 1,000
+    assert a.share_of_group == 1.0

@@ -362,9 +362,9 @@ def _notes(framed: Framed, window: Window, config: EpiConfig) -> list[str]:
         notes.append(
             f"{window.crashes_outside_exposure} crash(es) fall in no exposure interval of their "
             "host: counted in the window's and their groups' crash totals, left out of every "
-            "rate (the window's, the groups', the attribute ratios: no node-time of theirs is "
-            "in the denominator, and their attributes are unknown) and of every per-host test "
-            "(SIR, host concentration)"
+            "rate (the window's, the groups', the attribute ratios and their adjustment: no "
+            "node-time of theirs is in any denominator) and of every per-host test (SIR, host "
+            "concentration)"
         )
     if framed.node_time is not None and framed.host_sets is None:
         notes.append("the summed node-time came without per-host sets: the SIR uses the "

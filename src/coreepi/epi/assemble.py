@@ -307,7 +307,8 @@ def _adjusted(
     if cube is None or not to_fit or len(covariates) < 2 or rows is None:
         return {}
     keys = [*covariates, "host_id"] if "host_id" in cube.columns else covariates
-    group_crashes = crashes[keys].iloc[rows]
+    # a crash outside exposure has no node-time in the model's cells: not in its counts
+    group_crashes = crashes[keys].iloc[rows[crashes["in_exposure"].to_numpy(bool)[rows]]]
     out: dict[tuple[str, str], AdjustedRatio] = {}
     for r in to_fit:
         attr, value = str(r["attribute"]), str(r["value"])

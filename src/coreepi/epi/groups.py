@@ -8,8 +8,9 @@
   levels; untestable pairs screened out by their smallest achievable p-value).
 
 "The rest of the fleet" for a value v of attribute A is every other *known*
-value of A: crashes with an unknown A (outside exposure, or an interval
-without A) and node-days with an unknown A are left out of both sides.
+value of A: crashes with an unknown A (an interval without A) and node-days
+with an unknown A are left out of both sides. A crash outside exposure is left
+out even when its sidecar names A: no node-time of it is in the denominator.
 For a two-valued attribute the two tests are one test seen from both sides;
 it counts once in the FDR correction and both rows share its q-value.
 """
@@ -154,6 +155,7 @@ def association_table(
     n_groups = len(kinds)
     rows = members["row"].to_numpy()
     gids = members["gid"].to_numpy()
+    inside = crashes["in_exposure"].to_numpy(bool)[rows]
     blocks: list[pd.DataFrame] = []
     for info in attributes:
         a = info.name
@@ -167,7 +169,7 @@ def association_table(
             .to_numpy()
         )
         codes = crashes[a].cat.codes.to_numpy()[rows]
-        known = codes >= 0
+        known = (codes >= 0) & inside
         flat = gids[known] * n_levels + codes[known]
         x = np.bincount(flat, minlength=n_groups * n_levels).reshape(n_groups, n_levels)
         known_g = x.sum(axis=1)
