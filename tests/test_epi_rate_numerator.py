@@ -9,6 +9,7 @@ A window whose exposure is missing or too thin carries a flag
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import chi2
@@ -149,3 +150,37 @@ def test_attribute_ratio_leaves_out_crashes_outside_exposure_even_with_a_sidecar
     assert (a.node_days, a.rest_node_days) == (pytest.approx(20.0), pytest.approx(20.0))
     assert a.rate == pytest.approx(100.0)  # 2 per 20 node-days, per 1,000
     assert a.share_of_group == 1.0
+
+
+def test_crashes_outside_exposure_change_no_ratio_crude_or_adjusted() -> None:
+    # kernel and zone both raise the rate (a two-attribute GLM, cluster-robust by host);
+    # 15 crashes of host h01 after its exposure ends, whose sidecars name h01's own values,
+    # fall in a cell of the model with node-time: before, they entered its counts
+    hosts = [f"h{i:02d}" for i in range(40)]
+    kernel = ["new" if i % 2 else "old" for i in range(40)]
+    zone = ["x" if (i // 2) % 2 else "y" for i in range(40)]
+    # nanosecond times on both sides (the crash times below are fractional days)
+    exposure = pd.DataFrame({"host_id": hosts, "start": d(0), "end": d(20), "kernel": kernel,
+                             "zone": zone}).astype({"start": "datetime64[ns, UTC]",
+                                                    "end": "datetime64[ns, UTC]"})
+    rng = np.random.default_rng(3)
+    rows = [(h, float(t)) for h, k, z in zip(hosts, kernel, zone, strict=True)
+            for t in rng.uniform(0, 20, rng.poisson((6 if k == "new" else 1)
+                                                      * (3 if z == "x" else 1)))]
+    inside = _crashes(rows)
+    late = _crashes([("h01", 25.0 + 0.1 * j) for j in range(15)])
+    late[["kernel", "zone"]] = ["new", "y"]
+    both = pd.concat([inside, late], ignore_index=True)
+    both["crash_id"] = [f"c{i}" for i in range(len(both))]
+
+    def associations(crashes: pd.DataFrame) -> list[dict[str, object]]:
+        f = analyze_fleet(crashes, exposure, until=d(30))
+        assert f.window.crashes_in_exposure == len(inside)
+        sig = next(g for g in f.groups if g.kind == "signature")
+        return [a.model_dump() for a in sig.associations]
+
+    alone = associations(inside)
+    fitted = [a for a in alone if a["adjusted_irr"] is not None]
+    assert {(a["attribute"], a["value"]) for a in fitted} == {("kernel", "new"), ("zone", "x")}
+    assert fitted[0]["adjusted_method"] == "poisson-glm-cluster"
+    assert associations(both) == alone
