@@ -106,35 +106,47 @@ def _days(us: pd.Series) -> np.ndarray:
 def _summed_exposure(
     con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, int]:
-    """Node-days per (host attributes, interval attributes) and per host, in one
-    scan of the intervals overlapping ``[lo, hi)``, clipped to it.
+    """Node-days per (host attributes, interval attributes) and per host of the
+    intervals overlapping ``[lo, hi)``, clipped to it, and how many (host, interval
+    attributes) pairs they hold.
 
-    Summed per (host, interval attributes) first, so the join to hosts and the
-    grouping sets see thousands of rows, not millions; the empty grouping set
-    counts those (host, interval attributes) pairs, which decides whether
-    :func:`_host_sets` is asked at all. Returns (set rows: ``ha, ia,
-    node_days`` with the attribute JSON texts, sets: one column per merged
-    attribute + ``node_days``, node-days by host, pairs)."""
-    summed = con.execute(
-        _PER_HOST_IA + "SELECT a.host_id, coalesce(h.attributes, '') AS ha, a.ia, "
-        "sum(a.us)::BIGINT AS us, count(*) AS pairs, grouping(a.host_id) AS gh, "
-        "grouping(a.ia) AS gi FROM a LEFT JOIN hosts h ON h.host_id = a.host_id "
-        "GROUP BY GROUPING SETS ((a.host_id), (coalesce(h.attributes, ''), a.ia), ())",
+    Two plain GROUP BYs (a hundred thousand hosts; thousands of sets): their hash
+    tables are small. Grouping by (host, interval attributes) first, as this did
+    before, held millions of groups (3.7M on the 10M-interval benchmark fleet:
+    ~500 MB more peak memory and 2.6× the CPU, measured in ``docs/scale.md``). The
+    pairs decide whether :func:`_host_sets` is asked at all: they are at most the
+    intervals, so they are counted (one DISTINCT of a 64-bit hash per interval)
+    only when the intervals exceed :data:`MAX_HOST_SETS`. Returns (set rows: ``ha,
+    ia, node_days`` with the attribute JSON texts, sets: one column per merged
+    attribute + ``node_days``, node-days by host, pairs — or the interval count
+    when that is the smaller bound)."""
+    hosts = con.execute(
+        f"SELECT host_id, sum({_CLIPPED_US})::BIGINT AS us, count(*) AS n FROM exposure "
+        "WHERE end_ts > ? AND start_ts < ? GROUP BY host_id",
         [hi, lo, lo, hi],
     ).df()
-    # which grouping set a row is of: (host) 0/1, (ha, ia) 1/0, () 1/1
-    gh, gi = summed["gh"].to_numpy() == 1, summed["gi"].to_numpy() == 1
-    total, per_host = gh & gi, ~gh
-    pairs = int(summed.loc[total, "pairs"].sum())
+    summed = con.execute(
+        f"SELECT coalesce(h.attributes, '') AS ha, e.attributes AS ia, "
+        f"sum({_CLIPPED_US})::BIGINT AS us FROM exposure e "
+        "LEFT JOIN hosts h ON h.host_id = e.host_id "
+        "WHERE e.end_ts > ? AND e.start_ts < ? GROUP BY ALL",
+        [hi, lo, lo, hi],
+    ).df()
+    pairs = int(hosts["n"].sum())
+    if pairs > MAX_HOST_SETS:
+        # a 64-bit hash collision (odds ~4e-7 at 3.7M pairs) undercounts by one:
+        # harmless, the count only guards the size of a fetch
+        pairs = int(con.execute(
+            "SELECT count(*) FROM (SELECT DISTINCT hash(host_id, attributes) FROM exposure "
+            "WHERE end_ts > ? AND start_ts < ?)", [lo, hi]).fetchall()[0][0])
     by_host = pd.Series(
-        _days(summed.loc[per_host, "us"]),
-        index=pd.Index(summed.loc[per_host, "host_id"].astype(object), name="host_id"),
+        _days(hosts["us"]),
+        index=pd.Index(hosts["host_id"].astype(object), name="host_id"),
         name="node_days",
     ).sort_index(kind="stable")
-    in_set = gh & ~gi
-    set_rows = pd.DataFrame({"ha": summed.loc[in_set, "ha"].to_numpy(object),
-                             "ia": summed.loc[in_set, "ia"].to_numpy(object),
-                             "node_days": _days(summed.loc[in_set, "us"])})
+    set_rows = pd.DataFrame({"ha": summed["ha"].to_numpy(object),
+                             "ia": summed["ia"].to_numpy(object),
+                             "node_days": _days(summed["us"])})
     # in code-point order, as the Ibis path sorts them: the sums are exact
     # integers, so a fixed order makes the report the same bytes on every run
     # (the statistics sum over the sets in this order)
@@ -223,20 +235,23 @@ def _crash_codes(
             "attr": _dictionary(con, "_d_attr", "SELECT DISTINCT attributes AS v FROM crashes "
                                 f"WHERE {where}", win),
         }
+        # codes first, so the interval join carries integers, not the crash's
+        # texts and lists (its hash table holds every crash of the window)
         rows = con.execute(
-            "SELECT c.crash_id, dh.k AS host_k, c.captured_at, ds.k AS sig_k, dp.k AS phen_k, "
-            "dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version, "
-            "coalesce(st.k, -1) AS exposure_set "
+            "WITH c AS (SELECT c.crash_id, c.host_id, c.captured_at, dh.k AS host_k, "
+            "ds.k AS sig_k, dp.k AS phen_k, dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version "
             f"FROM (SELECT * FROM crashes WHERE {where}) c "
-            "LEFT JOIN exposure x ON x.host_id = c.host_id "
-            "AND c.captured_at >= x.start_ts AND c.captured_at < x.end_ts "
-            "LEFT JOIN hosts h ON h.host_id = c.host_id "
-            "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.ia = x.attributes "
             "LEFT JOIN _d_host dh ON dh.v = c.host_id "
             "LEFT JOIN _d_sig ds ON ds.v = c.signature "
             "LEFT JOIN _d_phen dp ON dp.v = array_to_string(c.phenotypes, ?) "
             "LEFT JOIN _d_hw dw ON dw.v = array_to_string(c.hardware_phenotypes, ?) "
-            "LEFT JOIN _d_attr da ON da.v = c.attributes "
+            "LEFT JOIN _d_attr da ON da.v = c.attributes) "
+            "SELECT c.crash_id, c.host_k, c.captured_at, c.sig_k, c.phen_k, c.hw_k, c.attr_k, "
+            "c.exe, c.app_version, coalesce(st.k, -1) AS exposure_set FROM c "
+            "LEFT JOIN exposure x ON x.host_id = c.host_id "
+            "AND c.captured_at >= x.start_ts AND c.captured_at < x.end_ts "
+            "LEFT JOIN hosts h ON h.host_id = c.host_id "
+            "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.ia = x.attributes "
             "ORDER BY c.captured_at, c.crash_id",
             [*win, SEP, SEP],
         ).df()
