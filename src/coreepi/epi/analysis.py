@@ -171,7 +171,9 @@ def frame_window(
         validate_exposure(exposure)  # type: ignore[arg-type]
     if telemetry is not None:
         validate_telemetry(telemetry)
-    crashes = crashes.reset_index(drop=True).copy()
+    # copy-on-write (pandas 3): the caller's frame is never changed, and the columns
+    # this does not touch stay shared with it (no copy of a million rows)
+    crashes = crashes.reset_index(drop=True)
     crashes["captured_at"] = crashes["captured_at"].dt.tz_convert("UTC")
     if node_time is not None:
         lo, hi = _utc(node_time.since), _utc(node_time.until)
@@ -194,7 +196,8 @@ def frame_window(
         host_exp = exp[["host_id", "node_days"]]
         host_sets = None
     in_window = (crashes["captured_at"] >= lo) & (crashes["captured_at"] < hi)
-    crashes = crashes.loc[in_window].reset_index(drop=True)
+    if not in_window.all():
+        crashes = crashes.loc[in_window].reset_index(drop=True)
     crash_only = tuple(
         str(c) for c in crashes.columns if c not in exp_columns and c not in _NOT_ATTRIBUTES
     )

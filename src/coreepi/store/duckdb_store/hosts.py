@@ -24,6 +24,7 @@ from coreepi.store.rows import (
 # pandas and the report models are loaded where they are used, not on import:
 # `coreepi list` and `coreepi token` open a store without them
 if TYPE_CHECKING:
+    import duckdb
     import pandas as pd
 
     from coreepi.model.fleet import ExposureInterval, HostRow
@@ -115,4 +116,18 @@ class DuckDBHostStore(DuckDBGateway, HostStore):
 
         cur = self._con.cursor()
         cur.execute("SET TimeZone = 'UTC'")
-        return duckdb_node_time_frames(cur, since, until)
+        frames = duckdb_node_time_frames(cur, since, until)
+        if self.read_only:
+            _drop_cached_blocks(cur)
+        return frames
+
+
+def _drop_cached_blocks(cur: duckdb.DuckDBPyConnection) -> None:
+    """Hand back the table blocks DuckDB keeps cached after the node-time queries
+    (~170 MB of the exposure table at 10M intervals, held through the whole
+    analysis that follows). Lowering ``memory_limit`` makes DuckDB evict them at
+    once; the old limit is put back. Only on a read-only store: a one-shot command
+    with no other query running, which a momentary 16 MB limit could fail."""
+    old = cur.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    cur.execute("SET memory_limit = '16MB'")
+    cur.execute(f"SET memory_limit = '{old}'")
