@@ -288,7 +288,7 @@ def study_hosts(
     rows = grouped.members["row"].to_numpy()[inside]
     mem_hosts = pd.DataFrame({
         "gid": grouped.members["gid"].to_numpy()[inside],
-        "host_id": crashes["host_id"].to_numpy()[rows],
+        "host_id": crashes["host_id"].array.take(rows),  # no Python string per row
     })  # fmt: skip
     conc = host_concentration(mem_hosts, hosts["node_days"], framed.node_days,
                               config.min_host_node_days)

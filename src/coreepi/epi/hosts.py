@@ -103,14 +103,20 @@ def host_concentration(
     (one-sided exact Poisson, ``poisson.sf(k - 1, expected)``), ``share`` (of
     the group), sorted by gid then crashes descending.
     """
-    counts = (
-        memberships.groupby(["gid", "host_id"], observed=True, sort=False)
-        .size()
-        .rename("crashes")
-        .reset_index()
-    )
+    # pairs counted on integer codes, in first-seen order (groupby's sort=False order,
+    # which the final sort keeps among ties)
+    host, hosts = pd.factorize(memberships["host_id"])
+    n_hosts = max(len(hosts), 1)
+    pair, pairs = pd.factorize(memberships["gid"].to_numpy(np.int64) * n_hosts + host)
+    pairs = np.asarray(pairs, dtype=np.int64)
+    counts = pd.DataFrame({
+        "gid": pairs // n_hosts,
+        "host_id": hosts.take(pairs % n_hosts),
+        "crashes": np.bincount(pair, minlength=len(pairs)),
+    })  # fmt: skip
     totals = counts.groupby("gid", sort=False)["crashes"].transform("sum")
-    t_h = counts["host_id"].map(host_node_days).astype(np.float64)
+    t_host = host_node_days.reindex(hosts).to_numpy(np.float64)
+    t_h = pd.Series(t_host[pairs % n_hosts] if len(hosts) else np.empty(0))
     rate = totals / total_node_days if total_node_days > 0 else totals * np.nan
     counts["expected"] = (rate * t_h.fillna(0.0)).to_numpy()
     p = poisson_upper_p(counts["crashes"].to_numpy(), counts["expected"].to_numpy())
@@ -173,14 +179,22 @@ def host_table(
     node_days = exposure.groupby("host_id", sort=False)["node_days"].sum()
     inside = (crashes["in_exposure"].to_numpy(bool) if "in_exposure" in crashes.columns
               else np.ones(len(crashes), dtype=bool))
-    expected = expected_by_host(crashes.loc[inside], exposure, standardize_by)
-    observed = crashes.groupby("host_id", sort=False).size()
+    expected = expected_by_host(crashes.loc[inside, list(standardize_by)], exposure,
+                                standardize_by)
+    # counted on integer codes: a million crashes grouped by text a dozen times
+    # was most of this function's cost
+    host, hosts = pd.factorize(crashes["host_id"])
+    n_hosts = len(hosts)
+    observed = pd.Series(np.bincount(host, minlength=n_hosts), index=hosts)
     index = node_days.index.union(observed.index)
     out = pd.DataFrame(index=index)
     out.index.name = "host_id"
+
+    def per_host(counts: npt.ArrayLike, fill: float = 0) -> pd.Series:
+        return pd.Series(counts, index=hosts).reindex(index, fill_value=fill)
+
     out["crashes"] = observed.reindex(index, fill_value=0).astype(np.int64)
-    n_in = crashes.loc[inside].groupby("host_id", sort=False).size()
-    out["sir_observed"] = n_in.reindex(index, fill_value=0).astype(np.int64)
+    out["sir_observed"] = per_host(np.bincount(host[inside], minlength=n_hosts)).astype(np.int64)
     out["crashes_outside_exposure"] = out["crashes"] - out["sir_observed"]
     out["node_days"] = node_days.reindex(index, fill_value=0.0)
     out["expected"] = expected.reindex(index, fill_value=0.0)
@@ -189,26 +203,41 @@ def host_table(
     ok = out["exposure_sufficient"].to_numpy()
     out["sir"], out["sir_lower"], out["sir_upper"] = (np.where(ok, x, np.nan) for x in (s, lo, hi))
     out["p_value"] = np.where(ok, p, np.nan)
-
-    signed = crashes.loc[crashes["signature"].notna(), ["host_id", "signature"]]
-    distinct = signed.groupby("host_id", sort=False)["signature"].nunique()
-    out["distinct_signatures"] = distinct.reindex(index, fill_value=0).astype(np.int64)
-    n_signed = signed.groupby("host_id", sort=False).size().reindex(index, fill_value=0)
-    mix = signed["signature"].value_counts(normalize=True).to_numpy()
-    out["expected_distinct_signatures"] = expected_distinct(n_signed.to_numpy(), mix)
-    hosts_per_sig = signed.groupby("signature", sort=False)["host_id"].nunique()
-    private = hosts_per_sig.index[hosts_per_sig.to_numpy() == 1]
-    priv = signed.loc[signed["signature"].isin(private)]
-    out["private_signatures"] = (
-        priv.groupby("host_id", sort=False)["signature"].nunique().reindex(index, fill_value=0)
-    ).astype(np.int64)
+    for name, values in _signature_diversity(crashes["signature"], host, n_hosts).items():
+        out[name] = per_host(values)
+    out["expected_distinct_signatures"] = out["expected_distinct_signatures"].astype(np.float64)
 
     n_hw = (crashes["_n_hw"] if "_n_hw" in crashes.columns  # counted once, by the pipeline
             else _list_lengths(crashes["hardware_phenotypes"]))
-    has_hw = n_hw > 0
-    hw = has_hw.groupby(crashes["host_id"], sort=False).sum()
-    out["hardware_phenotype_crashes"] = hw.reindex(index, fill_value=0).astype(np.int64)
+    has_hw = n_hw.to_numpy() > 0
+    out["hardware_phenotype_crashes"] = per_host(
+        np.bincount(host[has_hw], minlength=n_hosts)).astype(np.int64)
     return out
+
+
+def _signature_diversity(
+    signature: pd.Series, host: np.ndarray, n_hosts: int
+) -> dict[str, np.ndarray]:
+    """Per host code (``host``: each crash's, 0..n_hosts-1): ``distinct_signatures``,
+    ``expected_distinct_signatures`` (:func:`expected_distinct` over the fleet's
+    signature mix) and ``private_signatures`` (signatures no other host has);
+    crashes without a signature are left out."""
+    sig, sigs = pd.factorize(signature)
+    signed = sig >= 0
+    s_host, s_sig = host[signed], sig[signed]
+    pairs = pd.unique(s_host.astype(np.int64) * max(len(sigs), 1) + s_sig)
+    pair_host, pair_sig = pairs // max(len(sigs), 1), pairs % max(len(sigs), 1)
+    n_signed = np.bincount(s_host, minlength=n_hosts)
+    # the mix in value_counts' order (count descending), as the sum's order fixes its last bits
+    mix = (pd.Series(np.bincount(s_sig, minlength=len(sigs)), index=sigs)
+           .sort_values(ascending=False).to_numpy() / max(int(signed.sum()), 1))
+    private = np.bincount(pair_sig, minlength=len(sigs)) == 1
+    return {
+        "distinct_signatures": np.bincount(pair_host, minlength=n_hosts).astype(np.int64),
+        "expected_distinct_signatures": expected_distinct(n_signed, mix),
+        "private_signatures": np.bincount(pair_host[private[pair_sig]],
+                                          minlength=n_hosts).astype(np.int64),
+    }
 
 
 def _list_lengths(series: pd.Series) -> pd.Series:
