@@ -39,6 +39,7 @@ from coreepi.epi.config import EpiConfig
 from coreepi.epi.exposure import AttributeInfo, attach_sets, clip_exposure, prepare_attributes
 from coreepi.epi.groups import association_table, group_table, memberships
 from coreepi.epi.hostlevel import host_level_associations
+from coreepi.epi.lists import explode_lists
 from coreepi.epi.hosts import (
     _list_lengths,
     host_concentration,
@@ -339,7 +340,7 @@ def summarize_window(framed: Framed, grouped: Grouped, config: EpiConfig) -> Win
         rate_lower=num(rlo),
         rate_upper=num(rhi),
         signature_groups=int(crashes["signature"].nunique()),
-        phenotype_groups=int(crashes["phenotypes"].explode().nunique()),
+        phenotype_groups=len(pd.unique(explode_lists(crashes["phenotypes"])[1])),
         tests=int(grouped.associations.attrs.get("tests", 0)),
         crashes_in_exposure=inside,
         rates_undetermined_reason=reason,

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from coreepi.epi.lists import explode_lists
 from coreepi.epi.models import DayCount, NamedCount, TelemetryLead
 
 __all__ = [
@@ -68,8 +69,9 @@ def epidemic_curves(members: pd.DataFrame, crashes: pd.DataFrame) -> dict[int, l
 def group_hw_counts(members: pd.DataFrame, crashes: pd.DataFrame) -> pd.DataFrame:
     """``gid``, ``phenotype``, ``crashes``: each group's hardware phenotype counts."""
     hw = crashes["hardware_phenotypes"].iloc[members["row"].to_numpy()]
-    frame = pd.DataFrame({"gid": members["gid"].to_numpy(), "phenotype": hw.to_numpy()})
-    frame = frame.explode("phenotype").dropna(subset=["phenotype"])
+    pos, items = explode_lists(hw)
+    frame = pd.DataFrame({"gid": members["gid"].to_numpy()[pos],
+                          "phenotype": pd.Series(items, dtype=object)})
     return frame.groupby(["gid", "phenotype"], sort=False).size().rename("crashes").reset_index()
 
 

@@ -72,10 +72,12 @@ def host_level_associations(
         idx = out.index[cand & (out["attribute"] == attr)]
         gids = out.loc[idx, "gid"].unique()
         m = mem.loc[mem["gid"].isin(gids)]
+        r = m["row"].to_numpy()
+        # the member rows taken first: a column converted whole costs a Python object per crash
         k = pd.DataFrame({
             "gid": m["gid"].to_numpy(),
-            "host_id": crashes["host_id"].to_numpy(object)[m["row"].to_numpy()],
-            "level": crashes[attr].astype(object).to_numpy()[m["row"].to_numpy()],
+            "host_id": crashes["host_id"].iloc[r].to_numpy(object),
+            "level": crashes[attr].iloc[r].astype(object).to_numpy(),
         }).dropna(subset=["level"]).groupby(["gid", "level", "host_id"], sort=False).size()
         k = k.rename("k").reset_index()
         k["level"] = k["level"].astype(str)
@@ -113,7 +115,7 @@ def _fill(
         affected = k.loc[k["exposed"]].groupby(["gid", "level"], sort=False).size()
         affected_all = affected.groupby(level="gid", sort=False).sum()
     else:
-        k["t"] = k["host_id"].map(host_node_days).to_numpy(np.float64)
+        k["t"] = host_node_days.reindex(k["host_id"]).to_numpy(np.float64)
     cells = k.groupby(["gid", "level"], sort=False).indices
     empty = np.empty(0, dtype=np.int64)
     for i in idx:
