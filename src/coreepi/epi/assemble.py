@@ -342,7 +342,7 @@ def _association(r: dict[str, Any], adj: AdjustedRatio | None
         hosts_affected=_int(r["hosts_affected"]), hosts_exposed=_int(r["hosts_exposed"]),
         rest_hosts_affected=_int(r["rest_hosts_affected"]),
         rest_hosts_exposed=_int(r["rest_hosts_exposed"]), host_p_value=num(r["host_p_value"]),
-    ), list(r["clustered_hosts"]), int(np.nan_to_num(r["clustered_crashes"]))  # fmt: skip
+    ), list(r["clustered_hosts"]), _int(r["clustered_crashes"]) or 0  # fmt: skip
 
 
 def _int(x: Any) -> int | None:

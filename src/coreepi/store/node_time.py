@@ -89,6 +89,16 @@ def _take(values: list[Any], column: pd.Series) -> np.ndarray:
     return table[_codes(column)]
 
 
+def _shared(column: pd.Series) -> np.ndarray:
+    """``column`` as an object array whose equal texts are one Python string (None
+    where missing): a fleet runs a few executables a million times."""
+    codes, uniques = pd.factorize(column)
+    table = np.empty(len(uniques) + 1, dtype=object)
+    table[: len(uniques)] = np.asarray(uniques, dtype=object)
+    table[len(uniques)] = None
+    return table[codes]
+
+
 def _take_str(values: list[Any], column: pd.Series) -> pd.Series:
     """``values[code]`` for every code of ``column`` as pandas' ``str`` column (the
     dtype a frame infers for text); a missing code gives NA. Taken in Arrow from
@@ -244,7 +254,9 @@ def _crash_codes(
         }
         # codes first, so the interval join carries integers, not the crash's
         # texts and lists (its hash table holds every crash of the window)
-        rows = con.execute(
+        # fetched as Arrow: ids and texts stay in Arrow buffers, not one Python
+        # string per crash (the ids and executables alone were ~125 MB so)
+        rows = con.sql(
             "WITH c AS (SELECT c.crash_id, c.host_id, c.captured_at, dh.k AS host_k, "
             "ds.k AS sig_k, dp.k AS phen_k, dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version "
             f"FROM (SELECT * FROM crashes WHERE {where}) c "
@@ -259,8 +271,8 @@ def _crash_codes(
             "AND c.captured_at >= x.start_ts AND c.captured_at < x.end_ts "
             "LEFT JOIN hosts h ON h.host_id = c.host_id "
             "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.ia = x.attributes",
-            [*win, SEP, SEP],
-        ).df()
+            params=[*win, SEP, SEP],
+        ).to_arrow_table().to_pandas()
     finally:
         for name in _DICTIONARIES:
             try:
@@ -294,7 +306,7 @@ def _time_order(rows: pd.DataFrame) -> np.ndarray:
 def _decoded_crashes(rows: pd.DataFrame, values: dict[str, list[Any]]) -> pd.DataFrame:
     """The crashes of :func:`_crash_codes` with their codes turned back into values."""
     crashes = pd.DataFrame({
-        "crash_id": rows["crash_id"].astype(object),
+        "crash_id": rows["crash_id"].astype("str"),
         "host_id": _take_str(values["host"], rows["host_k"]),
         "captured_at": pd.to_datetime(rows["captured_at"], utc=True),
         "signature": _take_str(values["sig"], rows["sig_k"]),
@@ -302,8 +314,8 @@ def _decoded_crashes(rows: pd.DataFrame, values: dict[str, list[Any]]) -> pd.Dat
                             rows["phen_k"]),
         "hardware_phenotypes": _take([v.split(SEP) if v else [] for v in values["hw"]],
                                      rows["hw_k"]),
-        "exe": rows["exe"].astype(object),
-        "app_version": rows["app_version"].astype(object),
+        "exe": _shared(rows["exe"]),
+        "app_version": _shared(rows["app_version"]),
     })
     # shared list objects: a missing code (no phenotypes at all) is the empty list
     for c in ("phenotypes", "hardware_phenotypes"):
