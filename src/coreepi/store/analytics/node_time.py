@@ -75,29 +75,36 @@ def _overlapping(et: EngineTables, lo: datetime, hi: datetime) -> ibis.Table:
     return x.filter(x.end_ts > utc_literal(lo), x.start_ts < utc_literal(hi))
 
 
+def _micros(x: ibis.Table, lo: datetime, hi: datetime) -> ibis.Value:
+    """Microseconds of each interval of ``x`` inside ``[lo, hi)``: exact integers on
+    every engine (epoch seconds are truncated to whole seconds by some)."""
+    end = ibis.least(x.end_ts, utc_literal(hi))
+    return end.delta(ibis.greatest(x.start_ts, utc_literal(lo)), unit="microsecond")
+
+
 def _per_host_set(et: EngineTables, lo: datetime, hi: datetime) -> ibis.Table:
     """``host_id, ia, us``: microseconds of the intervals overlapping ``[lo,
     hi)``, clipped to it, per (host, interval attributes JSON)."""
     x = _overlapping(et, lo, hi)
-    # microseconds between the clipped ends: exact integers on every engine
-    # (epoch seconds are truncated to whole seconds by some)
-    end = ibis.least(x.end_ts, utc_literal(hi))
-    micros = end.delta(ibis.greatest(x.start_ts, utc_literal(lo)), unit="microsecond")
-    return x.group_by(host_id=x.host_id, ia=x.attributes).aggregate(us=micros.sum())
+    return x.group_by(host_id=x.host_id, ia=x.attributes).aggregate(us=_micros(x, lo, hi).sum())
 
 
 def summed_exposure(et: EngineTables, lo: datetime, hi: datetime) -> tuple[pd.DataFrame, pd.Series]:
     """Node-days per attribute set and per host over ``[lo, hi)``.
 
-    Returns (set rows ``ha, ia, node_days`` — hosts.csv JSON ('' for a host
-    without a row), interval JSON — sorted by (ha, ia) in code-point order,
-    node-days by ``host_id`` sorted by host). Units: days of 86400 s."""
-    per = _per_host_set(et, lo, hi)
-    h = et.tables["hosts"]
-    joined = per.left_join(h, per.host_id == h.host_id)
-    sets = joined.group_by(ha=joined.attributes.fill_null(""), ia=joined.ia).aggregate(
-        us=joined.us.sum())
-    by_host = per.group_by("host_id").aggregate(us=per.us.sum())
+    Two plain aggregates of the overlapping intervals (by host attributes ×
+    interval attributes, and by host): not through the per-(host, interval
+    attributes) aggregate, which holds millions of groups on a large fleet (see
+    the store's SQL path, :mod:`coreepi.store.node_time`). Returns (set rows
+    ``ha, ia, node_days`` — hosts.csv JSON ('' for a host without a row),
+    interval JSON — sorted by (ha, ia) in code-point order, node-days by
+    ``host_id`` sorted by host). Units: days of 86400 s."""
+    x = _overlapping(et, lo, hi)
+    h = et.tables["hosts"].select(hh=_.host_id, ha=_.attributes)
+    joined = x.left_join(h, x.host_id == h.hh)
+    sets = joined.group_by(ha=joined.ha.fill_null(""), ia=joined.attributes).aggregate(
+        us=_micros(joined, lo, hi).sum())
+    by_host = x.group_by("host_id").aggregate(us=_micros(x, lo, hi).sum())
     set_rows = et.backend.execute(sets)
     set_rows = set_rows.sort_values(["ha", "ia"], kind="stable").reset_index(drop=True)
     set_rows["node_days"] = set_rows.pop("us").to_numpy(np.float64) / 1e6 / 86400.0
@@ -115,10 +122,12 @@ def host_sets(et: EngineTables, set_rows: pd.DataFrame, lo: datetime,
     ``NodeTime.host_sets`` holds for the host-level statistics; None past
     :data:`~coreepi.store.node_time.MAX_HOST_SETS` (host, interval attributes)
     pairs, as the store's SQL path does. Units: days of 86400 s."""
-    per = _per_host_set(et, lo, hi)
-    pairs = int(et.backend.execute(per.count()))
-    if pairs > MAX_HOST_SETS:
+    x = _overlapping(et, lo, hi)
+    # the pairs are at most the intervals: counted only when those exceed the limit
+    if int(et.backend.execute(x.count())) > MAX_HOST_SETS and int(et.backend.execute(
+            x.select("host_id", "attributes").distinct().count())) > MAX_HOST_SETS:
         return None
+    per = _per_host_set(et, lo, hi)
     h = et.tables["hosts"].select(hh=_.host_id, ha=_.attributes)
     keys = _set_keys(set_rows)
     m = per.left_join(h, per.host_id == h.hh)
