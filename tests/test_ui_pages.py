@@ -145,16 +145,16 @@ def test_a_drained_host_page_says_drained_not_drain(app: App) -> None:
     app.store.drain_host(DrainRecord(BAD_HOST, datetime(2026, 12, 1, 22, 28, tzinfo=UTC),
                                      "ui:adm", "test drain"))
     try:
-        data = app.get(f"/hosts/{BAD_HOST}.json").json()
-        assert data["recommendation"] == (
-            "already drained (since 2026-12-01 22:28 UTC, by ui:adm): run the vendor's "
-            "diagnostics and see the re-check below; undrain it once repaired")
-        html = unescape(app.get(f"/hosts/{BAD_HOST}").text)
-        assert f"<strong>Recommendation:</strong> {data['recommendation']}</p>" in html
-        assert "drain now" not in html
-        # the overview and the hosts list say so too (the overview still said "drain now")
+        # one sentence, one owner (views.recommendation): the host page had its own
+        # wording ("... and see the re-check below ...") beside the overview's
         drained = ("already drained (since 2026-12-01 22:28 UTC, by ui:adm): run the vendor's "
                    "diagnostics; undrain it once repaired")
+        data = app.get(f"/hosts/{BAD_HOST}.json").json()
+        assert data["recommendation"] == drained
+        html = unescape(app.get(f"/hosts/{BAD_HOST}").text)
+        assert f"<strong>Recommendation:</strong> {drained}</p>" in html
+        assert "drain now" not in html
+        # the overview and the hosts list say so too (the overview still said "drain now")
         for page, key in (("/index.json", "hardware_hosts"), ("/hosts.json", "rows")):
             (row,) = [r for r in app.get(page).json()[key] if r["host_id"] == BAD_HOST]
             assert row["recommendation"] == drained, page

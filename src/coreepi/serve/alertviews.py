@@ -20,24 +20,24 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import Request
 
 from coreepi.epi.surveillance import DetectorParams
-from coreepi.reporting.phrases import already_drained, fmt_bound, recheck_sentence
+from coreepi.reporting.phrases import fmt_bound, recheck_sentence
 from coreepi.serve.auth import COOKIE
 from coreepi.serve.errors import ApiError
 from coreepi.serve.views import group_href, host_href
 from coreepi.serve.findings import group_id
 from coreepi.store import ApiToken
-from coreepi.store.alert_records import AlertRecord
-from coreepi.surveil.drains import drain_of, recheck
+from coreepi.store.alert_records import AlertRecord, DrainRecord
+from coreepi.surveil.drains import recheck
 
-__all__ = ["alert_rows", "check_drain_form", "drain_panel", "drained_recommendation",
-           "form_token", "page_alerts"]
+__all__ = ["alert_rows", "check_drain_form", "drain_panel", "form_token",
+           "page_alerts"]
 
 
 def _iso(ts: datetime | None) -> str | None:
@@ -108,15 +108,16 @@ def form_token(session: str, host_id: str) -> str:
     return hmac.new(session.encode(), f"drain:{host_id}".encode(), hashlib.sha256).hexdigest()
 
 
-async def drain_panel(request: Request, host_id: str, suspect: bool) -> dict[str, Any]:
-    """What the host page shows about draining: ``suspect`` (a drain is
+async def drain_panel(request: Request, host_id: str, suspect: bool,
+                      drain: DrainRecord | None) -> dict[str, Any]:
+    """What the host page shows about draining (``drain``: the host's drain
+    record, :func:`coreepi.surveil.drains.drain_of`): ``suspect`` (a drain is
     recommended), ``drained`` (``{"at", "by", "reason"}`` or None),
     ``recheck`` (its evidence and verdict, or None), ``recheck_text`` (that
     in words, :func:`coreepi.reporting.phrases.recheck_sentence`), ``can_drain`` (the
     session holds an admin token: the drain form, or once drained the
     undrain form) and ``form_token`` (only then; never in the page's JSON)."""
     app = request.app.state
-    drain = await app.gateway.read(drain_of, app.store, host_id)
     rules = app.config.alert_rules
     params = rules.detectors if rules else DetectorParams()
     check = await app.gateway.read(recheck, app.store, drain, params) if drain else None
@@ -132,14 +133,6 @@ async def drain_panel(request: Request, host_id: str, suspect: bool) -> dict[str
             "recheck": shown,
             "recheck_text": recheck_sentence(shown, params.baseline_days) if shown else None,
             "form_token": form_token(session, host_id) if admin and session else None}
-
-
-def drained_recommendation(drained: dict[str, Any]) -> str:
-    """The host page's recommendation for a drained host (``drained``: the
-    panel's ``{"at": ISO, "by", "reason"}``), in place of "drain"."""
-    at = datetime.fromisoformat(drained["at"]).astimezone(UTC)
-    return (f"{already_drained(at, drained['by'])}: run the vendor's diagnostics and see the "
-            "re-check below; undrain it once repaired")
 
 
 def _same_origin(request: Request) -> bool:

@@ -29,6 +29,7 @@ from coreepi.serve.views import (
     host_href,
     recommendation,
 )
+from coreepi.store.alert_records import DrainRecord
 
 __all__ = ["crash_rows", "crash_view", "host_view"]
 
@@ -51,10 +52,12 @@ def crash_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def host_view(snap: Snapshot, host_id: str, crashes: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """One host: facts, verdict with evidence and a recommendation, SIR with
-    its CI, crashes and telemetry (same time axis). None when the store
-    knows nothing of it."""
+def host_view(snap: Snapshot, host_id: str, crashes: list[dict[str, Any]],
+              drain: DrainRecord | None = None) -> dict[str, Any] | None:
+    """One host: facts, verdict with evidence and a recommendation
+    (:func:`coreepi.serve.views.recommendation`, which knows ``drain``, the
+    host's drain record when it is drained), SIR with its CI, crashes and
+    telemetry (same time axis). None when the store knows nothing of it."""
     finding = snap.hosts.get(host_id)
     facts = snap.host_facts.get(host_id)
     tel = snap.telemetry.get(host_id, [])
@@ -68,7 +71,7 @@ def host_view(snap: Snapshot, host_id: str, crashes: list[dict[str, Any]]) -> di
         "finding": finding.model_dump(mode="json") if finding else None,
         "verdict": finding.attribution.verdict if finding else None,
         "evidence": evidence_rows(finding.attribution) if finding else [],
-        "recommendation": recommendation(finding) if finding else None,
+        "recommendation": recommendation(finding, drain) if finding else None,
         "top_signatures": [{"name": s.name, "crashes": s.crashes,
                             "href": group_href(group_id("signature", s.name))}
                            for s in finding.top_signatures] if finding else [],

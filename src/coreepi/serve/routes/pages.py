@@ -35,7 +35,7 @@ from markupsafe import Markup, escape
 from coreepi import __version__
 from coreepi.reporting.phrases import fmt_ci, fmt_n, fmt_p, fmt_q, fmt_rate, fmt_ratio, how_many
 from coreepi.serve import charts
-from coreepi.serve.alertviews import drain_panel, drained_recommendation, page_alerts
+from coreepi.serve.alertviews import drain_panel, page_alerts
 from coreepi.serve.auth import COOKIE, Authenticator, token_from
 from coreepi.serve.cores import stored_core
 from coreepi.serve.errors import ApiError
@@ -46,6 +46,7 @@ from coreepi.serve.routes.query import FIRST_WAIT, decode_cursor, encode_cursor
 from coreepi.store.alert_records import DrainRecord
 from coreepi.store.blobstate import rows_with_blob_state, with_blob_state
 from coreepi.store.interfaces.crashes import MIN_CRASH_ID_PREFIX
+from coreepi.surveil.drains import drain_of
 from coreepi.serve.views import (
     SORTS,
     GroupFilter,
@@ -311,16 +312,15 @@ async def host(name: str, request: Request) -> Response:
     rows = await state.gateway.read(state.store.list_crashes, host_id=host_id,
                                     limit=HOST_CRASHES)
     rows = await state.gateway.read(rows_with_blob_state, state.store, rows)  # pruned cores
-    data = host_view(snap, host_id, rows)
+    drain = await state.gateway.read(drain_of, state.store, host_id)
+    data = host_view(snap, host_id, rows, drain)
     form_token = None
     if data is not None:
         data["alerts"] = await page_alerts(request, host_id=host_id)
         suspect = data["verdict"] == "hardware-suspect" or any(
             a["kind"] == "hardware-suspect-host" and a["state"] == "firing" for a in data["alerts"])
-        panel = await drain_panel(request, host_id, suspect)
+        panel = await drain_panel(request, host_id, suspect, drain)
         data["drain"] = {k: v for k, v in panel.items() if k != "form_token"}
-        if panel["drained"] and data.get("recommendation"):  # not "drain" once it is
-            data["recommendation"] = drained_recommendation(panel["drained"])
         form_token = panel["form_token"]
     return await _page(request, "host.html", data, as_json, f"Host {host_id}", st,
                        form_token=form_token)
