@@ -114,6 +114,19 @@ def test_group_page(app: App, ui: UiStore) -> None:
     assert app.get("/groups/0000000000000000.json").json()["reason"] == "not-found"
 
 
+def test_every_printed_q_names_its_fdr_family(app: App) -> None:
+    # the overview's trigger cell and the group page's q column printed "q < 1e-20" bare;
+    # signature and phenotype groups are separate FDR families, so a q names its own
+    pages = {"/": "signature", f"/groups/{ENV_ID}": "signature",
+             f"/groups/{group_id('phenotype', 'null-deref')}": "phenotype"}
+    for url, family in pages.items():
+        html = unescape(app.get(url).text)
+        found = re.findall(r"\bq (?:<|=) [0-9.e+-]+(.{0,30})", html)
+        assert found, url  # each page prints at least one q
+        for after in found:
+            assert after.startswith(f" ({family}-group family)"), (url, after)
+
+
 def test_group_crash_list_pages(app: App) -> None:
     gid = group_id("signature", "_Unwind_RaiseException | __cxa_throw")
     first = app.get(f"/groups/{gid}.json").json()

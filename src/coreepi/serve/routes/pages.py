@@ -89,9 +89,11 @@ def _day_cell(iso: str | None) -> Markup:
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
 TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlencode,
                              spark=group_spark)
+# ``q`` takes the FDR family as a required argument (``a.q_value | q(a.q_family)``): a
+# template that prints a q without its family fails to render instead of printing it bare
 TEMPLATES.env.filters.update(many=how_many, rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]),
-                             n=fmt_n, p=fmt_p, q=fmt_q, ratio=lambda r: fmt_ratio(*r),
-                             day=_day_cell)
+                             n=fmt_n, p=fmt_p, q=lambda q, family: fmt_q(q, family),
+                             ratio=lambda r: fmt_ratio(*r), day=_day_cell)
 PAGE_CRASHES = 50
 HOST_CRASHES = 500
 VERDICTS = ("hardware-suspect", "environment-triggered", "software", "undetermined")
