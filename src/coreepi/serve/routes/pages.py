@@ -86,6 +86,22 @@ def _day_cell(iso: str | None) -> Markup:
     return Markup(f"{escape(day[:5])}<wbr>{escape(day[5:])}")
 
 
+# after a space, a scope or path separator, before an argument list, a template's
+# arguments or an offset: where a function name (``ns::f<T>(int)+0x1a``), a Java method
+# (``java.util.Map.get(Ljava/lang/Object;)``) or a path may wrap without cutting a word
+_NAME_BREAKS = re.compile(r"(?<=::)|(?<=[/. ])|(?=[(<+])")
+
+
+def _breakable(text: str | None) -> Markup:
+    """``text`` escaped as parts split at :data:`_NAME_BREAKS`, each part a
+    ``<span class="nb">`` (CSS: no wrap inside; the browser would also break
+    after a hyphen, ``ingest-`` / ``router``) with ``<wbr>`` between: a narrow
+    frames column wraps a name between its parts, never inside an identifier
+    (a ``<wbr>`` is not copied with the text, unlike a zero-width space)."""
+    parts = [p for p in _NAME_BREAKS.split(text or "") if p]
+    return Markup("<wbr>").join(Markup('<span class="nb">{}</span>').format(p) for p in parts)
+
+
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
 TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlencode,
                              spark=group_spark)
@@ -93,7 +109,8 @@ TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlen
 # template that prints a q without its family fails to render instead of printing it bare
 TEMPLATES.env.filters.update(many=how_many, rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]),
                              n=fmt_n, p=fmt_p, q=lambda q, family: fmt_q(q, family),
-                             ratio=lambda r: fmt_ratio(*r), day=_day_cell)
+                             ratio=lambda r: fmt_ratio(*r), day=_day_cell,
+                             breakable=_breakable)
 PAGE_CRASHES = 50
 HOST_CRASHES = 500
 VERDICTS = ("hardware-suspect", "environment-triggered", "software", "undetermined")
