@@ -105,8 +105,8 @@ def html_report(findings: FleetFindings) -> str:
         "<h1>coreepi report</h1>",
         f"<p>{_e(headline(f))}</p>",
     ]
-    if not w.crashes:
-        out.append("<p><strong>No crash in this window.</strong></p>")
+    if not w.crashes:  # the headline says so once ("no crash: nothing to analyse")
+        return "".join(out + _footer(f))
 
     # groups: no rate column when the window shows no rate (the headline said why, once)
     out.append(f"<h2>{_e(groups_title(f))}</h2>")
@@ -182,7 +182,11 @@ def html_report(findings: FleetFindings) -> str:
         out.append("<p>No significant attribute association.</p>")
     for note in f.notes:
         out.append(f'<p class="note">note: {_e(note)}</p>')
-    out.append(f'<p class="note">FleetFindings schema {_e(f.schema_version)}; '
-               "the same findings as <code>coreepi report --format json</code>.</p>")
-    out.append("</body></html>\n")
-    return "".join(out)
+    return "".join(out + _footer(f))
+
+
+def _footer(f: FleetFindings) -> list[str]:
+    """The schema line and the end of the document."""
+    return [f'<p class="note">FleetFindings schema {_e(f.schema_version)}; '
+            "the same findings as <code>coreepi report --format json</code>.</p>",
+            "</body></html>\n"]

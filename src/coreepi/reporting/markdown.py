@@ -49,8 +49,8 @@ def _table(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]
 def markdown_report(findings: FleetFindings) -> str:
     f = findings
     out = ["# coreepi report", "", md_escape(headline(f)), ""]
-    if not f.window.crashes:
-        out += ["**No crash in this window.**", ""]
+    if not f.window.crashes:  # the headline says so once ("no crash: nothing to analyse")
+        return "\n".join(out).rstrip() + "\n"
 
     out += [f"## {groups_title(f)}", ""]
     shown = rates_note(f) is None  # else no rate column: the headline said why, once
