@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -208,6 +209,37 @@ def test_evaluate_on_store_fires_once_delivers_and_rechecks_drain(
         back = evaluate(store, rules, now, dry_run=True)
         assert back.detections[0].evidence["node_days"] == pytest.approx(31.0)
         assert back.rechecks == {}  # no longer drained: nothing to re-check
+
+
+def test_evaluate_computes_the_covered_baseline_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # detect() and evaluate() each computed baseline_days_covered over the same frames
+    import coreepi.epi.surveillance as detectors
+
+    evaluation = importlib.import_module("coreepi.surveil.evaluate")  # the package's
+    # ``evaluate`` attribute is the function
+
+    calls: list[float] = []
+    real = detectors.baseline_days_covered
+
+    def counted(*args: Any, **kw: Any) -> float:
+        calls.append(real(*args, **kw))
+        return calls[-1]
+
+    monkeypatch.setattr(detectors, "baseline_days_covered", counted)
+    monkeypatch.setattr(evaluation, "baseline_days_covered", counted)
+    # node-time from 10-25: 9 of the 28 baseline days before the window (11-03 to 11-10)
+    tl = make_timeline(TimelineFleet(hosts=20, days=16, groups=3, rate_range=(1, 1),
+                                     start="2026-10-25"), seed=4)
+    rules = rules_from({"evaluation": {"kinds": ["new-group"]}})
+    with DuckDBStore(tmp_path / "d") as store:
+        write_timeline(store, tl)
+        ev = evaluate(store, rules, datetime(2026, 11, 10, tzinfo=UTC), dry_run=True)
+    assert calls == [pytest.approx(9.0)]
+    assert ev.detections == []  # warming up: no group is new against 9 of 28 days
+    assert ev.notes == [f"new-group: warming up — the store covers {calls[0]:.1f} of the 28 "
+                        "baseline days before the window; a group is new only against a "
+                        "whole baseline"]
 
 
 def test_unbounded_ratio_reaches_the_webhook_as_json(hook: WebhookReceiver) -> None:

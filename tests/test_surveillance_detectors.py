@@ -137,6 +137,18 @@ def test_new_group_waits_for_a_whole_baseline() -> None:
                                   known_signatures=["old"])] == ["new-group|signature=x"]
 
 
+def test_detect_takes_the_covered_days_it_is_given() -> None:
+    # an evaluation computes baseline_days_covered once (its warming-up note needs it) and
+    # hands it to detect, which computed it a second time
+    p = DetectorParams(window_days=7, baseline_days=28, new_min_crashes=3, new_min_hosts=2)
+    crashes = _crashes([("a", 31, "x"), ("a", 32, "x"), ("b", 33, "x")])
+    now = T0 + pd.Timedelta(days=35)
+    young, old = _exp([("a", 28.0, 35.0), ("b", 28.0, 35.0)]), _exp([("a", 0.0, 35.0)])
+    assert detect(crashes, old, now, p, kinds=["new-group"], covered=0.0) == []
+    assert [d.key for d in detect(crashes, young, now, p, kinds=["new-group"],
+                                  covered=28.0)] == ["new-group|signature=x"]
+
+
 def test_rising_detects_tripling_after_its_start_not_before() -> None:
     f = TimelineFleet(hosts=200, days=42, groups=6, rate_range=(8, 8),
                       rises=(Rise(group=2, day=38.0),))

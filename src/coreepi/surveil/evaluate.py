@@ -133,10 +133,12 @@ def _evaluate(store: Store, rules: Rules, now: datetime | None, client: httpx.Cl
              for d in store.drain_history() if d.undrained_at and d.undrained_at > since]
     ev = Evaluation(now)
     known = store.signatures_before(since)
-    ev.detections = detect(crashes, exposure, pd.Timestamp(now), p, known_signatures=known,
-                           drained=drained, ended_drains=ended, kinds=rules.kinds)
+    # once per evaluation: detect() gates new-group on it, the note below says it
     covered = baseline_days_covered(crashes, exposure, pd.Timestamp(now), p,
                                     older_data=bool(known))
+    ev.detections = detect(crashes, exposure, pd.Timestamp(now), p, known_signatures=known,
+                           drained=drained, ended_drains=ended, kinds=rules.kinds,
+                           covered=covered)
     if "new-group" in rules.kinds and covered < p.baseline_days - WARMUP_SLACK_DAYS:
         ev.notes.append(f"new-group: warming up — the store covers {covered:.1f} of the "
                         f"{p.baseline_days:g} baseline days before the window; a group is new "

@@ -55,6 +55,7 @@ def detect(
     drained: dict[str, pd.Timestamp] | None = None,
     ended_drains: Iterable[tuple[str, pd.Timestamp, pd.Timestamp]] = (),
     kinds: Iterable[Kind] = KINDS,
+    covered: float | None = None,
 ) -> list[Detection]:
     """Every detector of ``kinds`` over the frames up to ``now``, drained
     hosts' exposure cut at their drain time and the spans of ``ended_drains``
@@ -67,14 +68,18 @@ def detect(
     stays silent until the frames cover the whole baseline
     (:func:`baseline_days_covered`; ``known_signatures`` non-empty means the
     store is older than the frames): on a young store every background group
-    is "new"."""
+    is "new". ``covered``: that function's days for these frames when the
+    caller has them already (an evaluation computes them once, for its
+    warming-up note too); computed here when None."""
     p = params or DetectorParams()
     exp = clip_drained(exposure, drained or {}, ended_drains)
     wanted = set(kinds)
     pheno = phenotype_crashes(crashes) if p.phenotype_groups else phenotype_crashes(crashes[[]])
     out: list[Detection] = []
     known_signatures = list(known_signatures)
-    covered = baseline_days_covered(crashes, exposure, now, p, older_data=bool(known_signatures))
+    if covered is None:
+        covered = baseline_days_covered(crashes, exposure, now, p,
+                                        older_data=bool(known_signatures))
     if "new-group" in wanted and covered >= p.baseline_days - WARMUP_SLACK_DAYS:
         out += new_groups(crashes, now, p, known_signatures)
         out += new_groups(pheno, now, p, by="phenotype")
