@@ -226,6 +226,28 @@ def test_a_suspect_hosts_evidence_counts_to_now_not_to_the_tip() -> None:
     assert seen[1][0] > seen[0][0] and seen[1][1] >= seen[0][1]
 
 
+def test_a_suspect_hosts_since_starts_where_its_counts_do() -> None:
+    # the demo store's alert: "45 crashes since 2024-04-26 in 30.0 node-days" on a store
+    # whose node-time starts on 05-01 — "since" was now − 35 days, before any data
+    f = TimelineFleet(hosts=300, days=42, groups=10,
+                      bad_hosts=(BadHost(host=7, day=5, rate=0.8),))
+    tl = make_timeline(f, seed=11)
+    start, p = pd.Timestamp(f.start, tz="UTC"), DetectorParams()
+    for day, since in ((30, start), (42, start + pd.Timedelta(days=7))):
+        now = start + pd.Timedelta(days=day)
+        (d,) = suspect_hosts(tl.crashes, tl.exposure, now, p)
+        ev = d.evidence
+        assert ev["since"] == since.isoformat(), day
+        # the host ran all along: its node-days are the span's, from "since" to now
+        assert ev["node_days"] == pytest.approx((now - since) / pd.Timedelta(days=1))
+    # a crash before the host's first heartbeat starts the count there
+    mine = tl.crashes[tl.crashes["host_id"] == "h00007"]["captured_at"]
+    late = tl.exposure.copy()
+    late.loc[late["host_id"] == "h00007", "start"] = (mine.min() + pd.Timedelta(days=2)).floor("s")
+    (d,) = suspect_hosts(tl.crashes, late, start + pd.Timedelta(days=30), p)
+    assert d.evidence["since"] == mine.min().isoformat()
+
+
 def test_drained_host_clock_stops_at_the_drain() -> None:
     # the host's node-time stops at the drain (day 21): its span from day 7
     # (now - 35 d) holds 14 node-days, against more when it is not drained

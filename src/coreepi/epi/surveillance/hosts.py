@@ -166,9 +166,12 @@ def suspect_hosts(
     """Hosts whose SPRT reached Wald's upper boundary over baseline + window up to ``now``.
 
     One detection per host, at the crash that tipped it. Evidence, counted
-    over the span read (from ``since``, ISO UTC: ``now`` − baseline − window)
-    up to ``now``, so an alert refreshed at every evaluation carries the
-    host's current counts, not those of the moment it tipped: ``crashes``
+    over the span read up to ``now``, so an alert refreshed at every
+    evaluation carries the host's current counts, not those of the moment it
+    tipped: ``since`` (ISO UTC: where those counts start — ``now`` − baseline
+    − window, or the host's first node-time or crash when later, e.g. on a
+    store younger than the span, so that "N crashes since D in E node-days"
+    describes one span; :func:`_counted_since`), ``crashes``
     and ``hardware_crashes``, ``node_days`` (the host's), ``expected``
     (crashes at its stratum's rate in those node-days), ``signatures``
     (distinct); at the tip: ``alarm_crashes`` and ``alarm_hardware_crashes``
@@ -179,16 +182,19 @@ def suspect_hosts(
     ``stratum`` (the ``host_stratum`` value; "" for the whole fleet).
     """
     upper, _ = wald_bounds(params.host_alpha, params.host_beta)
-    since = (now - pd.Timedelta(days=params.baseline_days + params.window_days)).isoformat()
+    start = now - pd.Timedelta(days=params.baseline_days + params.window_days)
+    first_on = exposure.groupby("host_id")["start"].min() if len(exposure) else pd.Series()
     out: list[Detection] = []
     for host, g, run, h in host_runs(crashes, exposure, now, params):
         if run.alarm < 0:
             continue
         i = run.alarm
         e_h = float(h["e"])
+        since = _counted_since(start, first_on.get(host), g["captured_at"].iloc[0])
         out.append(Detection(
             "hardware-suspect-host", {"host_id": host}, g["captured_at"].iloc[i],
-            {"since": since, "crashes": len(g), "hardware_crashes": int(g["hw"].sum()),
+            {"since": since.isoformat(), "crashes": len(g),
+             "hardware_crashes": int(g["hw"].sum()),
              "node_days": e_h, "expected": float(h["rate0"]) * e_h,
              "signatures": int(g["signature"].nunique()),
              "alarm_crashes": i + 1, "alarm_hardware_crashes": int(g["hw"].iloc[: i + 1].sum()),
@@ -197,6 +203,16 @@ def suspect_hosts(
              "rate0": float(h["rate0"]), "share0": float(h["share0"]),
              "stratum": str(h["stratum"])}))
     return out
+
+
+def _counted_since(start: pd.Timestamp, first_on: pd.Timestamp | None,
+                   first_crash: pd.Timestamp) -> pd.Timestamp:
+    """Where a host's counts over the span from ``start`` begin: ``start``, or
+    the host's first node-time (``first_on``, None without exposure) or first
+    crash in the span, whichever comes first, when that is later (before it
+    the host has neither node-time nor crashes to count)."""
+    seen = first_crash if first_on is None or pd.isna(first_on) else min(first_on, first_crash)
+    return max(start, seen)
 
 
 def drain_recheck(
