@@ -74,6 +74,12 @@ def test_overview_lists_firing_alerts_with_evidence(served: Served) -> None:
     assert "firing" in section and f'href="/hosts/{BAD}"' in section
     assert f"<dt>hardware_crashes</dt><dd>{alert.evidence['hardware_crashes']}</dd>" in section
     assert "sig_001" not in section  # resolved: not on the overview
+    # the alert's start (the tip) and the start of its counts are two times: the column
+    # said "since" beside the evidence's own "since"; the evidence time reads as the summary's
+    assert "<th scope=\"col\">started (UTC)</th>" in section and "since (UTC)" not in section
+    since = datetime.fromisoformat(alert.evidence["since"]).astimezone(UTC)
+    assert f"<dt>since</dt><dd>{since:%Y-%m-%d %H:%M} UTC</dd>" in section
+    assert f"since {since:%Y-%m-%d %H:%M} UTC in " in alert.summary
     data = served.client.get("/index.json", headers={"authorization": f"Bearer {served.read}"})
     assert [a["key"] for a in data.json()["alerts"]] == [alert.key]
 

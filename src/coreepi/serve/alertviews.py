@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,7 +49,19 @@ def _number(v: Any, status: str | None) -> str:
         return fmt_bound(None, status)
     if isinstance(v, float):
         return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, str) and (at := _utc_time(v)) is not None:
+        return f"{at:%Y-%m-%d %H:%M} UTC"  # as the summary beside it words it
     return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _utc_time(v: str) -> datetime | None:
+    """An evidence string that is an ISO time with its offset (``since``,
+    ``first_seen``, ``run_start``), in UTC; None for any other string."""
+    try:
+        at = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    return at.astimezone(UTC) if at.tzinfo is not None else None
 
 
 def alert_rows(alerts: list[AlertRecord]) -> list[dict[str, Any]]:
