@@ -82,6 +82,35 @@ def test_skx_edac_machine_check_print_and_its_dimm() -> None:
     assert [(e.kind.value, e.component) for e in ghes] == [("edac_ue", "NODE 3 CPU0_DIMM_G1")]
 
 
+def test_a_ghes_record_folded_into_an_edac_line_keeps_its_dimm_location() -> None:
+    # the GHES record names the board's slot ("DIMM location: NODE 3 CPU0_DIMM_G1"), the
+    # EDAC line skx_edac's label: folded, the slot was lost with the record
+    got = events("linux-5.14-skx-edac-ghes-uc.log")
+    assert [e.kind.value for e in got] == ["edac_ue", "mce", "sigbus_mce", "edac_ue", "mce"]
+    first, second = [e for e in got if e.kind.value == "edac_ue"]
+    assert first.summary == ("1 uncorrected memory error on CPU_SrcID#0_MC#3_Chan#0_DIMM#0 "
+                             "(EDAC MC3): memory read error; also named NODE 3 CPU0_DIMM_G1 "
+                             "(APEI)")
+    assert first.detail["also_dimm"] == ["NODE 3 CPU0_DIMM_G1"]
+    assert first.component == "CPU_SrcID#0_MC#3_Chan#0_DIMM#0"
+    assert "also_dimm" not in second.detail  # the second error had no GHES record
+
+
+def test_an_edac_line_folded_into_a_ghes_record_gives_it_the_label() -> None:
+    # the other order: the GHES record closes (a line of another kind, more than a record's
+    # gap later) before the EDAC line of the same address comes; the record is kept and
+    # takes the EDAC label; "DIMM location: not present." names nothing to add
+    lines = (WILD / "linux-5.14-skx-edac-ghes-uc.log").read_text().splitlines()
+    record = [x for x in lines if "{1}[Hardware Error]" in x]
+    edac = next(x for x in lines if "EDAC MC3: 1 UE" in x)
+    poisoned = "[   77.575445] Memory failure: 0x7e025e: already hardware poisoned"
+    (event,) = parse_telemetry([*record, *[poisoned] * 9, edac])
+    assert (event.detail["source"], event.component) == ("ghes", "NODE 3 CPU0_DIMM_G1")
+    assert event.summary.endswith("; also named CPU_SrcID#0_MC#3_Chan#0_DIMM#0 (EDAC)")
+    (chipkill,) = events("linux-5.16-ghes-edac-chipkill.log")
+    assert "also_dimm" not in chipkill.detail and "also named" not in chipkill.summary
+
+
 def test_ghes_edac_spaced_location_and_no_dimm_label() -> None:
     # ghes_edac's EDAC line and the GHES record it came from: one error, one event
     (edac,) = events("linux-5.16-ghes-edac-chipkill.log")

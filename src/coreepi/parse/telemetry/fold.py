@@ -26,7 +26,14 @@
   (``ghes_edac_report_mem_error``, ``drivers/edac/ghes_edac.c``); an MCE
   decoder (skx_edac, i10nm_edac) may print it too. An ``edac_*`` event of
   GHES and one of the EDAC core of the same kind and physical address
-  within :data:`FOLD_LINES` lines are one error, folded the same way.
+  within :data:`FOLD_LINES` lines are one error, folded the same way — but
+  the two name the DIMM differently (the EDAC driver's label,
+  ``CPU_SrcID#0_MC#3_Chan#0_DIMM#0``; the firmware's SMBIOS slot, ``DIMM
+  location: NODE 3 CPU0_DIMM_G1``, the one printed on the board), so the
+  event kept takes the other's DIMM name (:func:`_merged`). A first print
+  that such an echo may still follow is held until it can no longer come
+  (:data:`_HOLD_LINES`), and the events after it with it: the output keeps
+  its order.
 """
 
 from __future__ import annotations
@@ -76,54 +83,99 @@ def _memory_keys(event: TelemetryEvent) -> frozenset[tuple[Any, ...]]:
     return frozenset(keys)
 
 
+def _dimm_names(event: TelemetryEvent) -> list[str]:
+    """How ``event`` names the DIMM: the EDAC driver's labels, or the GHES
+    record's ``DIMM location`` (none when the firmware named none)."""
+    d = event.detail
+    if d.get("source") != "ghes":
+        return [str(x) for x in d.get("dimm_labels") or ()]
+    location = str(d.get("dimm_location") or "")
+    return [] if not location or location.startswith("not present") else [location]
+
+
+def _merged(kept: TelemetryEvent, echo: TelemetryEvent) -> TelemetryEvent:
+    """``kept`` with the DIMM names only ``echo`` prints (``detail.also_dimm``
+    and, in its summary, ``; also named <name> (<printer>)``); ``kept``
+    itself when it names them all."""
+    known = set(_dimm_names(kept))
+    more = [name for name in _dimm_names(echo) if name not in known]
+    if not more:
+        return kept
+    printer = "APEI" if echo.detail.get("source") == "ghes" else "EDAC"
+    words = ", ".join(more)
+    return kept.model_copy(update={
+        "summary": f"{kept.summary}; also named {words} ({printer})",
+        "detail": {**kept.detail, "also_dimm": more}})
+
+
 class Fold:
     """Feed it every batch of events in log order (:meth:`take`, with the
-    number of the line just read), then :meth:`close`. Bounded: a notice is
-    held at most :data:`_HOLD_LINES` lines, :data:`_RECENT` prints are
-    remembered."""
+    number of the line just read), then :meth:`close`. Bounded: a notice or
+    a memory error is held at most :data:`_HOLD_LINES` lines, :data:`_RECENT`
+    prints are remembered."""
 
     def __init__(self) -> None:
         self._pending: deque[tuple[int, TelemetryEvent]] = deque()
         self._records: deque[int] = deque(maxlen=_RECENT)
-        self._memory: deque[tuple[int, str, frozenset[tuple[Any, ...]]]] = deque(maxlen=_RECENT)
+        self._memory: deque[tuple[int, str, frozenset[tuple[Any, ...]], TelemetryEvent]] = (
+            deque(maxlen=_RECENT))
+        # the events to emit, in order: (the line number from which it may go, event)
+        self._queue: deque[tuple[int, TelemetryEvent]] = deque()
 
     def take(self, events: Iterable[TelemetryEvent], line_number: int) -> list[TelemetryEvent]:
         """The events to emit now: ``events`` without the second prints,
-        plus the held notices no record can reach any more."""
-        out: list[TelemetryEvent] = []
+        plus the held notices no record can reach any more; a memory error
+        an echo may still follow waits, and the events after it."""
         for event in events:
             first = first_line(event)
             if first is not None and event.kind is EventKind.MCE:
-                self._machine_check(event, first, out)
+                self._machine_check(event, first)
             elif first is not None and _memory_printer(event):
-                self._memory_error(event, first, out)
+                self._memory_error(event, first)
             else:
-                out.append(event)
+                self._queue.append((0, event))
         while self._pending and line_number - self._pending[0][0] > _HOLD_LINES:
-            out.append(self._pending.popleft()[1])
+            self._queue.append((0, self._pending.popleft()[1]))
+        out: list[TelemetryEvent] = []
+        while self._queue and self._queue[0][0] <= line_number:
+            out.append(self._queue.popleft()[1])
         return out
 
     def close(self, events: Iterable[TelemetryEvent]) -> list[TelemetryEvent]:
-        """The last events of the log, and every notice still held."""
+        """The last events of the log, and every event and notice still held."""
         out = self.take(events, 0)
+        out.extend(event for _, event in self._queue)
         out.extend(event for _, event in self._pending)
+        self._queue.clear()
         self._pending.clear()
         return out
 
-    def _machine_check(self, event: TelemetryEvent, first: int, out: list[TelemetryEvent]) -> None:
+    def _machine_check(self, event: TelemetryEvent, first: int) -> None:
         if "notice" in event.detail:
             if not any(abs(first - r) <= FOLD_LINES for r in self._records):
                 self._pending.append((first, event))
             return
         self._records.append(first)
         self._pending = deque(p for p in self._pending if abs(p[0] - first) > FOLD_LINES)
-        out.append(event)
+        self._queue.append((0, event))
 
-    def _memory_error(self, event: TelemetryEvent, first: int, out: list[TelemetryEvent]) -> None:
+    def _memory_error(self, event: TelemetryEvent, first: int) -> None:
         printer, keys = str(event.detail["source"]), _memory_keys(event)
-        for index, (line, other, seen) in enumerate(self._memory):
+        for index, (line, other, seen, kept) in enumerate(self._memory):
             if other != printer and seen & keys and abs(first - line) <= FOLD_LINES:
                 del self._memory[index]  # that first print has had its echo
+                self._merge_into(kept, event)
                 return
-        self._memory.append((first, printer, keys))
-        out.append(event)
+        self._memory.append((first, printer, keys, event))
+        # only an address names the error to both GHES and the EDAC core: only then
+        # can an echo bring another DIMM name
+        address = any(k[0] == "address" for k in keys)
+        self._queue.append((first + _HOLD_LINES if address else 0, event))
+
+    def _merge_into(self, kept: TelemetryEvent, echo: TelemetryEvent) -> None:
+        """``kept``, still waiting in the queue, takes ``echo``'s DIMM names;
+        gone already (emitted), it stays as it was."""
+        for index, (release, queued) in enumerate(self._queue):
+            if queued is kept:
+                self._queue[index] = (release, _merged(kept, echo))
+                return
