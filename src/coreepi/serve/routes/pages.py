@@ -86,6 +86,13 @@ def _day_cell(iso: str | None) -> Markup:
     return Markup(f"{escape(day[:5])}<wbr>{escape(day[5:])}")
 
 
+def _q_cell(q: float | None, family: str | None) -> Markup:
+    """:func:`~coreepi.reporting.phrases.fmt_q` for a cell: the value
+    (``q < 1e-20``) on one line, its family free to wrap after it."""
+    value, sep, rest = fmt_q(q, family).partition(" (")
+    return Markup('<span class="nowrap">{}</span>{}').format(value, sep + rest)
+
+
 # after a space, a scope or path separator, before an argument list, a template's
 # arguments or an offset: where a function name (``ns::f<T>(int)+0x1a``), a Java method
 # (``java.util.Map.get(Ljava/lang/Object;)``) or a path may wrap without cutting a word
@@ -108,7 +115,7 @@ TEMPLATES.env.globals.update(charts=charts, version=__version__, urlencode=urlen
 # ``q`` takes the FDR family as a required argument (``a.q_value | q(a.q_family)``): a
 # template that prints a q without its family fails to render instead of printing it bare
 TEMPLATES.env.filters.update(many=how_many, rate=fmt_rate, ci=lambda r: fmt_ci(r[0], r[1]),
-                             n=fmt_n, p=fmt_p, q=lambda q, family: fmt_q(q, family),
+                             n=fmt_n, p=fmt_p, q=_q_cell,
                              ratio=lambda r: fmt_ratio(*r), day=_day_cell,
                              breakable=_breakable)
 PAGE_CRASHES = 50
