@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from coreepi.cli.main import app
 from coreepi.ingest.run import ingest
-from coreepi.store import DuckDBStore
+from coreepi.store import DirectoryBlobStore, DuckDBStore, sha256_file
 
 GPUD = vendored("host-telemetry-gpud")
 SYZ = vendored("kernel-oops-syzkaller")
@@ -92,6 +92,40 @@ def test_a_symlinked_crashes_directory_leaving_the_fleet_is_refused(tmp_path: Pa
         assert store.counts().get("crashes", 0) == 0
 
 
+def test_fleet_tables_symlinked_out_of_the_fleet_directory_are_refused_unread(
+        tmp_path: Path) -> None:
+    """Before: hosts.csv, exposure.csv and telemetry.jsonl were opened through
+    a symlink leaving the fleet directory (the file's lines came back in the
+    rejections: "/etc/shadow" as a hosts table)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "hosts.csv").write_text("host_id,cpu\nSECRET-1,x\n")
+    (outside / "exposure.csv").write_text(
+        "host_id,start,end\nSECRET-1,2024-05-01T00:00:00Z,2024-05-02T00:00:00Z\n")
+    (outside / "telemetry.jsonl").write_text(
+        '{"host_id": "SECRET-1", "ts": "2024-05-01T01:00:00Z", "kind": "mce"}\n')
+    fleet = tmp_path / "fleet"
+    (fleet / "tables").mkdir(parents=True)
+    for name in ("hosts.csv", "exposure.csv", "telemetry.jsonl"):
+        (fleet / name).symlink_to(outside / name)
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([fleet], store, jobs=1)
+        assert [(r.file, r.category, r.reason) for r in summary.rejections] == [
+            (str(fleet / name), "symlink",
+             f"symlink to outside the fleet directory ({outside / name}): not read")
+            for name in ("hosts.csv", "exposure.csv", "telemetry.jsonl")]
+        assert {t: n for t, n in store.counts().items() if n} == {"ingest_rejections": 3}
+    # a table linked inside the fleet directory is read like the file it names
+    for name in ("hosts.csv", "exposure.csv"):
+        (fleet / name).unlink()
+        (fleet / "tables" / name).write_text((outside / name).read_text().replace("SECRET", "h"))
+        (fleet / name).symlink_to(Path("tables", name))
+    (fleet / "telemetry.jsonl").unlink()
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([fleet], store, jobs=1)
+        assert (summary.hosts, summary.exposure_added, list(summary.rejections)) == (1, 1, [])
+
+
 def test_distinct_logs_with_the_same_sidecar_stay_distinct_crashes(tmp_path: Path) -> None:
     """A host's pstore dump and its dmesg, both picked up at boot: two crashes."""
     crashes = tmp_path / "fleet" / "crashes"
@@ -138,6 +172,30 @@ def test_a_kernel_log_without_a_crash_is_no_crash(tmp_path: Path) -> None:
         statuses = store._query("SELECT core_status, artifact FROM crashes").fetchall()
         assert statuses and all(s != "unreadable" and a.endswith("kern-10.log")
                                 for s, a in statuses)
+
+
+def test_a_kernel_log_without_a_crash_leaves_no_blob(tmp_path: Path) -> None:
+    """Before: the log was stored as a blob before its analysis found no
+    crash, and stayed there with no crash row naming it."""
+    crashes = tmp_path / "fleet" / "crashes"
+    crashes.mkdir(parents=True)
+    shutil.copy(GPUD / "pkg_kmsg_testdata_kmsg.1.log", crashes / "kern-2.log")
+    sidecar(crashes / "kern-2.log.json", "k-02", "2024-05-21T00:00:00Z")
+    (crashes / "kern-10.log").write_text(syz_log("10"))
+    sidecar(crashes / "kern-10.log.json", "k-02", "2024-05-21T00:00:00Z")
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([tmp_path / "fleet"], store, jobs=2)
+        assert [r.category for r in summary.rejections] == ["no-crash-found"]
+        named = {k for (k,) in store._query("SELECT DISTINCT blob_key FROM crashes").fetchall()}
+        kept = {e.key for e in store.blobs.entries()}
+        assert kept == named == {sha256_file(crashes / "kern-10.log")}
+    # a blob this ingest did not write (stored before, e.g. as an API crash's
+    # core of the same bytes) is not its to delete
+    key = DirectoryBlobStore(tmp_path / "other" / "blobs").put_file(crashes / "kern-2.log")
+    with DuckDBStore(tmp_path / "other") as store:
+        ingest([tmp_path / "fleet"], store, jobs=1)
+        assert {e.key for e in store.blobs.entries()} == {
+            key, sha256_file(crashes / "kern-10.log")}
 
 
 def test_a_sidecar_with_a_utf8_bom_is_read(tmp_path: Path) -> None:

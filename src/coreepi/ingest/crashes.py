@@ -83,6 +83,8 @@ class CoreJob:
     stat: os.stat_result
     sha256: str = ""
     blob_key: str | None = None
+    blob_new: bool = False
+    """This job wrote the blob (it was not stored before): no crash row can name it yet."""
     duplicate: bool = False
     result: SandboxResult | None = None
     rejections: Rejections = field(default_factory=Rejections)
@@ -445,6 +447,15 @@ class CrashIngest:
             new.append(rec)
         return new, updates
 
+    def _drop_blob(self, job: CoreJob) -> None:
+        """Delete the blob of an artifact that holds no crash, when this job
+        wrote it: no crash row names it, so nothing would ever read or prune
+        it by a crash. A blob stored before (a crash of the same content,
+        another path) stays."""
+        if job.blob_key is not None and job.blob_new:
+            self.store.blobs.delete(job.blob_key)
+            job.blob_key = None
+
     def finish(self, job: CoreJob) -> None:
         """Commit an analysed artifact: its crashes (host, time and id set,
         paired with a stored JVM crash when they belong together), or one
@@ -480,6 +491,7 @@ class CrashIngest:
             if not records:
                 rejections.add(item.path, None, "no-crash-found",
                                f"{_kind_words(item.path)}, no crash found; not ingested")
+                self._drop_blob(job)
             outcome = f"{len(records)} crash(es)" if records else "no crash found"
             if follow_ons:
                 self.summary.follow_ons += follow_ons

@@ -71,6 +71,7 @@ def _analyse_job(job: CoreJob, store: Store, runner: Sandbox, store_cores: bool)
         return job
     if store_cores:
         try:
+            job.blob_new = not store.blobs.has(job.sha256)
             job.blob_key = store.put_blob(job.item.path, job.sha256)
         except (OSError, ValueError) as exc:
             job.result = SandboxResult(False, category="blob-error", error=str(exc))
