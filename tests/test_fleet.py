@@ -220,7 +220,7 @@ def test_sidecar_host_id_that_cannot_name_a_host_is_refused(tmp_path: Path, host
     with pytest.raises(SidecarError) as info:
         read_sidecar(path)
     assert (info.value.category, str(info.value)) == (
-        "bad-value", f"sidecar host_id {host!r} {why}")
+        "bad-host-id", f"sidecar host_id {host!r} {why}")
     ok = read_sidecar(write(tmp_path / "ok.json", json.dumps(
         {"host_id": "h-1.rack_2:x", "captured_at": "2024-01-01T00:00:00Z"})))
     assert ok.host_id == "h-1.rack_2:x"

@@ -41,10 +41,12 @@ from pydantic import ValidationError
 from coreepi import __version__
 from coreepi.errors import InputError
 from coreepi.ingest.fleet import (
+    BAD_HOST_ID,
     CrashFile,
     RepeatedKeyError,
     Sidecar,
     SidecarError,
+    host_id_problem,
     read_sidecar,
     sidecar_candidates,
     sidecar_from_object,
@@ -377,6 +379,11 @@ class CrashIngest:
             return None
         if not report.host_id:
             rejections.add(path, None, "missing-value", "CrashReport has no host_id; not ingested")
+            return None
+        problem = host_id_problem(report.host_id)
+        if problem is not None:
+            rejections.add(path, None, BAD_HOST_ID,
+                           f"CrashReport host_id {report.host_id!r} {problem}; not ingested")
             return None
         if report.captured_at is None:
             rejections.add(path, None, "missing-value",

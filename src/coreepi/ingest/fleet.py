@@ -39,6 +39,7 @@ from coreepi.model.limits import check_time, trim_attributes
 from coreepi.model.report import stable_crash_id
 
 __all__ = [
+    "BAD_HOST_ID",
     "COMPRESSION_SUFFIXES",
     "CrashFile",
     "Fleet",
@@ -185,6 +186,8 @@ def read_hosts(path: str | os.PathLike[str], rejections: Rejections) -> Iterator
         if host_id is None:
             rejections.add(path, line, "missing-value", "empty host_id")
             continue
+        if _bad_host_id(path, line, host_id, rejections):
+            continue
         if host_id in first_seen:
             rejections.add(path, line, "duplicate-host",
                            f"host_id {host_id!r} already given on line {first_seen[host_id]}")
@@ -251,6 +254,8 @@ def read_exposure(
         if host_id is None:
             rejections.add(path, line, "missing-value", "empty host_id")
             continue
+        if _bad_host_id(path, line, host_id, rejections):
+            continue
         if known_hosts is not None and host_id not in known_hosts:
             rejections.add(path, line, "unknown-host", f"unknown host_id {host_id!r} (not in hosts)")
             continue
@@ -315,6 +320,8 @@ def read_telemetry(
             host_id = obj.get("host_id")
             if not isinstance(host_id, str) or not host_id:
                 rejections.add(path, line, "missing-value", "no host_id")
+                continue
+            if _bad_host_id(path, line, host_id, rejections):
                 continue
             if known_hosts is not None and host_id not in known_hosts:
                 rejections.add(path, line, "unknown-host", f"unknown host_id {host_id!r} (not in hosts)")
@@ -421,6 +428,20 @@ def host_id_problem(host_id: str) -> str | None:
     return None
 
 
+BAD_HOST_ID = "bad-host-id"
+"""The rejection category of a host id that cannot name a host
+(:func:`host_id_problem`): ``coreepi ingest`` exits 2 after the rest is in."""
+
+
+def _bad_host_id(path: Path, line: int, host_id: str, rejections: Rejections) -> bool:
+    """Whether ``host_id`` (of row ``line`` of ``path``) cannot name a host;
+    if so, the row's rejection is added."""
+    problem = host_id_problem(host_id)
+    if problem is not None:
+        rejections.add(path, line, BAD_HOST_ID, f"host_id {host_id!r} {problem}; row not ingested")
+    return problem is not None
+
+
 def _json_error(exc: json.JSONDecodeError, what: str) -> SidecarError:
     return SidecarError("not-json", f"{what} is not JSON: {exc.msg} (column {exc.colno})",
                         exc.lineno)
@@ -440,7 +461,7 @@ def sidecar_from_object(path: Path, obj: object) -> Sidecar:
         raise SidecarError("missing-value", "sidecar has no host_id")
     problem = host_id_problem(host_id.strip())
     if problem is not None:
-        raise SidecarError("bad-value", f"sidecar host_id {host_id.strip()!r} {problem}")
+        raise SidecarError(BAD_HOST_ID, f"sidecar host_id {host_id.strip()!r} {problem}")
     raw_time = obj.get("captured_at")
     if raw_time is None:
         raise SidecarError("missing-value", "sidecar has no captured_at (ISO-8601 UTC)")

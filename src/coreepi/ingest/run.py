@@ -37,6 +37,7 @@ from coreepi.ingest.crashes import CoreJob, CrashIngest
 from coreepi.ingest.fleet import (
     CrashFile,
     Fleet,
+    host_id_problem,
     is_fleet_dir,
     pair_crash_files,
     scan_crashes,
@@ -166,9 +167,12 @@ def ingest(
     for p in [*resolved, *(p for p, _ in logs)]:
         if not p.exists():
             raise InputError(str(p), "no such file or directory")
-    for p, _ in logs:
+    for p, host in logs:
         if not p.is_file():
             raise InputError(str(p), "not a file (--telemetry takes a log file)")
+        problem = host_id_problem(host)
+        if problem is not None:
+            raise InputError(f"--host {host!r}", f"a host id that {problem}")
     fleets = [Fleet.open(p) for p in resolved if is_fleet_dir(p)]
     for fleet in fleets:
         ingest_fleet_tables(store, fleet, summary)
