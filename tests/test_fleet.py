@@ -10,16 +10,8 @@ import pytest
 from fleetfactory import build_crasher, coreset, make_core, tools_missing  # noqa: F401
 
 from coreepi.ingest.buildid import BuildIdIndex, core_main_build_id, elf_identity
-from coreepi.ingest.fleet import (
-    Fleet,
-    SidecarError,
-    is_fleet_dir,
-    read_exposure,
-    read_hosts,
-    read_sidecar,
-    read_telemetry,
-    scan_crashes,
-)
+from coreepi.ingest.fleet import Fleet, SidecarError, is_fleet_dir, read_sidecar, scan_crashes
+from coreepi.ingest.fleet_tables import read_exposure, read_hosts, read_telemetry
 from coreepi.model.events import EventKind
 from coreepi.model.fleet import Rejections, parse_utc
 

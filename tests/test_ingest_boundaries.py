@@ -158,13 +158,20 @@ def test_distinct_logs_with_the_same_sidecar_stay_distinct_crashes(tmp_path: Pat
         assert again.crashes_added == 0 and store.counts()["crashes"] == added
 
 
-def test_a_kernel_log_without_a_crash_is_no_crash(tmp_path: Path) -> None:
+def _logs_without_and_with_a_crash(tmp_path: Path) -> Path:
+    """FLEET/crashes/ with kern-2.log (gpud's kmsg: no crash) and kern-10.log
+    (syzkaller's case 10: crashes), each with a sidecar; the crashes dir."""
     crashes = tmp_path / "fleet" / "crashes"
     crashes.mkdir(parents=True)
     shutil.copy(GPUD / "pkg_kmsg_testdata_kmsg.1.log", crashes / "kern-2.log")
     sidecar(crashes / "kern-2.log.json", "k-02", "2024-05-21T00:00:00Z")
     (crashes / "kern-10.log").write_text(syz_log("10"))
     sidecar(crashes / "kern-10.log.json", "k-02", "2024-05-21T00:00:00Z")
+    return crashes
+
+
+def test_a_kernel_log_without_a_crash_is_no_crash(tmp_path: Path) -> None:
+    crashes = _logs_without_and_with_a_crash(tmp_path)
     with DuckDBStore(tmp_path / "store") as store:
         summary = ingest([tmp_path / "fleet"], store, jobs=1, store_cores=False)
         lines = [str(r) for r in summary.rejections if r.category == "no-crash-found"]
@@ -177,12 +184,7 @@ def test_a_kernel_log_without_a_crash_is_no_crash(tmp_path: Path) -> None:
 def test_a_kernel_log_without_a_crash_leaves_no_blob(tmp_path: Path) -> None:
     """Before: the log was stored as a blob before its analysis found no
     crash, and stayed there with no crash row naming it."""
-    crashes = tmp_path / "fleet" / "crashes"
-    crashes.mkdir(parents=True)
-    shutil.copy(GPUD / "pkg_kmsg_testdata_kmsg.1.log", crashes / "kern-2.log")
-    sidecar(crashes / "kern-2.log.json", "k-02", "2024-05-21T00:00:00Z")
-    (crashes / "kern-10.log").write_text(syz_log("10"))
-    sidecar(crashes / "kern-10.log.json", "k-02", "2024-05-21T00:00:00Z")
+    crashes = _logs_without_and_with_a_crash(tmp_path)
     with DuckDBStore(tmp_path / "store") as store:
         summary = ingest([tmp_path / "fleet"], store, jobs=2)
         assert [r.category for r in summary.rejections] == ["no-crash-found"]

@@ -1,5 +1,5 @@
 """A fleet directory's tables into the store: ``hosts.csv``, ``exposure.csv``
-and ``telemetry.jsonl`` (read by :mod:`coreepi.ingest.fleet`, streaming; a
+and ``telemetry.jsonl`` (read by :mod:`coreepi.ingest.fleet_tables`, streaming; a
 bad row is a rejection naming file:line). Each table is one transaction with
 its ledger row, skipped when unchanged since the last ingest. A table that
 is a symlink leaving the fleet directory is refused unread, as a core or
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coreepi.ingest.boundary import refusal
-from coreepi.ingest.fleet import Fleet, read_exposure, read_hosts, read_telemetry
+from coreepi.ingest.fleet import Fleet
+from coreepi.ingest.fleet_tables import read_exposure, read_hosts, read_telemetry
 from coreepi.ingest.summary import IngestSummary, unchanged
 from coreepi.model.fleet import Rejections
 from coreepi.store import LedgerEntry, Store, sha256_file
