@@ -228,3 +228,49 @@ def test_the_sidecar_of_a_named_file_must_lie_beside_it(tmp_path: Path) -> None:
         summary = ingest([drop / "kern-100.log"], store, jobs=1, store_cores=False)
         assert sorted(r.category for r in summary.rejections) == ["no-sidecar", "symlink"]
         assert store.counts().get("crashes", 0) == 0
+
+
+def test_fifos_in_a_fleet_directory_are_refused_not_opened(tmp_path: Path) -> None:
+    """Before: a FIFO among the crashes, as a sidecar, in symbols/ or as
+    hosts.csv made ingest wait in open() forever (and SIGTERM could not stop
+    it: the thread waiting in open held the pool). Each is one line now, the
+    rest is ingested. Run as a child with a deadline, so a regression fails
+    instead of hanging the suite."""
+    import os
+    import subprocess
+    import sys
+
+    fleet = tmp_path / "fleet"
+    crashes = fleet / "crashes"
+    (fleet / "symbols").mkdir(parents=True)
+    crashes.mkdir()
+    os.mkfifo(fleet / "symbols" / "libpipe.so")
+    os.mkfifo(fleet / "hosts.csv")
+    os.mkfifo(crashes / "core.1")
+    sidecar(crashes / "core.1.json", "k-02", "2024-05-21T00:00:00Z")
+    (crashes / "kern-10.log").write_text(syz_log("10"))
+    os.mkfifo(crashes / "kern-10.log.json")
+    (crashes / "kern-11.log").write_text(syz_log("10"))
+    sidecar(crashes / "kern-11.log.json", "k-02", "2024-05-21T00:00:00Z")
+    os.mkfifo(crashes / "orphan.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "coreepi", "ingest", str(fleet), "--data-dir",
+         str(tmp_path / "data")], capture_output=True, text=True, timeout=240, check=False)
+    refused = sorted(line for line in done.stderr.splitlines() if "regular file" in line)
+    assert refused == sorted([
+        f"coreepi: {fleet / 'hosts.csv'}: not a regular file (a FIFO, socket or device): not read",
+        f"coreepi: {crashes / 'core.1'}: not a regular file (a FIFO, socket or device): not read",
+        f"coreepi: {crashes / 'kern-10.log.json'}: sidecar is not a regular file (a FIFO, socket "
+        "or device): not read; crash not ingested",
+        f"coreepi: {crashes / 'orphan.json'}: not a regular file (a FIFO, socket or device): "
+        "not read"]), done.stderr
+    assert done.returncode == 0, done.stderr
+    with DuckDBStore(tmp_path / "data", read_only=True) as store:
+        artifacts = {a for (a,) in store._query("SELECT artifact FROM crashes").fetchall()}
+    assert artifacts == {str(crashes / "kern-11.log")}
+    named = subprocess.run(
+        [sys.executable, "-m", "coreepi", "ingest", str(crashes / "core.1"), "--data-dir",
+         str(tmp_path / "data")], capture_output=True, text=True, timeout=240, check=False)
+    assert (named.returncode, named.stderr) == (2, (
+        f"coreepi: error: {crashes / 'core.1'}: not a regular file (a FIFO, socket or device): "
+        "not read\n"))

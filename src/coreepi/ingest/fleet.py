@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from coreepi.ingest.boundary import refusal
+from coreepi.ingest.boundary import NOT_REGULAR, irregular, refusal
 from coreepi.model.fleet import parse_utc
 from coreepi.model.limits import check_time, trim_attributes
 from coreepi.model.report import stable_crash_id
@@ -184,6 +184,8 @@ def sidecar_from_object(path: Path, obj: object) -> Sidecar:
 def read_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     """Read and validate the sidecar at ``path``. Raises :class:`SidecarError`."""
     path = Path(path)
+    if irregular(path):
+        raise SidecarError("not-a-file", f"sidecar is {NOT_REGULAR}")
     try:
         # utf-8-sig: Notepad and PowerShell's Out-File start with a byte-order mark
         text = path.read_text(encoding="utf-8-sig")
@@ -323,8 +325,9 @@ class Fleet:
         root = Path(root)
 
         def f(name: str) -> Path | None:
+            # a FIFO or device is given too: the loader says it is not read
             p = root / name
-            return p if p.is_file() else None
+            return p if p.is_file() or irregular(p) else None
 
         def d(name: str) -> Path | None:
             p = root / name

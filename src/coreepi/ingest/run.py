@@ -25,13 +25,14 @@ nothing and duplicates nothing.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from coreepi.ingest.boundary import refusal
+from coreepi.ingest.boundary import NOT_REGULAR, irregular, refusal
 from coreepi.ingest.buildid import BuildIdIndex
 from coreepi.ingest.crashes import CoreJob, CrashIngest
 from coreepi.ingest.fleet import (
@@ -167,6 +168,8 @@ def ingest(
     for p in [*resolved, *(p for p, _ in logs)]:
         if not p.exists():
             raise InputError(str(p), "no such file or directory")
+        if irregular(p):
+            raise InputError(str(p), NOT_REGULAR)
     for p, host in logs:
         if not p.is_file():
             raise InputError(str(p), "not a file (--telemetry takes a log file)")
@@ -211,6 +214,9 @@ def _run_crashes(items: list[CrashFile], store: Store, summary: IngestSummary,
         except OSError as exc:  # a dangling symlink, a symlink loop, a file gone meanwhile
             unreadable.add(item.path, None, "unreadable-file",
                            f"cannot read: {exc.strerror}; not ingested")
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            unreadable.add(item.path, None, "not-a-file", NOT_REGULAR)
             continue
         entry = ledger.get(str(item.path))
         if entry is not None and entry.size == st.st_size and entry.mtime_ns == st.st_mtime_ns:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from coreepi.ingest.boundary import refusal
+from coreepi.ingest.boundary import NOT_REGULAR, irregular, refusal
 from coreepi.ingest.fleet import Fleet
 from coreepi.ingest.fleet_tables import read_exposure, read_hosts, read_telemetry
 from coreepi.ingest.summary import IngestSummary, unchanged
@@ -29,8 +29,8 @@ def _ingest_table(
     summary.files_seen += 1
     rejections = Rejections()
     why = refusal(path, fleet.root)
-    if why is not None:
-        rejections.add(path, None, "symlink", why)
+    if why is not None or irregular(path):
+        rejections.add(path, None, "symlink" if why else "not-a-file", why or NOT_REGULAR)
         with store.transaction():
             store.add_rejections(rejections, replace_files=[str(path)])
         summary.rejections.extend(rejections)
