@@ -220,6 +220,7 @@ def wait_drained(c: Campaign, token: str, timeout: float) -> None:
 def serve_campaign(c: Campaign, args: argparse.Namespace, cores: list[Path],
                    report_template: dict[str, Any]) -> dict[str, Any]:
     """Steps 2-5 of the module docstring; the counts."""
+    c.run("store", "init", str(c.data))  # token create and serve open a store, never make one
     tokens = {s: c.run("token", "create", "--scope", s, "--data-dir",
                        str(c.data)).stdout.strip() for s in ("ingest", "admin")}
     setup_agents(c, args.agents, tokens["ingest"])

@@ -173,6 +173,9 @@ def main() -> int:
                      "uptime_seconds": 3600 + i}}).encode())
 
     data = work / "data"
+    # token create and serve open a store, they do not make one
+    subprocess.run([sys.executable, "-m", "coreepi", "store", "init", str(data)],
+                   capture_output=True, check=True)
     token = subprocess.run(
         [sys.executable, "-m", "coreepi", "token", "create", "--scope", "ingest", "--data-dir",
          str(data)], capture_output=True, text=True, check=True).stdout.strip()

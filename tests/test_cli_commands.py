@@ -73,9 +73,8 @@ def test_inspect_identity_then_submit(coreset: CoreSet, tmp_path: Path) -> None:
     # token create at a path without a store: refused (a typo is not made a store)
     typo = cli("token", "create", "--scope", "ingest", "--data-dir", str(data))
     assert (typo.returncode, typo.stdout) == (2, ""), typo.stderr
-    assert typo.stderr == (f"coreepi: error: {data}: no coreepi store here (`coreepi ingest FLEET "
-                           f"--data-dir {data}` or `coreepi store init --data-dir {data}` makes "
-                           "one)\n")
+    assert typo.stderr == (f"coreepi: error: {data}: no coreepi store here (create one with "
+                           f"`coreepi store init {data}`)\n")
     assert not data.exists()
     made = cli("store", "init", "--data-dir", str(data))
     assert (made.returncode, made.stdout) == (0, f"store ready: {data} (0 crashes)\n"), made.stderr
@@ -114,6 +113,7 @@ def test_serve_access_log_and_busy_port(tmp_path: Path) -> None:
         assert done.stderr.startswith("coreepi: error: cannot listen on 127.0.0.1:")
         assert "startup complete" not in done.stdout + done.stderr
         assert not (tmp_path / "d").exists()  # nothing created
+    assert cli("store", "init", str(tmp_path / "d")).returncode == 0
     import subprocess
     import sys
 
@@ -141,6 +141,7 @@ def test_a_store_held_by_serve_names_the_server(tmp_path: Path) -> None:
     """#3: with `coreepi serve` holding the DuckDB store, list/report/token
     create say in one line who holds it and what to do (exit 2)."""
     data = tmp_path / "d"
+    assert cli("store", "init", "--data-dir", str(data)).returncode == 0
     server = ServeProcess(["--data-dir", str(data)], tmp_path / "serve.log")
     try:
         for command in (["list"], ["report"], ["postmortem", "--since", "2024-05-20",
@@ -265,3 +266,28 @@ def test_help_has_no_python_type_names(command: list[str]) -> None:
     types = r"<(path|str|int|float|bool|datetime|list\[\w+\]|(int|float) range)>|\{[A-Z_]+\}"
     assert not re.search(types, done.stdout, re.IGNORECASE), done.stdout
     assert all(len(line) <= 80 for line in done.stdout.splitlines())
+
+
+@pytest.mark.parametrize("command", [
+    ["serve", "--port", "0"], ["report"], ["list"], ["watch", "--once"], ["alerts", "list"],
+    ["token", "create", "--scope", "read"], ["worker", "--once"], ["reanalyze"],
+    ["export", "parquet", "out"], ["postmortem", "--since", "2024-05-20", "--until", "2024-05-22"]])
+@pytest.mark.parametrize("option", ["--store", "--data-dir"])
+def test_a_command_that_opens_a_store_never_makes_one(tmp_path: Path, command: list[str],
+                                                      option: str) -> None:
+    """Opening is not creating: before, `coreepi serve --store TYPO` made an
+    empty store at TYPO and served it. Every command that opens a store says
+    the same one line (only ingest, store init and store copy --to make one)."""
+    from typer.testing import CliRunner
+
+    from coreepi.cli.main import app
+
+    typo = tmp_path / "sotre"
+    done = CliRunner().invoke(app, [*command, option, str(typo)], env={
+        k: None for k in ("COREEPI_STORE", "COREEPI_DATA_DIR", "COREEPI_BLOBS")})
+    assert (done.exit_code, done.stdout) == (2, ""), done.output
+    assert done.stderr == (f"coreepi: error: {typo}: no coreepi store here (create one with "
+                           f"`coreepi store init {typo}`)\n")
+    assert not typo.exists()
+    made = CliRunner().invoke(app, ["store", "init", str(typo)])
+    assert made.exit_code == 0 and made.stdout == f"store ready: {typo} (0 crashes)\n"

@@ -10,16 +10,8 @@ import pytest
 from fleetfactory import build_crasher, coreset, make_core, tools_missing  # noqa: F401
 
 from coreepi.ingest.buildid import BuildIdIndex, core_main_build_id, elf_identity
-from coreepi.ingest.fleet import (
-    Fleet,
-    SidecarError,
-    is_fleet_dir,
-    read_exposure,
-    read_hosts,
-    read_sidecar,
-    read_telemetry,
-    scan_crashes,
-)
+from coreepi.ingest.fleet import Fleet, SidecarError, is_fleet_dir, read_sidecar, scan_crashes
+from coreepi.ingest.fleet_tables import read_exposure, read_hosts, read_telemetry
 from coreepi.model.events import EventKind
 from coreepi.model.fleet import Rejections, parse_utc
 
@@ -220,7 +212,7 @@ def test_sidecar_host_id_that_cannot_name_a_host_is_refused(tmp_path: Path, host
     with pytest.raises(SidecarError) as info:
         read_sidecar(path)
     assert (info.value.category, str(info.value)) == (
-        "bad-value", f"sidecar host_id {host!r} {why}")
+        "bad-host-id", f"sidecar host_id {host!r} {why}")
     ok = read_sidecar(write(tmp_path / "ok.json", json.dumps(
         {"host_id": "h-1.rack_2:x", "captured_at": "2024-01-01T00:00:00Z"})))
     assert ok.host_id == "h-1.rack_2:x"

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from coreepi.cli.main import app
 from coreepi.ingest.run import ingest
-from coreepi.store import DuckDBStore
+from coreepi.store import DirectoryBlobStore, DuckDBStore, sha256_file
 
 GPUD = vendored("host-telemetry-gpud")
 SYZ = vendored("kernel-oops-syzkaller")
@@ -92,6 +92,40 @@ def test_a_symlinked_crashes_directory_leaving_the_fleet_is_refused(tmp_path: Pa
         assert store.counts().get("crashes", 0) == 0
 
 
+def test_fleet_tables_symlinked_out_of_the_fleet_directory_are_refused_unread(
+        tmp_path: Path) -> None:
+    """Before: hosts.csv, exposure.csv and telemetry.jsonl were opened through
+    a symlink leaving the fleet directory (the file's lines came back in the
+    rejections: "/etc/shadow" as a hosts table)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "hosts.csv").write_text("host_id,cpu\nSECRET-1,x\n")
+    (outside / "exposure.csv").write_text(
+        "host_id,start,end\nSECRET-1,2024-05-01T00:00:00Z,2024-05-02T00:00:00Z\n")
+    (outside / "telemetry.jsonl").write_text(
+        '{"host_id": "SECRET-1", "ts": "2024-05-01T01:00:00Z", "kind": "mce"}\n')
+    fleet = tmp_path / "fleet"
+    (fleet / "tables").mkdir(parents=True)
+    for name in ("hosts.csv", "exposure.csv", "telemetry.jsonl"):
+        (fleet / name).symlink_to(outside / name)
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([fleet], store, jobs=1)
+        assert [(r.file, r.category, r.reason) for r in summary.rejections] == [
+            (str(fleet / name), "symlink",
+             f"symlink to outside the fleet directory ({outside / name}): not read")
+            for name in ("hosts.csv", "exposure.csv", "telemetry.jsonl")]
+        assert {t: n for t, n in store.counts().items() if n} == {"ingest_rejections": 3}
+    # a table linked inside the fleet directory is read like the file it names
+    for name in ("hosts.csv", "exposure.csv"):
+        (fleet / name).unlink()
+        (fleet / "tables" / name).write_text((outside / name).read_text().replace("SECRET", "h"))
+        (fleet / name).symlink_to(Path("tables", name))
+    (fleet / "telemetry.jsonl").unlink()
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([fleet], store, jobs=1)
+        assert (summary.hosts, summary.exposure_added, list(summary.rejections)) == (1, 1, [])
+
+
 def test_distinct_logs_with_the_same_sidecar_stay_distinct_crashes(tmp_path: Path) -> None:
     """A host's pstore dump and its dmesg, both picked up at boot: two crashes."""
     crashes = tmp_path / "fleet" / "crashes"
@@ -124,13 +158,20 @@ def test_distinct_logs_with_the_same_sidecar_stay_distinct_crashes(tmp_path: Pat
         assert again.crashes_added == 0 and store.counts()["crashes"] == added
 
 
-def test_a_kernel_log_without_a_crash_is_no_crash(tmp_path: Path) -> None:
+def _logs_without_and_with_a_crash(tmp_path: Path) -> Path:
+    """FLEET/crashes/ with kern-2.log (gpud's kmsg: no crash) and kern-10.log
+    (syzkaller's case 10: crashes), each with a sidecar; the crashes dir."""
     crashes = tmp_path / "fleet" / "crashes"
     crashes.mkdir(parents=True)
     shutil.copy(GPUD / "pkg_kmsg_testdata_kmsg.1.log", crashes / "kern-2.log")
     sidecar(crashes / "kern-2.log.json", "k-02", "2024-05-21T00:00:00Z")
     (crashes / "kern-10.log").write_text(syz_log("10"))
     sidecar(crashes / "kern-10.log.json", "k-02", "2024-05-21T00:00:00Z")
+    return crashes
+
+
+def test_a_kernel_log_without_a_crash_is_no_crash(tmp_path: Path) -> None:
+    crashes = _logs_without_and_with_a_crash(tmp_path)
     with DuckDBStore(tmp_path / "store") as store:
         summary = ingest([tmp_path / "fleet"], store, jobs=1, store_cores=False)
         lines = [str(r) for r in summary.rejections if r.category == "no-crash-found"]
@@ -138,6 +179,25 @@ def test_a_kernel_log_without_a_crash_is_no_crash(tmp_path: Path) -> None:
         statuses = store._query("SELECT core_status, artifact FROM crashes").fetchall()
         assert statuses and all(s != "unreadable" and a.endswith("kern-10.log")
                                 for s, a in statuses)
+
+
+def test_a_kernel_log_without_a_crash_leaves_no_blob(tmp_path: Path) -> None:
+    """Before: the log was stored as a blob before its analysis found no
+    crash, and stayed there with no crash row naming it."""
+    crashes = _logs_without_and_with_a_crash(tmp_path)
+    with DuckDBStore(tmp_path / "store") as store:
+        summary = ingest([tmp_path / "fleet"], store, jobs=2)
+        assert [r.category for r in summary.rejections] == ["no-crash-found"]
+        named = {k for (k,) in store._query("SELECT DISTINCT blob_key FROM crashes").fetchall()}
+        kept = {e.key for e in store.blobs.entries()}
+        assert kept == named == {sha256_file(crashes / "kern-10.log")}
+    # a blob this ingest did not write (stored before, e.g. as an API crash's
+    # core of the same bytes) is not its to delete
+    key = DirectoryBlobStore(tmp_path / "other" / "blobs").put_file(crashes / "kern-2.log")
+    with DuckDBStore(tmp_path / "other") as store:
+        ingest([tmp_path / "fleet"], store, jobs=1)
+        assert {e.key for e in store.blobs.entries()} == {
+            key, sha256_file(crashes / "kern-10.log")}
 
 
 def test_a_sidecar_with_a_utf8_bom_is_read(tmp_path: Path) -> None:
@@ -168,3 +228,49 @@ def test_the_sidecar_of_a_named_file_must_lie_beside_it(tmp_path: Path) -> None:
         summary = ingest([drop / "kern-100.log"], store, jobs=1, store_cores=False)
         assert sorted(r.category for r in summary.rejections) == ["no-sidecar", "symlink"]
         assert store.counts().get("crashes", 0) == 0
+
+
+def test_fifos_in_a_fleet_directory_are_refused_not_opened(tmp_path: Path) -> None:
+    """Before: a FIFO among the crashes, as a sidecar, in symbols/ or as
+    hosts.csv made ingest wait in open() forever (and SIGTERM could not stop
+    it: the thread waiting in open held the pool). Each is one line now, the
+    rest is ingested. Run as a child with a deadline, so a regression fails
+    instead of hanging the suite."""
+    import os
+    import subprocess
+    import sys
+
+    fleet = tmp_path / "fleet"
+    crashes = fleet / "crashes"
+    (fleet / "symbols").mkdir(parents=True)
+    crashes.mkdir()
+    os.mkfifo(fleet / "symbols" / "libpipe.so")
+    os.mkfifo(fleet / "hosts.csv")
+    os.mkfifo(crashes / "core.1")
+    sidecar(crashes / "core.1.json", "k-02", "2024-05-21T00:00:00Z")
+    (crashes / "kern-10.log").write_text(syz_log("10"))
+    os.mkfifo(crashes / "kern-10.log.json")
+    (crashes / "kern-11.log").write_text(syz_log("10"))
+    sidecar(crashes / "kern-11.log.json", "k-02", "2024-05-21T00:00:00Z")
+    os.mkfifo(crashes / "orphan.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "coreepi", "ingest", str(fleet), "--data-dir",
+         str(tmp_path / "data")], capture_output=True, text=True, timeout=240, check=False)
+    refused = sorted(line for line in done.stderr.splitlines() if "regular file" in line)
+    assert refused == sorted([
+        f"coreepi: {fleet / 'hosts.csv'}: not a regular file (a FIFO, socket or device): not read",
+        f"coreepi: {crashes / 'core.1'}: not a regular file (a FIFO, socket or device): not read",
+        f"coreepi: {crashes / 'kern-10.log.json'}: sidecar is not a regular file (a FIFO, socket "
+        "or device): not read; crash not ingested",
+        f"coreepi: {crashes / 'orphan.json'}: not a regular file (a FIFO, socket or device): "
+        "not read"]), done.stderr
+    assert done.returncode == 0, done.stderr
+    with DuckDBStore(tmp_path / "data", read_only=True) as store:
+        artifacts = {a for (a,) in store._query("SELECT artifact FROM crashes").fetchall()}
+    assert artifacts == {str(crashes / "kern-11.log")}
+    named = subprocess.run(
+        [sys.executable, "-m", "coreepi", "ingest", str(crashes / "core.1"), "--data-dir",
+         str(tmp_path / "data")], capture_output=True, text=True, timeout=240, check=False)
+    assert (named.returncode, named.stderr) == (2, (
+        f"coreepi: error: {crashes / 'core.1'}: not a regular file (a FIFO, socket or device): "
+        "not read\n"))

@@ -390,8 +390,13 @@ def test_real_jvm_crash_hs_err_and_core_one_crash_either_order(
         report = store.get_report(crash_id)
     assert report is not None
     assert report.process.pid == pid
-    # the same id whichever artifact came first: host + pid + 10-minute bucket
-    probe = report.model_copy(update={"source": Source.HS_ERR})
+    # the pair id (host + pid + 10-minute bucket) of the first artifact ingested:
+    # the same whichever came first unless the two times straddle a bucket
+    # boundary (test_real_jvm_crash_straddling_a_bucket_boundary_is_one_crash);
+    # before, this compared with the bucket of the merged (earliest) time and
+    # failed when `when` and `when + 2 s` fell into two buckets
+    first_at = when + timedelta(seconds=2) if core_first else when
+    probe = report.model_copy(update={"source": Source.HS_ERR, "captured_at": first_at})
     assert crash_id == pair_crash_id(probe)
     assert report.source is Source.ELF_CORE and report.modules and report.threads
     assert report.runtime.kind == "jvm" and report.runtime.vendor
@@ -402,6 +407,80 @@ def test_real_jvm_crash_hs_err_and_core_one_crash_either_order(
     assert report.signature is not None and report.signature.signature.startswith("Unsafe_PutLong")
     assert "null-deref" in {p.name for p in report.phenotypes}
     assert report.attributes["artifacts"] == "elf-core+hs_err"
+
+
+def _straddling_pair(tmp_path: Path, core: Path, log: Path, core_side: int,
+                     runs: str) -> tuple[CrashReport, datetime, datetime]:
+    """Ingest ``core`` and ``log`` with sidecar times 1 s either side of a
+    10-minute bucket boundary of :func:`pair_crash_id` (the core's on side
+    ``core_side``), in the order ``runs`` names; the one crash stored, and
+    the two times."""
+    boundary = datetime(2024, 6, 1, 8, 10, 0, tzinfo=UTC)
+    assert int(boundary.timestamp()) % int(PAIR_WINDOW.total_seconds()) == 0
+    core_at = boundary + timedelta(seconds=core_side)
+    log_at = boundary - timedelta(seconds=core_side)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    shutil.copy(core, a / core.name)
+    sidecar(a / f"{core.name}.json", "jvm-host", core_at)
+    shutil.copy(log, b / log.name)
+    sidecar(b / f"{log.name}.json", "jvm-host", log_at)
+    order = {"one run": [[a, b]], "core first": [[a], [b]], "hs_err first": [[b], [a]]}[runs]
+    with DuckDBStore(tmp_path / "store") as store:
+        summaries = [ingest(paths, store, jobs=2, store_cores=False) for paths in order]
+        ids = [c for (c,) in rows(store, "SELECT crash_id FROM crashes")]
+        assert len(ids) == 1, ids
+        report = store.get_report(ids[0])
+        # idempotent: both artifacts again (new paths, same content): nothing added
+        for d in (a, b):
+            for f in list(d.iterdir()):
+                shutil.copy(f, d / f"again-{f.name}")
+        ingest([a, b], store, jobs=2, store_cores=False)
+        assert [c for (c,) in rows(store, "SELECT crash_id FROM crashes")] == ids
+    assert sum(s.crashes_paired for s in summaries) == 1
+    assert report is not None and report.attributes["artifacts"] == "elf-core+hs_err"
+    assert report.captured_at == min(core_at, log_at)
+    return report, core_at, log_at
+
+
+RUNS = ["one run", "core first", "hs_err first"]
+
+
+@pytest.mark.parametrize("core_side", [-1, 1])
+@pytest.mark.parametrize("runs", RUNS)
+def test_real_jvm_crash_straddling_a_bucket_boundary_is_one_crash(
+    tmp_path: Path, jvm_crash: tuple[Path, Path], core_side: int, runs: str
+) -> None:
+    """Pairing is by time window, not by the id's bucket: the two times 1 s
+    either side of a bucket boundary are one crash in every arrival order,
+    with the pair id of the first artifact stored (pairing.py: an id cannot
+    know the time of an artifact not yet seen)."""
+    core, log = jvm_crash
+    report, core_at, log_at = _straddling_pair(tmp_path, core, log, core_side, runs)
+    if runs != "one run":
+        first = Source.ELF_CORE if runs == "core first" else Source.HS_ERR
+        at = core_at if first is Source.ELF_CORE else log_at
+        probe = report.model_copy(update={"source": Source.HS_ERR, "captured_at": at})
+        assert report.crash_id == pair_crash_id(probe)
+
+
+@pytest.mark.parametrize("core_side", [-1, 1])
+@pytest.mark.parametrize("runs", RUNS)
+def test_core_and_hs_err_straddling_a_bucket_boundary_are_one_crash(
+    tmp_path: Path, core_side: int, runs: str
+) -> None:
+    """As above with a core that is no JVM's (elfutils) and a real hs_err log
+    given its pid: runs wherever the shared test data is, no java needed."""
+    crashes = tmp_path / "in"
+    crashes.mkdir()
+    core = _elfutils_core(crashes)
+    (pid,) = {r.process.pid for r in inspect_file(core)}
+    log = crashes / f"hs_err_pid{pid}.log"
+    text = (HS_ERR / "dataset26.txt").read_text(errors="replace")
+    log.write_text(re.sub(r"\b92333\b", str(pid), text))
+    report, _, _ = _straddling_pair(tmp_path, core, log, core_side, runs)
+    assert report.process.pid == pid and report.runtime.kind == "jvm"
 
 
 def test_sigbus_mceerr_crash_sent_over_the_api_is_a_telemetry_event_too(tmp_path: Path) -> None:

@@ -12,13 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from coreepi.ingest.fleet import (
-    SidecarError,
-    read_exposure,
-    read_hosts,
-    read_sidecar,
-    read_telemetry,
-)
+from coreepi.ingest.fleet import SidecarError, read_sidecar
+from coreepi.ingest.fleet_tables import read_exposure, read_hosts, read_telemetry
 from coreepi.ingest.run import ingest
 from coreepi.model.fleet import Rejections, parse_utc
 from coreepi.model.report import AnalysisInfo, CrashReport, Source

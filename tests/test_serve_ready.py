@@ -71,6 +71,8 @@ def test_serve_warns_at_start_of_an_unreachable_bucket(monkeypatch: pytest.Monke
                                                        tmp_path: Path) -> None:
     endpoint = _dead_endpoint(monkeypatch)
     log = tmp_path / "serve.log"
+    subprocess.run([sys.executable, "-m", "coreepi", "store", "init", str(tmp_path / "d")],
+                   check=True, capture_output=True, timeout=120)
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "coreepi", "serve", "--data-dir", str(tmp_path / "d"),

@@ -19,14 +19,8 @@ from typer.testing import CliRunner
 
 from coreepi.cli.main import app
 from coreepi.ingest.artifacts import inspect_core
-from coreepi.ingest.fleet import (
-    Fleet,
-    read_exposure,
-    read_hosts,
-    read_sidecar,
-    read_telemetry,
-    scan_crashes,
-)
+from coreepi.ingest.fleet import Fleet, read_sidecar, scan_crashes
+from coreepi.ingest.fleet_tables import read_exposure, read_hosts, read_telemetry
 from coreepi.model.fleet import Rejections
 from coreepi.simulate import build_plan, bundled_scenario, load_scenario, simulate
 from coreepi.simulate.simulation import SimulationResult
@@ -55,7 +49,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SimulationRes
 
 
 def read_fleet(root: Path) -> dict[str, Any]:
-    """Everything coreepi.ingest.fleet reads from ``root``, and its rejections."""
+    """Everything coreepi.ingest.fleet(_tables) reads from ``root``, and its rejections."""
     rej = Rejections()
     fleet = Fleet.open(root)
     assert fleet.hosts and fleet.exposure and fleet.telemetry and fleet.crashes and fleet.symbols

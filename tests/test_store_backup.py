@@ -56,6 +56,35 @@ def test_data_dir_into_another(tmp_path: Path) -> None:
     assert "copied blobs 0 (0 bytes; 1 there)" in done.stdout
 
 
+def test_pruned_cores_stay_pruned_in_a_copy_both_ways(pg_url: str, tmp_path: Path) -> None:
+    """Before: `store copy` left the pruned/ tombstones behind, so a core
+    retention had deleted read "not found" in the copy instead of "pruned"."""
+    import json
+
+    from test_cli_pruned import CRASH, _pruned_store
+    from typer.testing import CliRunner
+
+    from coreepi.cli.main import app
+
+    data = tmp_path / "data"
+    key = _pruned_store(data)
+    central = tmp_path / "central-blobs"
+    up = _cli("store", "copy", "--from", str(data), "--to", pg_url, "--blobs", str(central))
+    assert up.returncode == 0, up.stderr
+    assert "pruned marks 1 (+0 there)" in up.stdout
+    assert list(DirectoryBlobStore(central).pruned_keys()) == [key]
+    back = tmp_path / "back"
+    for n in (1, 0):  # idempotent: the mark is there the second time
+        down = _cli("store", "copy", "--from", pg_url, "--to", str(back), "--blobs", str(central))
+        assert down.returncode == 0, down.stderr
+        assert f"pruned marks {n} (+{1 - n} there)" in down.stdout
+    for where in (["--store", pg_url, "--blobs", str(central)], ["--data-dir", str(back)]):
+        listed = CliRunner().invoke(app, ["list", "--json", *where])
+        assert listed.exit_code == 0, listed.output
+        assert [(r["crash_id"], r["core_status"]) for r in json.loads(listed.stdout)] == [
+            (CRASH, "pruned")]
+
+
 def test_copies_that_are_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with DuckDBStore(data) as src:

@@ -500,6 +500,9 @@ def test_blobs_stream_list_delete_and_prune(blobs: BlobStore) -> None:
     result = blobs.prune(max_age=timedelta(0), now=now + HOUR)
     assert (result.deleted_for_age, result.kept, result.kept_bytes) == (1, 0, 0)
     assert list(blobs.entries()) == [] and not blobs.has(big)
+    # the tombstones retention left (what a copy of the store carries)
+    assert sorted(blobs.pruned_keys()) == sorted([old, big])
+    assert blobs.was_pruned(old) and blobs.was_pruned(big) and not blobs.was_pruned("0" * 64)
     blobs.delete(big)  # absent: nothing happens
     with pytest.raises(KeyError):
         blobs.write_to(big, io.BytesIO())

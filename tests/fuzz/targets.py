@@ -117,7 +117,7 @@ def _sidecar(data: bytes) -> None:
 
 
 def _fleet_csv(data: bytes) -> None:
-    from coreepi.ingest.fleet import read_exposure, read_hosts, read_telemetry
+    from coreepi.ingest.fleet_tables import read_exposure, read_hosts, read_telemetry
     from coreepi.model.fleet import Rejections
 
     for name, reader in (("hosts.csv", read_hosts), ("exposure.csv", read_exposure),

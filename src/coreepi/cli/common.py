@@ -64,14 +64,18 @@ def data_dir_or_default(data_dir: Path | None) -> Path:
 
 def existing_store(data_dir: Path, option: str = "") -> Path:
     """``data_dir`` when it holds an embedded store; else exit 2 with one
-    line naming it (``option``: the option it came from, e.g. ``--from``).
-    A command pointed at a wrong path must not create a store there."""
+    line naming it (``option``: the option it came from, e.g. ``--from``)
+    and the command that makes one. A command pointed at a wrong path must
+    not create a store there: opening is not creating (only ``ingest``,
+    ``store init`` and ``store copy --to`` create)."""
+    import shlex
+
     from coreepi.store.duckdb_store import DB_NAME
 
     if not (data_dir / DB_NAME).is_file():
         named = f"{option} {data_dir}" if option else str(data_dir)
-        fail(f"{named}: no coreepi store here (`coreepi ingest FLEET --data-dir {data_dir}` "
-             f"or `coreepi store init --data-dir {data_dir}` makes one)")
+        fail(f"{named}: no coreepi store here (create one with "
+             f"`coreepi store init {shlex.quote(str(data_dir))}`)")
     return data_dir
 
 

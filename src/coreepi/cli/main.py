@@ -187,6 +187,7 @@ def ingest(
     ras-mc-ctl output: hardware events, and kernel crashes of host H."""
     from coreepi.cli.progress import IngestProgress
     from coreepi.errors import StoreError
+    from coreepi.ingest.fleet import BAD_HOST_ID
     from coreepi.ingest.hostlog import NOT_A_LOG
     from coreepi.ingest.run import ingest as run_ingest
     from coreepi.store import open_store
@@ -217,8 +218,10 @@ def ingest(
         undo()
         fail(f"nothing ingested: none of the {summary.files_seen} input files held a crash, "
              "host, exposure interval or telemetry event that could be stored (see above)")
-    if any(r.category == NOT_A_LOG for r in summary.rejections):
-        raise typer.Exit(EXIT_INPUT_ERROR)  # a named --telemetry file was no log: said above
+    # said above, one line each; the rest is in: a named --telemetry file that
+    # was no log, a row whose host id cannot name a host
+    if any(r.category in (NOT_A_LOG, BAD_HOST_ID) for r in summary.rejections):
+        raise typer.Exit(EXIT_INPUT_ERROR)
 
 
 def accepted_anything(summary: IngestSummary) -> bool:

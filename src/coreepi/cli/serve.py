@@ -10,7 +10,7 @@ import typer
 
 from coreepi.cli.common import fail as _fail
 from coreepi.cli.common import store_target
-from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt, store_location
+from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
 
 __all__ = ["serve", "token_app"]
 
@@ -116,9 +116,11 @@ def serve(
         _fail(f"--read-cpu-seconds: {exc}")
     if jobs is not None:
         config = replace(config, analysis_jobs=jobs)
+    # serving opens a store, it does not make one: a mistyped path would
+    # otherwise be served as an empty store (exit 2 names `store init`)
+    where = store_target(store, data_dir)
     try:
-        run(store_location(store, data_dir), host, port, config, log_level=log_level,
-            blobs=blobs)
+        run(where, host, port, config, log_level=log_level, blobs=blobs)
     except StoreError as exc:
         _fail(str(exc))
 

@@ -30,18 +30,24 @@ def _fail(message: str) -> NoReturn:
 
 
 @store_app.command("init")
-def store_init(data_dir: DataDir = None, store: StoreOpt = None) -> None:
+def store_init(
+    location: Annotated[str | None, typer.Argument(
+        metavar="[DATA_DIR|URL]", help="Where to make it (before --store and --data-dir).")
+    ] = None,
+    data_dir: DataDir = None,
+    store: StoreOpt = None,
+) -> None:
     """Make an empty store (a data dir, or the schema of a PostgreSQL --store),
-    e.g. to create API tokens before the first `coreepi serve` (`token
-    create` refuses a path without a store). An existing store is kept as it
-    is."""
+    e.g. before the first `coreepi serve` or to create API tokens (`serve`,
+    `token create` and every reading command refuse a path without a store).
+    An existing store is kept as it is."""
     import os
 
     from coreepi.cli.common import data_dir_or_default, shown
     from coreepi.errors import StoreError
     from coreepi.store import STORE_ENV, open_store
 
-    where = store or os.environ.get(STORE_ENV) or data_dir_or_default(data_dir)
+    where = location or store or os.environ.get(STORE_ENV) or data_dir_or_default(data_dir)
     try:
         with open_store(where) as opened:
             crashes = opened.count_crashes()

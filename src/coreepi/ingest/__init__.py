@@ -6,8 +6,9 @@ HTTP API, through which node agents send). Both analyse artifacts in the one
 sandbox runner, :mod:`coreepi.ingest.sandbox` (which runs
 :mod:`coreepi.ingest.worker`), as does the node's edge analysis.
 
-Parts: fleet directory reader (:mod:`~coreepi.ingest.fleet`) and its tables
-(:mod:`~coreepi.ingest.tables`), a host's log read once
+Parts: fleet directory reader (:mod:`~coreepi.ingest.fleet`: the directory,
+crash files and sidecars), its tables read (:mod:`~coreepi.ingest.fleet_tables`)
+and loaded (:mod:`~coreepi.ingest.tables`), a host's log read once
 (:mod:`~coreepi.ingest.hostlog`), crash files into crash rows
 (:mod:`~coreepi.ingest.crashes`), pairing of an hs_err log with its core
 (:mod:`~coreepi.ingest.pairing`), the build-id index of a symbol tree

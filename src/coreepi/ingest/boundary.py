@@ -11,14 +11,22 @@ Symlinks that stay inside are read like any file; hard links are plain files
 (a node can only hard-link what it can already read, on the same file
 system). A symlinked directory is not descended (``os.walk``'s default), and
 is said so rather than skipped silently.
+
+Only regular files are read: opening a FIFO blocks until a writer comes
+(forever, and ingest could then not even be stopped by SIGTERM: its thread
+waits in ``open``), a device may never end. :func:`irregular` tells them
+apart by ``stat`` alone, which never blocks.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-__all__ = ["refusal"]
+__all__ = ["NOT_REGULAR", "irregular", "refusal"]
+
+NOT_REGULAR = "not a regular file (a FIFO, socket or device): not read"
 
 
 def _within(path: str, root: str) -> bool:
@@ -38,3 +46,14 @@ def refusal(path: Path, root: Path) -> str | None:
     if path.is_symlink() and path.is_dir():
         return "symlinked directory: not followed (its files are read only where they lie)"
     return None
+
+
+def irregular(path: Path) -> bool:
+    """Whether ``path`` (symlinks followed) is there but is neither a regular
+    file nor a directory: a FIFO, socket or device, never to be opened. Only
+    stats it; False when it cannot be stat'ed (the reader says why)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))

@@ -44,7 +44,10 @@ class ElfIdentity:
 
 def elf_identity(path: str | os.PathLike[str]) -> ElfIdentity | None:
     """The :class:`ElfIdentity` of the file at ``path``; None when it is not
-    an ELF executable, shared object or debug file with a GNU build-id."""
+    an ELF executable, shared object or debug file with a GNU build-id
+    (nor a regular file: a FIFO in a symbol tree would block ``open``)."""
+    if not os.path.isfile(path):
+        return None
     try:
         with open(path, "rb") as fh:
             if fh.read(4) != b"\x7fELF":

@@ -41,10 +41,12 @@ from pydantic import ValidationError
 from coreepi import __version__
 from coreepi.errors import InputError
 from coreepi.ingest.fleet import (
+    BAD_HOST_ID,
     CrashFile,
     RepeatedKeyError,
     Sidecar,
     SidecarError,
+    host_id_problem,
     read_sidecar,
     sidecar_candidates,
     sidecar_from_object,
@@ -83,6 +85,8 @@ class CoreJob:
     stat: os.stat_result
     sha256: str = ""
     blob_key: str | None = None
+    blob_new: bool = False
+    """This job wrote the blob (it was not stored before): no crash row can name it yet."""
     duplicate: bool = False
     result: SandboxResult | None = None
     rejections: Rejections = field(default_factory=Rejections)
@@ -376,6 +380,11 @@ class CrashIngest:
         if not report.host_id:
             rejections.add(path, None, "missing-value", "CrashReport has no host_id; not ingested")
             return None
+        problem = host_id_problem(report.host_id)
+        if problem is not None:
+            rejections.add(path, None, BAD_HOST_ID,
+                           f"CrashReport host_id {report.host_id!r} {problem}; not ingested")
+            return None
         if report.captured_at is None:
             rejections.add(path, None, "missing-value",
                            "CrashReport has no captured_at; not ingested")
@@ -445,6 +454,15 @@ class CrashIngest:
             new.append(rec)
         return new, updates
 
+    def _drop_blob(self, job: CoreJob) -> None:
+        """Delete the blob of an artifact that holds no crash, when this job
+        wrote it: no crash row names it, so nothing would ever read or prune
+        it by a crash. A blob stored before (a crash of the same content,
+        another path) stays."""
+        if job.blob_key is not None and job.blob_new:
+            self.store.blobs.delete(job.blob_key)
+            job.blob_key = None
+
     def finish(self, job: CoreJob) -> None:
         """Commit an analysed artifact: its crashes (host, time and id set,
         paired with a stored JVM crash when they belong together), or one
@@ -480,6 +498,7 @@ class CrashIngest:
             if not records:
                 rejections.add(item.path, None, "no-crash-found",
                                f"{_kind_words(item.path)}, no crash found; not ingested")
+                self._drop_blob(job)
             outcome = f"{len(records)} crash(es)" if records else "no crash found"
             if follow_ons:
                 self.summary.follow_ons += follow_ons

@@ -13,7 +13,9 @@ Pairing rule
     at most :data:`PAIR_WINDOW` (10 minutes) apart, and neither is already
     paired. The second artifact to arrive is merged into the stored crash
     of the first (closest in time when several qualify); the crash row is
-    updated, not added, so the crash is counted once.
+    updated, not added, so the crash is counted once. The window is all
+    that pairs: two times either side of a boundary of the id's 10-minute
+    bucket (below) still pair, in either order and in one ingest run or two.
 
 Crash id
     An hs_err report, and an ELF core that looks like a JVM (a module
@@ -22,7 +24,8 @@ Crash id
     ``captured_at``) instead of their own content id, so the pair has the
     same id whichever artifact came first. Limits, by design kept simple:
     when the two times straddle a bucket boundary the pair keeps the id of
-    the first arrival; when the id is already taken by another crash (a
+    the first arrival (its own bucket; the first artifact cannot know the
+    time of the second, and a stored crash is never re-keyed); when the id is already taken by another crash (a
     container's pid 1 crash-looping within 10 minutes) the report keeps its
     own content id, so no crash is ever lost to a collision. Other cores
     keep their content id (and still pair with an hs_err that arrives

@@ -25,18 +25,20 @@ nothing and duplicates nothing.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from coreepi.ingest.boundary import refusal
+from coreepi.ingest.boundary import NOT_REGULAR, irregular, refusal
 from coreepi.ingest.buildid import BuildIdIndex
 from coreepi.ingest.crashes import CoreJob, CrashIngest
 from coreepi.ingest.fleet import (
     CrashFile,
     Fleet,
+    host_id_problem,
     is_fleet_dir,
     pair_crash_files,
     scan_crashes,
@@ -71,6 +73,7 @@ def _analyse_job(job: CoreJob, store: Store, runner: Sandbox, store_cores: bool)
         return job
     if store_cores:
         try:
+            job.blob_new = not store.blobs.has(job.sha256)
             job.blob_key = store.put_blob(job.item.path, job.sha256)
         except (OSError, ValueError) as exc:
             job.result = SandboxResult(False, category="blob-error", error=str(exc))
@@ -165,9 +168,14 @@ def ingest(
     for p in [*resolved, *(p for p, _ in logs)]:
         if not p.exists():
             raise InputError(str(p), "no such file or directory")
-    for p, _ in logs:
+        if irregular(p):
+            raise InputError(str(p), NOT_REGULAR)
+    for p, host in logs:
         if not p.is_file():
             raise InputError(str(p), "not a file (--telemetry takes a log file)")
+        problem = host_id_problem(host)
+        if problem is not None:
+            raise InputError(f"--host {host!r}", f"a host id that {problem}")
     fleets = [Fleet.open(p) for p in resolved if is_fleet_dir(p)]
     for fleet in fleets:
         ingest_fleet_tables(store, fleet, summary)
@@ -206,6 +214,9 @@ def _run_crashes(items: list[CrashFile], store: Store, summary: IngestSummary,
         except OSError as exc:  # a dangling symlink, a symlink loop, a file gone meanwhile
             unreadable.add(item.path, None, "unreadable-file",
                            f"cannot read: {exc.strerror}; not ingested")
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            unreadable.add(item.path, None, "not-a-file", NOT_REGULAR)
             continue
         entry = ledger.get(str(item.path))
         if entry is not None and entry.size == st.st_size and entry.mtime_ns == st.st_mtime_ns:

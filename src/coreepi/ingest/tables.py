@@ -1,14 +1,20 @@
 """A fleet directory's tables into the store: ``hosts.csv``, ``exposure.csv``
-and ``telemetry.jsonl`` (read by :mod:`coreepi.ingest.fleet`, streaming; a
+and ``telemetry.jsonl`` (read by :mod:`coreepi.ingest.fleet_tables`, streaming; a
 bad row is a rejection naming file:line). Each table is one transaction with
-its ledger row, skipped when unchanged since the last ingest."""
+its ledger row, skipped when unchanged since the last ingest. A table that
+is a symlink leaving the fleet directory is refused unread, as a core or
+sidecar would be (:func:`coreepi.ingest.boundary.refusal`): a node that can
+write the directory must not make ingest read ``/etc/shadow`` as hosts.csv
+and show its lines back in rejections."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from coreepi.ingest.fleet import Fleet, read_exposure, read_hosts, read_telemetry
+from coreepi.ingest.boundary import NOT_REGULAR, irregular, refusal
+from coreepi.ingest.fleet import Fleet
+from coreepi.ingest.fleet_tables import read_exposure, read_hosts, read_telemetry
 from coreepi.ingest.summary import IngestSummary, unchanged
 from coreepi.model.fleet import Rejections
 from coreepi.store import LedgerEntry, Store, sha256_file
@@ -17,15 +23,22 @@ __all__ = ["ingest_fleet_tables"]
 
 
 def _ingest_table(
-    store: Store, path: Path, kind: str, summary: IngestSummary,
+    store: Store, fleet: Fleet, path: Path, kind: str, summary: IngestSummary,
     load: Callable[[Rejections], None],
 ) -> None:
     summary.files_seen += 1
+    rejections = Rejections()
+    why = refusal(path, fleet.root)
+    if why is not None or irregular(path):
+        rejections.add(path, None, "symlink" if why else "not-a-file", why or NOT_REGULAR)
+        with store.transaction():
+            store.add_rejections(rejections, replace_files=[str(path)])
+        summary.rejections.extend(rejections)
+        return
     st = path.stat()
     if unchanged(store, str(path), st):
         summary.files_skipped += 1
         return
-    rejections = Rejections()
     load(rejections)
     with store.transaction():
         store.add_rejections(rejections, replace_files=[str(path)])
@@ -43,7 +56,7 @@ def ingest_fleet_tables(store: Store, fleet: Fleet, summary: IngestSummary) -> N
         def load_hosts(rej: Rejections) -> None:
             summary.hosts += store.add_hosts(read_hosts(path, rej))
 
-        _ingest_table(store, path, "hosts", summary, load_hosts)
+        _ingest_table(store, fleet, path, "hosts", summary, load_hosts)
     known = store.host_ids() or None
     if known is None and (fleet.exposure or fleet.telemetry or fleet.crashes):
         summary.notes.append(f"{fleet.root}: no hosts known (no hosts.csv): host ids not checked")
@@ -59,12 +72,12 @@ def ingest_fleet_tables(store: Store, fleet: Fleet, summary: IngestSummary) -> N
                         f"interval of host {interval.host_id!r} overlaps a stored one "
                         f"[{s.isoformat()}, {e.isoformat()})")
 
-        _ingest_table(store, exposure_path, "exposure", summary, load_exposure)
+        _ingest_table(store, fleet, exposure_path, "exposure", summary, load_exposure)
     if fleet.telemetry is not None:
         telemetry_path = fleet.telemetry
 
         def load_events(rej: Rejections) -> None:
             summary.events_added += store.add_events(read_telemetry(telemetry_path, rej, known))
 
-        _ingest_table(store, telemetry_path, "telemetry", summary, load_events)
+        _ingest_table(store, fleet, telemetry_path, "telemetry", summary, load_events)
 

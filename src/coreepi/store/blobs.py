@@ -209,6 +209,11 @@ class DirectoryBlobStore(BlobStore):
     def was_pruned(self, key: str) -> bool:
         return self._tombstone(key).exists()
 
+    def pruned_keys(self) -> Iterator[str]:
+        tombs = self.root / PRUNED_DIR
+        if tombs.is_dir():
+            yield from (p.name for p in tombs.iterdir() if len(p.name) == 64)
+
     def size(self, key: str) -> int | None:
         """Bytes the blob takes on disk, or None when absent."""
         p = self.path(key)

@@ -8,7 +8,9 @@ shared migrations), so the rows move raw: ``export_rows`` of one,
 Blobs go first (a copied crash row never names a blob the destination lacks),
 streamed one at a time through a temporary file, each keeping its time
 (retention prunes by age; an object store that sets its own time cannot, and
-the result counts those); then every table of the
+the result counts those), with the tombstones of the blobs retention deleted
+(``pruned/KEY``: a pruned core reads "pruned" in the copy too, not "not
+found"); then every table of the
 schema (as the migrations create them), raw rows in batches, each kept when
 its key is already there (a keyless log: when an equal row is there). Run
 it again — after more ingesting into the data dir, or after an interruption
@@ -44,6 +46,9 @@ class CopyResult:
     blobs_copy_time: int = 0
     """Blobs added that carry the time of the copy, not their own (the
     destination, an object store, sets it): retention sees them as new."""
+    pruned_added: int = 0
+    pruned_present: int = 0
+    """Tombstones of pruned blobs added, and already there."""
 
     def __str__(self) -> str:
         tables = ", ".join(f"{t} {self.added[t]} (+{self.present[t]} there)" for t in self.added)
@@ -51,7 +56,8 @@ class CopyResult:
                  "store sets it): retention counts their age from now"
                  if self.blobs_copy_time else "")
         return (f"copied blobs {self.blobs_added} ({self.blob_bytes} bytes; "
-                f"{self.blobs_present} there{dated}); rows: {tables}")
+                f"{self.blobs_present} there{dated}); pruned marks {self.pruned_added} "
+                f"(+{self.pruned_present} there); rows: {tables}")
 
 
 def copy_store(src: AnyStore, dst: AnyStore,
@@ -73,7 +79,14 @@ def copy_store(src: AnyStore, dst: AnyStore,
             result.blobs_added += 1
             if not dst.blobs.keep_modified(info.key, info.modified):
                 result.blobs_copy_time += 1
-    say(f"blobs: {result.blobs_added} added, {result.blobs_present} there")
+        for key in src.blobs.pruned_keys():
+            if dst.blobs.was_pruned(key):
+                result.pruned_present += 1
+            else:
+                dst.blobs.mark_pruned(key)
+                result.pruned_added += 1
+    say(f"blobs: {result.blobs_added} added, {result.blobs_present} there; "
+        f"pruned marks: {result.pruned_added} added")
     # every table the migrations create, so a table added later is copied too
     for table in schema_tables():
         added = seen = 0

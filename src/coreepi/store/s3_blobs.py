@@ -234,6 +234,13 @@ class S3BlobStore(BlobStore):
             return False
         return True
 
+    def pruned_keys(self) -> Iterator[str]:
+        for batch in obstore.list(self._store, prefix=PRUNED_DIR, chunk_size=1000):
+            for meta in batch:
+                name = meta["path"].rsplit("/", 1)[-1]
+                if len(name) == 64:
+                    yield name
+
 
 def _parts(src: IO[bytes], digest: Any, compress: bool) -> Iterator[bytes]:
     """The file's bytes as upload chunks: hashed as read, zstd-compressed

@@ -11,6 +11,7 @@ import anyio
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
+from coreepi.ingest.fleet import host_id_problem
 from coreepi.ingest.intake import (
     CoreIntake,
     InvalidCore,
@@ -46,6 +47,15 @@ def checked_crash_id(crash_id: str) -> str:
         raise ApiError(400, f"invalid crash_id {crash_id[:80]!r}: expected 16 to 64 "
                        "lower-case hex digits", "invalid-crash-id")
     return crash_id
+
+
+def check_host_id(host_id: str) -> None:
+    """ApiError 422 when ``host_id`` cannot name a host (a URL path segment
+    and a cell of terminal tables: :func:`coreepi.ingest.fleet.host_id_problem`),
+    as ``coreepi ingest`` refuses it in a fleet directory."""
+    problem = host_id_problem(host_id)
+    if problem is not None:
+        raise ApiError(422, f"host_id {host_id[:80]!r} {problem}", "invalid-body")
 
 
 def check_accepted_time(when: datetime | None, skew_seconds: float, what: str) -> None:
@@ -116,6 +126,7 @@ async def post_crash(request: Request, response: Response, _: Ingest) -> CrashAc
     checked_crash_id(report.crash_id)
     if not report.host_id:
         raise ApiError(422, "host_id is required", "invalid-body")
+    check_host_id(report.host_id)
     state = request.app.state
     check_accepted_time(report.captured_at, state.config.max_clock_skew_seconds, "captured_at")
     check_attribute_limits(report.attributes, "attributes")
@@ -208,6 +219,7 @@ async def post_heartbeat(hb: Heartbeat, request: Request, response: Response,
     """Record that a host was up over [start, end) (exposure), with its load
     figures and, when they changed, its host facts."""
     state = request.app.state
+    check_host_id(hb.host_id)
     for when, what in ((hb.start, "start"), (hb.end, "end")):
         check_accepted_time(when, state.config.max_clock_skew_seconds, what)
     check_attribute_limits(hb.load, "load")

@@ -136,6 +136,12 @@ class BlobStore(abc.ABC):
         """Whether retention deleted blob ``key`` from this store
         (:meth:`mark_pruned`). ValueError for a malformed key."""
 
+    @abc.abstractmethod
+    def pruned_keys(self) -> Iterator[str]:
+        """The key of every tombstone (:meth:`mark_pruned`), any order: what a
+        copy of the store carries, so a pruned core stays "pruned" there
+        rather than "not found"."""
+
     def prune(self, max_age: timedelta | None = None, max_total_bytes: int | None = None,
               now: datetime | None = None) -> PruneResult:
         """Retention: delete the blobs written more than ``max_age`` before
