@@ -291,16 +291,19 @@ def _time_order(rows: pd.DataFrame) -> np.ndarray:
     DuckDB's binary collation does."""
     at = rows["captured_at"].to_numpy("datetime64[us]").view(np.int64)
     order = np.argsort(at, kind="stable")
-    tied = np.flatnonzero(np.diff(at[order]) == 0)
-    if tied.size:
-        ids = rows["crash_id"].to_numpy(object)
-        # blocks of equal times: each run of consecutive tied positions
-        starts = tied[np.r_[True, np.diff(tied) > 1]]
-        ends = tied[np.r_[np.diff(tied) > 1, True]] + 2
-        for a, b in zip(starts, ends, strict=True):
-            block = order[a:b]
-            order[a:b] = block[np.argsort(ids[block].astype(str), kind="stable")]
-    return order
+    sorted_at = at[order]
+    tie = np.zeros(len(at), dtype=bool)
+    same = sorted_at[1:] == sorted_at[:-1]
+    tie[1:] |= same
+    tie[:-1] |= same
+    if not tie.any():
+        return order
+    # rank the ids of the rows that share a time with another, then one lexsort
+    tied = order[tie]
+    ids = rows["crash_id"].to_numpy(object)[tied].astype(str)
+    rank = np.zeros(len(at), dtype=np.int64)
+    rank[tied[np.argsort(ids, kind="stable")]] = np.arange(1, len(tied) + 1)
+    return np.lexsort((rank, at))
 
 
 def _decoded_crashes(rows: pd.DataFrame, values: dict[str, list[Any]]) -> pd.DataFrame:
