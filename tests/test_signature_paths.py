@@ -5,14 +5,17 @@ shortened into a new group). Real cores of tests/crashers/ programs."""
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from coreepi.analyze.signature import generate_signature
 from coreepi.analyze.signature.rules import TRUNCATED_MARK
 from coreepi.ingest.artifacts import inspect_core
+from coreepi.model.report import CrashReport, Phenotype, SignalInfo
 from coreepi.parse.demangle import demangle
 from coreepi.reporting.crash_text import render_report
 from test_signature import make_report
@@ -61,13 +64,16 @@ def test_rust_panic_signature_starts_at_the_users_frame(get_crash) -> None:
     report = inspect_core(crash.core, exe=crash.binary)
     frames = [f.function or "" for f in report.crashed_thread.frames]
     # demangled, v0 crate hashes gone: the names no toolchain upgrade changes
-    assert "std::process::abort" in frames and "__rustc::rust_panic" in frames
+    # (rustc >= 1.8x puts the runtime's hooks in `__rustc::`, older ones not)
+    assert "std::process::abort" in frames
     assert "core::panicking::panic_bounds_check" in frames
     assert not any(f.startswith("_R") or "$u7b$" in f for f in frames), frames
     assert report.signature is not None
     assert report.signature.signature == "rust_panic::main | main"
-    dropped = {s.before.split(" ", 1)[1] for s in report.signature.trail if s.rule == "prefix"}
-    assert {"std::panicking::panic_with_hook", "__rustc::__rust_abort"} <= dropped
+    dropped = [s.before.split(" ", 1)[1] for s in report.signature.trail if s.rule == "prefix"]
+    assert "std::process::abort" in dropped
+    assert any(d.endswith("rust_panic") for d in dropped), dropped
+    assert any(d.startswith("std::panicking::") for d in dropped), dropped
 
 
 # -- abort() in a fault handler (a JVM's own core) --------------------------
@@ -99,8 +105,6 @@ def test_fault_handler_rule_needs_a_trap() -> None:
     frames = [("abort", "context"), ("on_term", "cfi"), ("__restore_rt", "cfi"),
               ("work", "cfi"), ("main", "cfi")]
     report = make_report(frames)
-    from coreepi.model.report import Phenotype, SignalInfo
-
     pc = report.crashed_thread.frames[3].pc
     report.signal = SignalInfo(number=6, name="SIGABRT")
     report.phenotypes = [Phenotype(name="signal-handler-active",
@@ -150,9 +154,8 @@ def test_truncated_core_signature_is_marked(get_crash, tmp_path: Path) -> None:
     assert "core truncated" not in _first_screen(full)
 
 
-def _first_screen(report) -> str:
-    from rich.console import Console
-
-    console = Console(width=100, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+def _first_screen(report: CrashReport) -> str:
+    """What ``coreepi inspect`` prints for ``report`` (no colour)."""
+    console = Console(width=100, file=io.StringIO(), color_system=None)
     render_report(report, console)
-    return console.export_text()
+    return console.file.getvalue()
