@@ -74,6 +74,19 @@ def test_rust_panic_signature_starts_at_the_users_frame(get_crash) -> None:
     assert "std::process::abort" in dropped
     assert any(d.endswith("rust_panic") for d in dropped), dropped
     assert any(d.startswith("std::panicking::") for d in dropped), dropped
+    # the panic, and its message from the payload String std formatted
+    panic = next(p.evidence for p in report.phenotypes if p.name == "rust-panic")
+    assert panic["panic_function"] == "core::panicking::panic_bounds_check"
+    assert panic["panicking_frame"] == "rust_panic::main"
+    assert panic["message"] == "index out of bounds: the len is 3 but the index is 8"
+
+
+def test_rust_panic_needs_std_panicking_frames(get_crash) -> None:
+    """A C++ abort (std::terminate, no std::panicking:: frame) is no Rust panic."""
+    crash = get_crash("cxx_exception")
+    report = inspect_core(crash.core, exe=crash.binary)
+    assert "uncaught-exception" in {p.name for p in report.phenotypes}
+    assert "rust-panic" not in {p.name for p in report.phenotypes}
 
 
 # -- abort() in a fault handler (a JVM's own core) --------------------------
