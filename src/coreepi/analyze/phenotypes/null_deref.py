@@ -53,6 +53,10 @@ class NullDeref(PhenotypeRule):
         frame = find_signal_frame(ctx)
         if frame is None or frame.trapno != TRAP_PAGE_FAULT or frame.cr2 is None:
             return None
+        # The saved pc must be a frame the unwinder reached through the
+        # handler: a stale rt_sigframe left in a live frame's locals is not.
+        if ctx.thread is None or not any(f.pc == frame.pc for f in ctx.thread.frames[1:]):
+            return None
         if frame.cr2 >= NULL_PAGE_LIMIT:
             return None
         return self.fire(
