@@ -89,6 +89,13 @@ class Variant:
     def cxx(self) -> bool:
         return self.source.endswith(".cpp")
 
+    @property
+    def compiler(self) -> str:
+        """gcc, g++ or rustc, by the source's suffix."""
+        if self.source.endswith(".rs"):
+            return "rustc"
+        return "g++" if self.cxx else "gcc"
+
 
 @dataclass(frozen=True)
 class Case:
@@ -116,6 +123,10 @@ VARIANTS: dict[str, Variant] = {
         Variant("sigbus", "sigbus.c"),
         Variant("threads50", "threads50.c"),
         Variant("cxx_exception", "cxx_exception.cpp"),
+        Variant("handler_abort", "handler_abort.c"),
+        # the profile of a release build with panic = "abort", plus line tables
+        Variant("rust_panic", "rust_panic.rs",
+                flags=("-C", "opt-level=1", "-C", "panic=abort", "-C", "debuginfo=1")),
     ]
 }
 
@@ -136,6 +147,9 @@ CASES: dict[str, Case] = {
         Case("threads50", "threads50", "gcore"),
         Case("threads50@kernel", "threads50", "kernel"),
         Case("cxx_exception", "cxx_exception", "gcore"),
+        # the kernel's core: gdb would write one at the SIGSEGV, before the handler runs
+        Case("handler_abort@kernel", "handler_abort", "kernel"),
+        Case("rust_panic", "rust_panic", "gcore"),
     ]
 }
 
@@ -286,6 +300,7 @@ class PtLoad:
     memsz: int
     filesz: int
     flags: str
+    offset: int = 0  # in the file, bytes
 
 
 def read_pt_loads(core: Path) -> list[PtLoad]:
@@ -293,13 +308,12 @@ def read_pt_loads(core: Path) -> list[PtLoad]:
     out = _run(["readelf", "-lW", core]).stdout
     loads = []
     for m in re.finditer(
-        r"^\s+LOAD\s+0x[0-9a-f]+ (0x[0-9a-f]+) 0x[0-9a-f]+ (0x[0-9a-f]+) (0x[0-9a-f]+) (.{3})",
+        r"^\s+LOAD\s+(0x[0-9a-f]+) (0x[0-9a-f]+) 0x[0-9a-f]+ (0x[0-9a-f]+) (0x[0-9a-f]+) (.{3})",
         out,
         re.MULTILINE,
     ):
-        loads.append(
-            PtLoad(int(m.group(1), 16), int(m.group(3), 16), int(m.group(2), 16), m.group(4))
-        )
+        vaddr, filesz, memsz = (int(m.group(i), 16) for i in (2, 3, 4))
+        loads.append(PtLoad(vaddr, memsz, filesz, m.group(5), offset=int(m.group(1), 16)))
     return loads
 
 
@@ -314,8 +328,7 @@ def gdb_available() -> str | None:
     return None
 
 
-def _compiler_reason(cxx: bool) -> str | None:
-    tool = "g++" if cxx else "gcc"
+def _compiler_reason(tool: str) -> str | None:
     if shutil.which(tool) is None:
         return f"{tool} is not installed (needed to build the crasher programs)"
     for t in ("readelf", "eu-readelf", "strip", "objcopy"):
@@ -433,14 +446,16 @@ class CoreFactory:
             return self._binaries[variant_name]
 
     def _build(self, v: Variant) -> tuple[Path, Path, Path | None]:
-        if reason := _compiler_reason(v.cxx):
+        if reason := _compiler_reason(v.compiler):
             raise CrasherUnavailable(reason)
         outdir = self.root / "bin"
         outdir.mkdir(exist_ok=True)
         out = outdir / v.name
-        compiler = "g++" if v.cxx else "gcc"
         build_id = "-Wl,--build-id" if v.build_id else "-Wl,--build-id=none"
-        argv = [compiler, *v.flags, "-Wall", "-pthread", build_id, "-o", out]
+        if v.compiler == "rustc":
+            argv = ["rustc", *v.flags, "-C", f"link-arg={build_id}", "-o", out]
+        else:
+            argv = [v.compiler, *v.flags, "-Wall", "-pthread", build_id, "-o", out]
         argv.append(CRASHERS_DIR / v.source)
         proc = _run(argv)
         if proc.returncode != 0:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from coreepi.analyze.signature.rules import MarkTruncatedStack
 from coreepi.model.report import CrashReport, Frame, FrameTrust, RuntimeFrame, Thread
 from coreepi.reporting.artifact_kind import (
     LOG_TRUST,
@@ -204,11 +205,25 @@ def _render_head(report: CrashReport, console: Console) -> None:
         print_line(console, Text(f"cmdline: {' '.join(proc.cmdline)}"))
     if report.signature is not None:
         print_line(console, Text(f"signature: {report.signature.signature}", style="bold"))
+        if note := _stack_cut_note(report):
+            print_line(console, Text(note, style="bold"))
     for p in report.phenotypes:
         tag = " (hardware-indicative)" if p.hardware_indicative else ""
         print_line(console, Text.assemble(("phenotype ", ""), (p.name, "bold"), tag))
         for key, text in evidence_items(p.evidence):
             print_line(console, Text(f"  {key}: {text}"))
+
+
+def _stack_cut_note(report: CrashReport) -> str | None:
+    """"core truncated: the stack beyond frame N is missing" when the
+    signature was marked by :class:`MarkTruncatedStack` (its stack pages are
+    past the end of a truncated core), else None."""
+    assert report.signature is not None
+    if not any(s.rule == MarkTruncatedStack.name for s in report.signature.trail):
+        return None
+    thread = report.crashed_thread
+    last = thread.frames[-1].index if thread is not None and thread.frames else 0
+    return f"core truncated: the stack beyond frame {last} is missing"
 
 
 def _render_thread(thread: Thread, console: Console, *, registers: bool, source: str) -> None:

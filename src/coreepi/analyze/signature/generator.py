@@ -30,10 +30,12 @@ from coreepi.analyze.signature.rules import (
     CollapseRecursion,
     DropNonCodeFrames,
     JoinFrames,
+    MarkTruncatedStack,
     NormalizeFrames,
     PreferTrustedFrames,
     SignatureRule,
     SignatureState,
+    SkipFaultHandlerFrames,
     SkipIrrelevantFrames,
     SkipPrefixFrames,
     TakeTopFrames,
@@ -50,6 +52,8 @@ __all__ = ["RULES", "RULESETS", "SignatureGenerator", "SignatureResult", "genera
 # - CpuVariants right after it: the lists and every later rule see `memset`,
 #   whichever CPU-specific memset the crashing host's libc picked.
 # - DropNonCodeFrames before the lists: a pc of 0 must not reach them.
+# - SkipFaultHandlerFrames before the lists: it cuts by the interrupted
+#   frame's pc, which __restore_rt (irrelevant) must not hide.
 # - SkipIrrelevantFrames before SkipPrefixFrames: an irrelevant frame inside
 #   the innermost run (the personality routine between std::terminate and a
 #   noexcept function) must not end the prefix run early.
@@ -62,11 +66,13 @@ __all__ = ["RULES", "RULESETS", "SignatureGenerator", "SignatureResult", "genera
 # - CollapseRecursion after every rule that drops frames (a dropped frame
 #   between two equal ones must not keep them apart).
 # - UnusableStackHead before TakeTopFrames: it may set the frame count.
-# - JoinFrames, then Truncate, last (Socorro: SigFixWhitespace, SigTruncate).
+# - JoinFrames, then MarkTruncatedStack (it marks the joined text), then
+#   Truncate, last (Socorro: SigFixWhitespace, SigTruncate).
 RULES: tuple[type[SignatureRule], ...] = (
     NormalizeFrames,
     CpuVariants,
     DropNonCodeFrames,
+    SkipFaultHandlerFrames,
     SkipIrrelevantFrames,
     SkipPrefixFrames,
     TrimModules,
@@ -76,6 +82,7 @@ RULES: tuple[type[SignatureRule], ...] = (
     UnusableStackHead,
     TakeTopFrames,
     JoinFrames,
+    MarkTruncatedStack,
     Truncate,
 )
 

@@ -21,11 +21,13 @@ __all__ = [
     "CollapseRecursion",
     "DropNonCodeFrames",
     "JoinFrames",
+    "MarkTruncatedStack",
     "NormalizeFrames",
     "PreferTrustedFrames",
     "SigFrame",
     "SignatureRule",
     "SignatureState",
+    "SkipFaultHandlerFrames",
     "SkipIrrelevantFrames",
     "SkipPrefixFrames",
     "TakeTopFrames",
@@ -37,6 +39,8 @@ __all__ = [
 NULL_PAGE = 0x1000
 EMPTY_NO_THREAD = "EMPTY: no crashing thread identified"
 EMPTY_NO_FRAMES = "EMPTY: no frame data available"
+#: the last part of a signature whose stack was cut by a truncated core
+TRUNCATED_MARK = "(core truncated)"
 
 
 @dataclass
@@ -132,6 +136,41 @@ class DropNonCodeFrames(SignatureRule):
             return any(lo <= pc < hi for lo, hi in executable)
 
         state.drop(self.name, [f for f in state.frames if is_code(f.frame.pc)])
+
+
+class SkipFaultHandlerFrames(SignatureRule):
+    """abort() called by a handler of a fault (a crash reporter's, HotSpot's
+    JVM_handle_linux_signal -> VMError::report_and_die -> os::abort): the
+    handler's frames are how the fault was reported, not where it was, so
+    the signature starts at the interrupted frame, as the JVM's hs_err log
+    does. Only for SIGABRT with the signal-handler-active phenotype naming
+    an x86 trap that raises a fatal signal (``interrupted_trap``) and an
+    ``interrupted_pc`` found among the frames; a handler that crashed on
+    its own (SIGSEGV inside the handler) keeps its frames."""
+
+    name = "fault-handler"
+
+    def predicate(self, state: SignatureState) -> bool:
+        sig = state.report.signal
+        return sig is not None and sig.name == "SIGABRT" and self._interrupted(state) is not None
+
+    def action(self, state: SignatureState) -> None:
+        pc = self._interrupted(state)
+        first = next(i for i, f in enumerate(state.frames) if f.frame.pc == pc)
+        state.drop(self.name, state.frames[first:])
+
+    @staticmethod
+    def _interrupted(state: SignatureState) -> int | None:
+        """The interrupted pc when it is a kept frame's pc past frame 0, else None."""
+        handler = next(
+            (p for p in state.report.phenotypes if p.name == "signal-handler-active"), None
+        )
+        if handler is None or not handler.evidence.get("interrupted_trap"):
+            return None
+        text = handler.evidence.get("interrupted_pc")
+        pc = int(text, 16) if isinstance(text, str) else None
+        found = any(f.frame.pc == pc and f.index > 0 for f in state.frames)
+        return pc if found else None
 
 
 class SkipPrefixFrames(SignatureRule):
@@ -293,6 +332,36 @@ class JoinFrames(SignatureRule):
             parts = [EMPTY_NO_THREAD if no_thread else EMPTY_NO_FRAMES]
         state.signature = " | ".join(parts)
         state.record(self.name, "", state.signature)
+
+
+class MarkTruncatedStack(SignatureRule):
+    """A truncated core whose stack pages are gone gives only the frames
+    found in the registers (``walk`` of ``walk | handler | main``): the
+    signature gets a last part, :data:`TRUNCATED_MARK`, so it can never be
+    taken for a complete stack that ends there (a new ``walk`` group). Only
+    when the frames ran out before the signature's frame count, and the
+    outermost frame's stack pointer lies in a region the core should hold
+    but does not (:attr:`~coreepi.model.report.Mapping.in_core` False in a
+    truncated core); a complete core's signature never changes."""
+
+    name = "truncated-core"
+
+    def predicate(self, state: SignatureState) -> bool:
+        thread = state.report.crashed_thread
+        if not state.report.core.truncated or thread is None or state.key != "frames":
+            return False
+        if len(state.frames) >= state.limit:
+            return False
+        sp = next((f.sp for f in reversed(thread.frames) if f.sp is not None), None)
+        if sp is None:
+            return False
+        region = next((m for m in state.report.memory_map if m.start <= sp < m.end), None)
+        return region is not None and not region.in_core
+
+    def action(self, state: SignatureState) -> None:
+        before = state.signature
+        state.signature = f"{before} | {TRUNCATED_MARK}"
+        state.record(self.name, before, state.signature)
 
 
 class Truncate(SignatureRule):

@@ -495,7 +495,7 @@ def _symbolize(
     if symbol is not None and not frame.is_inline:
         # The ELF symbol carries the C++ qualified name (DWARF's DW_AT_name
         # is only the last component): prefer it, demangled.
-        if symbol.name.startswith("_Z"):
+        if symbol.name.startswith(("_Z", "_R")):
             function = demangle(symbol.name)
         elif function is None:
             function = symbol.name
