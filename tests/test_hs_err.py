@@ -442,6 +442,10 @@ def test_the_process_is_named_as_the_jvm_core_names_it() -> None:
     custom = launched.replace("SUN_STANDARD", "generic")
     report = hs_err_report(custom)
     assert report is not None and (report.process.comm, report.process.exe) == (None, None)
+    # Windows: the image name, as Task Manager shows it
+    windows = hs_err_report(vendored("jvm-hs_err-krashpad-windows") / "dataset82.txt")
+    assert windows is not None and windows.process.comm == "java.exe"
+    assert windows.process.exe == r"D:\path\java\java-11-openjdk-11.0.8.10-2\bin\java.exe"
 
 
 def test_jit_addresses_and_generated_names_do_not_make_new_signatures() -> None:
