@@ -312,14 +312,32 @@ def test_host_drain_at_a_past_time(pristine: Path, tmp_path: Path) -> None:
         assert exposure[exposure["host_id"] == "h00009"]["end"].max() > pd.Timestamp(at)
         check = recheck(store, d, DetectorParams(), now=datetime(2026, 11, 10, tzinfo=UTC))
         assert check["host_crashes_before"] > 0 and "host_last_crash" not in check
-    # back in service; a drain recorded inside the ended one is refused
+    # the same time again changes nothing; another time is not dropped silently
+    r = run(app, ["host", "drain", "h00009", "--at", "2026-10-31T08:00", "--data-dir", str(data)])
+    assert (r.exit_code, r.output) == (0, "h00009: already drained\n")
+    r = run(app, ["host", "drain", "h00009", "--at", "2026-10-20", "--data-dir", str(data)])
+    assert (r.exit_code, r.stderr) == (
+        2, "coreepi: error: --at 2026-10-20T00:00:00+00:00: host 'h00009' is drained already, "
+           "since 2026-10-31T08:00:00+00:00; to record another start, undrain it, then drain "
+           "it again with this time\n")
+    # back in service; a drain starting inside the ended one is refused, one before it
+    # (the start corrected) covers it
     r = run(app, ["host", "undrain", "h00009", "--data-dir", str(data)])
     assert r.exit_code == 0, r.output
     r = run(app, ["host", "drain", "h00009", "--at", "2026-11-01T00:00", "--data-dir", str(data)])
     assert r.exit_code == 2 and r.stderr.startswith(
         "coreepi: error: --at 2026-11-01T00:00:00+00:00: host 'h00009' was drained from "
         "2026-10-31T08:00:00+00:00 until ")
-    assert r.stderr.endswith("; a new drain starts after that\n")
+    assert r.stderr.endswith(" already; a new drain starts before or after that\n")
+    r = run(app, ["host", "drain", "h00009", "--at", "2026-10-20", "--data-dir", str(data)])
+    assert (r.exit_code, r.output) == (0, "h00009: drained\n")
+    with DuckDBStore(data, read_only=True) as store:
+        (d,) = store.drained_hosts()
+        (ended,) = store.drain_history()
+        kept = clip_drained(store.exposure_frame(), {d.host_id: pd.Timestamp(d.drained_at)},
+                            [(ended.host_id, pd.Timestamp(ended.drained_at),
+                              pd.Timestamp(ended.undrained_at))])
+    assert kept[kept["host_id"] == "h00009"]["end"].max() == pd.Timestamp("2026-10-20", tz="UTC")
 
 
 def test_recheck_names_the_last_crash_when_it_predates_the_baseline(pristine: Path) -> None:

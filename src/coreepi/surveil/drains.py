@@ -47,19 +47,30 @@ def drain(store: Store, host_id: str, by: str, reason: str, at: datetime | None 
           now: datetime | None = None, name: str = "drain time") -> bool | None:
     """Drain ``host_id`` from ``at`` (:func:`drain_start`; default now) by
     ``by`` for ``reason``: True newly drained, False already drained (the
-    drain kept as it was), None not in the store. Raises InputError when
-    ``at`` is in the future or falls in one of the host's ended drains (its
-    node-time from then is already cut; ``name`` names ``at`` in the
-    message), StoreError when the store fails."""
+    drain kept as it was), None not in the store. Raises InputError
+    (``name`` names ``at`` in the message) when ``at`` is in the future,
+    falls inside one of the host's ended drains (it was drained then
+    already), or is given for a host drained already from another time (a
+    drain recorded "now" by mistake: undrain it, then drain with the real
+    time — the new drain covers that short ended one); StoreError when the
+    store fails."""
     start = drain_start(at, now, name)
     if host_id not in store.host_ids():
         return None
     for ended in store.drain_history():
-        if ended.host_id == host_id and ended.undrained_at and ended.undrained_at > start:
+        if (ended.host_id == host_id and ended.undrained_at
+                and ended.drained_at <= start < ended.undrained_at):
             raise InputError(
                 f"{name} {start.isoformat()}",
                 f"host {host_id!r} was drained from {ended.drained_at.isoformat()} until "
-                f"{ended.undrained_at.isoformat()}; a new drain starts after that")
+                f"{ended.undrained_at.isoformat()} already; a new drain starts before or "
+                "after that")
+    current = drain_of(store, host_id) if at is not None else None
+    if current is not None and current.drained_at != start:
+        raise InputError(
+            f"{name} {start.isoformat()}",
+            f"host {host_id!r} is drained already, since {current.drained_at.isoformat()}; "
+            "to record another start, undrain it, then drain it again with this time")
     return store.drain_host(DrainRecord(host_id, start, by, reason))
 
 
