@@ -414,6 +414,40 @@ def test_jdk17_temurin_log() -> None:
     assert not any(w.startswith("partial report") for w in report.analysis.warnings)
 
 
+def test_the_process_is_named_as_the_jvm_core_names_it() -> None:
+    # the defect: `coreepi inspect hs_err_pid10600.log` said "[hs_err] ? pid 10600";
+    # the JVM's core of the same crash says "java pid 10600"
+    from rich.console import Console
+
+    from coreepi.reporting.crash_text import render_report
+
+    exe = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
+    mapped = JDK17.replace(
+        "Dynamic libraries:\n",
+        f"Dynamic libraries:\n5651fd947000-5651fd948000 r--p 00000000 fe:00 327901 {exe}\n"
+        f"5651fd948000-5651fd949000 r-xp 00001000 fe:00 327901 {exe}\n")
+    report = hs_err_report(mapped)
+    assert report is not None
+    assert (report.process.comm, report.process.exe, report.process.pid) == ("java", exe, 1)
+    console = Console(width=120, record=True, file=io.StringIO())
+    render_report(report, console)
+    assert console.export_text().startswith("[hs_err] java pid 1 kernel 5.15.0-1034-aws killed by")
+    # a trimmed log without the mapping: the standard launcher still says `java`
+    launched = JDK17.replace("\n---------------  S Y S T E M", "\nVM Arguments:\n"
+                             "java_command: /app/service.jar\nLauncher Type: SUN_STANDARD\n"
+                             "\n---------------  S Y S T E M")
+    report = hs_err_report(launched)
+    assert report is not None and (report.process.comm, report.process.exe) == ("java", None)
+    # a custom launcher embedding the JVM (or no word of it): not guessed
+    custom = launched.replace("SUN_STANDARD", "generic")
+    report = hs_err_report(custom)
+    assert report is not None and (report.process.comm, report.process.exe) == (None, None)
+    # Windows: the image name, as Task Manager shows it
+    windows = hs_err_report(vendored("jvm-hs_err-krashpad-windows") / "dataset82.txt")
+    assert windows is not None and windows.process.comm == "java.exe"
+    assert windows.process.exe == r"D:\path\java\java-11-openjdk-11.0.8.10-2\bin\java.exe"
+
+
 def test_jit_addresses_and_generated_names_do_not_make_new_signatures() -> None:
     other = (
         JDK17.replace(

@@ -186,6 +186,16 @@ def test_crash_frame_shape_and_window(store: CrashStore) -> None:
     assert store.count_crashes(until=T0 + 2 * HOUR, core_status="stored") == 1
 
 
+def test_last_crash_at_is_the_hosts_latest_before(store: CrashStore) -> None:
+    store.add_crashes([CrashRecord(report(f"c{i}", host=f"h{i % 2}", at=T0 + i * HOUR))
+                       for i in range(5)])
+    assert store.last_crash_at("h0", T0 + DAY) == T0 + 4 * HOUR
+    assert store.last_crash_at("h0", T0 + 4 * HOUR) == T0 + 2 * HOUR  # `before` excluded
+    assert store.last_crash_at("h1", T0 + DAY) == T0 + 3 * HOUR
+    assert store.last_crash_at("h0", T0) is None and store.last_crash_at("h9", T0 + DAY) is None
+    assert store.last_crash_at("h0", T0 + DAY).tzinfo is not None
+
+
 def test_list_crashes_pages(store: CrashStore) -> None:
     for i in range(5):
         store.add_crashes([CrashRecord(report(f"c{i}", host=f"h{i % 2}", at=T0 + i * HOUR,

@@ -260,9 +260,109 @@ def test_host_drain_through_a_real_server(data_dir: Path, tmp_path: Path) -> Non
         assert (code, err) == (2, f"coreepi: error: {served.url}/api/v1/hosts/nope/drain: "
                                   "404: host 'nope': not in the store\n")
         assert drain("h00005", tokens["admin"]) == (0, "h00005: drained\n", "")  # again
+        # a drain done earlier by hand, recorded with its time (the `at` of the POST body)
+        r = run(app, ["host", "drain", "h00007", "--at", "2026-10-20T06:00:00+02:00",
+                      "--server", served.url], env={"COREEPI_TOKEN": tokens["admin"]})
+        assert (r.exit_code, r.stdout, r.stderr) == (0, "h00007: drained\n", "")
     finally:
         served.kill()
         served.log.close()
     with DuckDBStore(data, read_only=True) as store:
         got = [(d.host_id, d.reason, d.drained_by.startswith("token:")) for d in store.drained_hosts()]
     assert ("h00005", "mce 3x", True) in got
+    with DuckDBStore(data, read_only=True) as store:
+        at = {d.host_id: d.drained_at for d in store.drained_hosts()}
+    assert at["h00007"].isoformat() == "2026-10-20T04:00:00+00:00"
+
+
+def test_host_drain_at_a_past_time(pristine: Path, tmp_path: Path) -> None:
+    # an operator drained h00009 by hand on day 30 (2026-10-31) and records it
+    # afterwards: the drain starts then, its node-time is cut from then, and
+    # the re-check compares the 28 days before that day
+    import shutil
+    from datetime import UTC, datetime, timedelta
+
+    import pandas as pd
+
+    from coreepi.epi.surveillance import DetectorParams, clip_drained
+    from coreepi.surveil.drains import recheck
+
+    data = tmp_path / "data"
+    shutil.copytree(pristine, data)
+    run = CliRunner().invoke
+    ahead = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
+    r = run(app, ["host", "drain", "h00009", "--at", ahead.isoformat(), "--data-dir", str(data)])
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr.startswith(f"coreepi: error: --at {ahead.isoformat()}: in the future (now is ")
+    assert r.stderr.count("\n") == 1
+    r = run(app, ["host", "drain", "h00009", "--at", "last week", "--data-dir", str(data)])
+    assert (r.exit_code, r.stderr) == (
+        2, "coreepi: error: --at 'last week': not an ISO 8601 time\n")
+    r = run(app, ["host", "drain", "h00009", "--at", "2026-10-31T08:00", "--reason", "mce",
+                  "--data-dir", str(data)])
+    assert (r.exit_code, r.output) == (0, "h00009: drained\n")
+    at = datetime(2026, 10, 31, 8, tzinfo=UTC)
+    with DuckDBStore(data, read_only=True) as store:
+        (d,) = store.drained_hosts()
+        assert (d.host_id, d.drained_at, d.reason) == ("h00009", at, "mce")
+        exposure = store.exposure_frame()
+        kept = clip_drained(exposure, {d.host_id: pd.Timestamp(d.drained_at)})
+        mine = kept[kept["host_id"] == "h00009"]
+        assert mine["end"].max() == pd.Timestamp(at)  # no node-time after the drain
+        assert exposure[exposure["host_id"] == "h00009"]["end"].max() > pd.Timestamp(at)
+        check = recheck(store, d, DetectorParams(), now=datetime(2026, 11, 10, tzinfo=UTC))
+        assert check["host_crashes_before"] > 0 and "host_last_crash" not in check
+    # the same time again changes nothing; another time is not dropped silently
+    r = run(app, ["host", "drain", "h00009", "--at", "2026-10-31T08:00", "--data-dir", str(data)])
+    assert (r.exit_code, r.output) == (0, "h00009: already drained\n")
+    r = run(app, ["host", "drain", "h00009", "--at", "2026-10-20", "--data-dir", str(data)])
+    assert (r.exit_code, r.stderr) == (
+        2, "coreepi: error: --at 2026-10-20T00:00:00+00:00: host 'h00009' is drained already, "
+           "since 2026-10-31T08:00:00+00:00; to record another start, undrain it, then drain "
+           "it again with this time\n")
+    # back in service; a drain starting inside the ended one is refused, one before it
+    # (the start corrected) covers it
+    r = run(app, ["host", "undrain", "h00009", "--data-dir", str(data)])
+    assert r.exit_code == 0, r.output
+    r = run(app, ["host", "drain", "h00009", "--at", "2026-11-01T00:00", "--data-dir", str(data)])
+    assert r.exit_code == 2 and r.stderr.startswith(
+        "coreepi: error: --at 2026-11-01T00:00:00+00:00: host 'h00009' was drained from "
+        "2026-10-31T08:00:00+00:00 until ")
+    assert r.stderr.endswith(" already; a new drain starts before or after that\n")
+    r = run(app, ["host", "drain", "h00009", "--at", "2026-10-20", "--data-dir", str(data)])
+    assert (r.exit_code, r.output) == (0, "h00009: drained\n")
+    with DuckDBStore(data, read_only=True) as store:
+        (d,) = store.drained_hosts()
+        (ended,) = store.drain_history()
+        kept = clip_drained(store.exposure_frame(), {d.host_id: pd.Timestamp(d.drained_at)},
+                            [(ended.host_id, pd.Timestamp(ended.drained_at),
+                              pd.Timestamp(ended.undrained_at))])
+    assert kept[kept["host_id"] == "h00009"]["end"].max() == pd.Timestamp("2026-10-20", tz="UTC")
+
+
+def test_recheck_names_the_last_crash_when_it_predates_the_baseline(pristine: Path) -> None:
+    # the defect: a host drained long after its crashes read "no crash on this host"
+    from datetime import UTC, datetime
+
+    from coreepi.epi.surveillance import DetectorParams
+    from coreepi.reporting.phrases import recheck_sentence
+    from coreepi.store.alert_records import DrainRecord
+    from coreepi.surveil.drains import recheck
+
+    with DuckDBStore(pristine, read_only=True) as store:
+        frame = store.crash_frame()
+        last = frame[frame["host_id"] == "h00009"]["captured_at"].max().to_pydatetime()
+        drain = DrainRecord("h00009", datetime(2027, 1, 20, tzinfo=UTC), "cli")
+        check = recheck(store, drain, DetectorParams(), now=datetime(2027, 1, 25, tzinfo=UTC))
+        assert store.last_crash_at("h00009", last) < last
+        assert store.last_crash_at("nope", drain.drained_at) is None
+    days = (drain.drained_at - last).total_seconds() / 86400
+    assert check["host_crashes_before"] == 0 and check["verdict"] == "undetermined"
+    assert check["host_last_crash"] == last.isoformat()
+    assert check["host_last_crash_days_before"] == pytest.approx(days)
+    assert recheck_sentence(check, 28) == (
+        f"the host's last crash was {last:%Y-%m-%d}, {days:,.0f} days before the drain "
+        "(more than the 28 days compared): nothing recent to follow on the other hosts")
+    never = {**check, "host_last_crash": None}
+    assert recheck_sentence(never, 28).startswith(
+        "nothing to compare: no crash on this host in the 28 days before the drain, nor earlier")

@@ -205,3 +205,22 @@ def test_undrain_from_the_page(served: Served) -> None:
     assert (ended.host_id, ended.drained_by, ended.undrained_by) == (BAD, "ui:ops", "ui:ops")
     html = _page(served, f"/hosts/{BAD}", served.admin)
     assert "<strong>Drained</strong>" not in html and 'id="drain-button"' in html
+
+
+def test_api_drain_takes_the_drain_time(served: Served) -> None:
+    auth = {"authorization": f"Bearer {served.admin}"}
+    url = f"/api/v1/hosts/{BAD}/drain"
+    ahead = datetime.now(UTC) + timedelta(hours=1)
+    r = served.client.post(url, json={"reason": "mce", "at": ahead.isoformat()}, headers=auth)
+    assert r.status_code == 422 and served.store.drained_hosts() == []
+    assert f"at {ahead.isoformat()}: in the future" in r.text
+    at = served.end - timedelta(days=3)
+    r = served.client.post(url, json={"reason": "mce", "at": at.isoformat()}, headers=auth)
+    assert r.status_code == 200 and r.json() == {"host_id": BAD, "drained": True, "already": False}
+    (d,) = served.store.drained_hosts()
+    assert (d.drained_at, d.reason, d.drained_by) == (at, "mce", "token:ops")
+    # the re-check compares the 28 days before that time, not before the request
+    check = served.client.get(f"/hosts/{BAD}.json",
+                              headers={"authorization": f"Bearer {served.read}"}).json()
+    assert check["drain"]["drained"]["at"] == at.isoformat()
+    assert check["drain"]["recheck"]["others_node_days_after"] > 0

@@ -252,46 +252,58 @@ def _check_at(target: str | Path, blobs: Path | None, when: datetime) -> None:
         _fail(f"--at {shown}: before the store's first crash and node-time (nothing to evaluate)")
 
 
-def _drain_remote(server: str, token: str | None, host: str, reason: str) -> bool:
-    """``POST /api/v1/hosts/HOST/drain`` on ``server``: True when newly drained.
-    Raises InputError (unreachable, refused token, unknown host …)."""
+def _drain_remote(server: str, token: str | None, host: str, reason: str,
+                  at: datetime | None) -> bool:
+    """``POST /api/v1/hosts/HOST/drain`` on ``server`` (``at`` in the body
+    when given): True when newly drained. Raises InputError (unreachable,
+    refused token, unknown host, a drain time the server refuses …)."""
     from urllib.parse import quote
 
     from coreepi.cli.client import ApiClient
 
+    body: dict[str, str] = {"reason": reason}
+    if at is not None:
+        body["at"] = at.isoformat()
     with ApiClient(server, token) as client:
         _, answer = client.post_json(f"/hosts/{quote(host, safe='')}/drain",
-                                     json.dumps({"reason": reason}).encode())
+                                     json.dumps(body).encode())
     return not answer.get("already", False)
+
+
+DrainAt = Annotated[str | None, typer.Option(
+    "--at", metavar="TIME",
+    help="When the host was taken out of service (ISO 8601, e.g. 2024-05-31T08:00; "
+    "no zone means UTC; at most 5 minutes ahead of now). Default: now.")]
 
 
 @host_app.command("drain")
 def host_drain(
     host: Annotated[str, typer.Argument(help="The host_id to drain.")],
     reason: Annotated[str, typer.Option(help="Why (kept with the drain).")] = "",
+    at: DrainAt = None,
     store: StoreOpt = None, blobs: BlobsOpt = None, data_dir: DataDir = None,
     server: DrainServer = None, token_file: TokenFile = None,
 ) -> None:
-    """Mark a host drained: its exposure stops counting from now, and the
-    surveillance re-checks whether its crash groups stopped with it."""
+    """Mark a host drained: its exposure stops counting from --at (default
+    now), and the surveillance re-checks whether its crash groups stopped
+    with it."""
     from coreepi.errors import InputError, StoreError
     from coreepi.store import open_store
-    from coreepi.store.alert_records import DrainRecord
+    from coreepi.surveil.drains import drain, drain_start
 
-    if server:
-        try:
-            new = _drain_remote(server, read_token(token_file), host, reason)
-        except InputError as exc:
-            _fail(str(exc))
-        sys.stdout.write(f"{host}: {'drained' if new else 'already drained'}\n")
-        return
+    when = _utc(at, "--at")
     try:
-        with open_store(store_target(store, data_dir), blobs=blobs) as opened:
-            if host not in opened.host_ids():
-                _fail(f"host {host!r}: not in the store")
-            new = opened.drain_host(DrainRecord(host, datetime.now(UTC), "cli", reason))
-    except StoreError as exc:
+        if when is not None:
+            drain_start(when, name="--at")  # refused before a store or a server is opened
+        if server:
+            new: bool | None = _drain_remote(server, read_token(token_file), host, reason, when)
+        else:
+            with open_store(store_target(store, data_dir), blobs=blobs) as opened:
+                new = drain(opened, host, "cli", reason, when, name="--at")
+    except (InputError, StoreError) as exc:
         _fail(str(exc))
+    if new is None:
+        _fail(f"host {host!r}: not in the store")
     sys.stdout.write(f"{host}: {'drained' if new else 'already drained'}\n")
 
 

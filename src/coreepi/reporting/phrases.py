@@ -141,11 +141,19 @@ def recheck_sentence(r: dict[str, Any], baseline_days: float) -> str:
     """One sentence for a drained host's re-check (the dict of
     :func:`coreepi.epi.surveillance.drain_recheck`, non-finite values as
     None) after its verdict: the counts behind it, or why there is nothing to
-    compare (no crash of the host in the ``baseline_days`` before the drain,
-    e.g. a host drained long after its crashes)."""
+    compare (no crash of the host in the ``baseline_days`` before the drain:
+    when it crashed earlier, ``host_last_crash`` (ISO) and
+    ``host_last_crash_days_before`` say when, e.g. a host drained long after
+    its crashes)."""
     if not r["host_crashes_before"]:
+        last = r.get("host_last_crash")
+        if last:
+            days_before = r["host_last_crash_days_before"]
+            return (f"the host's last crash was {last[:10]}, {days_before:,.0f} days before "
+                    f"the drain (more than the {baseline_days:g} days compared): nothing "
+                    "recent to follow on the other hosts")
         return (f"nothing to compare: no crash on this host in the {baseline_days:g} days "
-                "before the drain, so no crash group to follow on the other hosts")
+                "before the drain, nor earlier, so no crash group to follow on the other hosts")
     text = (f"its {how_many(r['signatures'], 'signature')} had "
             f"{how_many(r['host_crashes_before'], 'crash')} on this host and "
             f"{r['others_crashes_before']:,} elsewhere in the "

@@ -53,6 +53,7 @@ _PID_MAX: Final = 1 << 22  # Linux PID_MAX_LIMIT: a larger "tid" is a pthread_t,
 _MODULE_NAME: Final = re.compile(
     r"(?:\.so(?:\.|$)|\.dll$|\.dylib$|\.exe$|^\[vdso\]$|/java$)", re.IGNORECASE
 )
+_LAUNCHER: Final = re.compile(r"javaw?(?:\.exe)?", re.IGNORECASE)
 _WINDOWS_ACCESS: Final = {
     0: "EXCEPTION_READ_FAULT",
     1: "EXCEPTION_WRITE_FAULT",
@@ -291,6 +292,22 @@ def _cmdline(facts: HsErrFacts) -> list[str]:
     return (facts.jvm_args or "").split() + (facts.java_command or "").split()
 
 
+def _process_names(facts: HsErrFacts) -> tuple[str | None, str | None]:
+    """``(exe, comm)`` of the crashed JVM process, each None when the log
+    does not show it. The exe is the ``java``/``javaw`` launcher among the
+    ``Dynamic libraries`` (the kernel maps the executable there like any
+    library); the comm is its file name, cut to the kernel's 15 bytes, so an
+    hs_err log names its process as the JVM's core does ("java"). Without
+    that mapping (trimmed logs), ``Launcher Type: SUN_STANDARD`` still says
+    the process is the ``java`` launcher; a custom launcher embedding the
+    JVM (``JNI_CreateJavaVM``) stays unnamed rather than guessed."""
+    exe = next((path for _, _, _, _, path in facts.mappings
+                if path and _LAUNCHER.fullmatch(_basename(path))), None)
+    if exe is not None:
+        return exe, _basename(exe)[:15]
+    return None, "java" if facts.launcher == "SUN_STANDARD" else None
+
+
 def _jvm_extra(facts: HsErrFacts, jvm: JvmFacts, home: str | None) -> dict[str, str]:
     values = {
         "jvm.runtime_name": jvm.runtime_name,
@@ -465,13 +482,16 @@ def build_report(
     if crashed is not None and tid is None:
         warnings.append("the crashing thread's id is not in the log: Thread.tid=0")
     pid = facts.error.pid if facts.error else None
+    exe, comm = _process_names(facts)
     return trusted(
         CrashReport,
         crash_id=_crash_id(facts, name, head_digest),
         captured_at=captured_at,
         source=Source.HS_ERR,
         arch=jvm.arch,
-        process=trusted(ProcessInfo, pid=pid, tid=tid, cmdline=_cmdline(facts)),
+        process=trusted(
+            ProcessInfo, pid=pid, tid=tid, exe=exe, comm=comm, cmdline=_cmdline(facts)
+        ),
         signal=signal,
         threads=_threads(facts, crashed, bases, modules),
         modules=modules,

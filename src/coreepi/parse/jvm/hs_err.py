@@ -13,7 +13,9 @@ header, then THREAD, PROCESS and SYSTEM sections (JDK 11+ add a SUMMARY).
 
 * ``signal`` (name, number, si_code, fault address; Windows exception code
   and access kind), ``process`` (pid, tid, argv from ``Command Line`` or
-  ``jvm_args`` + ``java_command``), ``arch``;
+  ``jvm_args`` + ``java_command``; exe, the ``java`` launcher mapped in
+  ``Dynamic libraries``, and comm, its name, as a JVM's core has them),
+  ``arch``;
 * the crashing thread: ``Thread.frames`` (native stack, pcs rebuilt from
   ``Dynamic libraries``) and ``runtime.frames`` (the same frames with
   HotSpot's kinds C/V/J/A/j/v, then the ``Java frames`` when the native

@@ -8,10 +8,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
+from coreepi.errors import InputError
 from coreepi.serve.auth import require
 from coreepi.serve.errors import ApiError
 from coreepi.store import ApiToken, Store
 from coreepi.store.alert_records import AlertRecord, DrainRecord
+from coreepi.surveil.drains import drain as store_drain
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 Read = Annotated[ApiToken, Depends(require("read"))]
@@ -20,6 +22,9 @@ Admin = Annotated[ApiToken, Depends(require("admin"))]
 
 class DrainBody(BaseModel):
     reason: str = ""
+    # when the host was taken out of service (ISO 8601; no zone means UTC):
+    # an operator records a drain done earlier by hand; default now
+    at: datetime | None = None
 
 
 def _alert_json(a: AlertRecord) -> dict[str, Any]:
@@ -38,24 +43,26 @@ async def alerts(request: Request, _: Read, state: str | None = None) -> dict[st
     return {"alerts": [_alert_json(a) for a in rows]}
 
 
-def _drain(store: Store, host_id: str, by: str, reason: str) -> bool | None:
-    if host_id not in store.host_ids():
-        return None
-    return store.drain_host(DrainRecord(host_id, datetime.now(UTC), by, reason))
-
-
-async def drain_host(request: Request, host_id: str, by: str, reason: str) -> bool | None:
-    """Drain ``host_id`` through the store's writer: True newly drained,
-    False already, None not in the store."""
+async def drain_host(request: Request, host_id: str, by: str, reason: str,
+                     at: datetime | None = None) -> bool | None:
+    """Drain ``host_id`` from ``at`` (default now) through the store's
+    writer (:func:`coreepi.surveil.drains.drain`): True newly drained, False
+    already, None not in the store. ApiError 422 when ``at`` is refused (in
+    the future, or inside one of the host's ended drains)."""
     app = request.app.state
-    result: bool | None = await app.gateway.write(_drain, app.store, host_id, by, reason)
+    try:
+        result: bool | None = await app.gateway.write(
+            store_drain, app.store, host_id, by, reason, at, name="at")
+    except InputError as exc:
+        raise ApiError(422, str(exc), "invalid-drain-time") from exc
     return result
 
 
 @router.post("/hosts/{host_id}/drain")
 async def drain(host_id: str, body: DrainBody, request: Request, token: Admin) -> dict[str, Any]:
-    """Mark a host drained: its exposure stops; the evaluation re-checks its groups."""
-    new = await drain_host(request, host_id, f"token:{token.name}", body.reason)
+    """Mark a host drained from ``at`` (default now): its exposure stops
+    from then; the evaluation re-checks its groups."""
+    new = await drain_host(request, host_id, f"token:{token.name}", body.reason, body.at)
     if new is None:
         raise ApiError(404, f"host {host_id!r}: not in the store", "not-found")
     return {"host_id": host_id, "drained": True, "already": not new}

@@ -103,6 +103,12 @@ class DuckDBCrashStore(DuckDBGateway, CrashStore):
         row = self._query(f"SELECT count(*) FROM crashes{where.sql}", where.params).fetchone()
         return int(row[0]) if row else 0
 
+    def last_crash_at(self, host_id: str, before: datetime) -> datetime | None:
+        where = Where().equals("host_id", host_id).since_until("captured_at", None, before)
+        row = self._query(f"SELECT max(captured_at) FROM crashes{where.sql}",
+                          where.params).fetchone()
+        return None if not row or row[0] is None else row[0].astimezone(UTC)
+
     def list_crashes(
         self, since: datetime | None = None, until: datetime | None = None, *,
         host_id: str | None = None, signature: str | None = None, limit: int = 100,

@@ -119,6 +119,12 @@ class CrashStore(Transactional):
         given, this ``core_status`` (a :class:`~coreepi.store.CoreStatus` value)."""
 
     @abc.abstractmethod
+    def last_crash_at(self, host_id: str, before: datetime) -> datetime | None:
+        """The latest ``captured_at`` (UTC) of ``host_id``'s crashes with
+        ``captured_at < before``; None when it has none. What a drain's
+        re-check says of a host whose crashes all predate its baseline."""
+
+    @abc.abstractmethod
     def list_crashes(
         self, since: datetime | None = None, until: datetime | None = None, *,
         host_id: str | None = None, signature: str | None = None, limit: int = 100,

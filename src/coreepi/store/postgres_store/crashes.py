@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from coreepi.store.interfaces.crashes import CRASH_SUMMARY_COLUMNS, CrashStore
@@ -93,6 +93,11 @@ class PostgresCrashStore(PostgresGateway, CrashStore):
     ) -> int:
         where = Where().since_until("captured_at", since, until).equals("core_status", core_status)
         return int(self._query(f"SELECT count(*) FROM crashes{where.sql}", where.params)[0][0])
+
+    def last_crash_at(self, host_id: str, before: datetime) -> datetime | None:
+        where = Where().equals("host_id", host_id).since_until("captured_at", None, before)
+        last = self._query(f"SELECT max(captured_at) FROM crashes{where.sql}", where.params)[0][0]
+        return None if last is None else last.astimezone(UTC)
 
     def list_crashes(
         self, since: datetime | None = None, until: datetime | None = None, *,
