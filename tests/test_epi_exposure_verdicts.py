@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 
 from coreepi.epi import EpiConfig, analyze_fleet
+from coreepi.epi.attribution import attribute_group, attribute_host
+from coreepi.epi.facts import AssociationFacts, GroupFacts, HostFacts, HostSigns, WindowExposure
 from coreepi.epi.models import Evidence, FleetFindings
 from coreepi.reporting.phrases import evidence_text
 
@@ -139,3 +141,62 @@ def test_the_window_minimum_is_min_rate_node_days(minimum: float, rule: str) -> 
                       config=EpiConfig(min_rate_node_days=minimum))
     [sig] = [g for g in f.groups if g.kind == "signature"]
     assert sig.attribution.rule == rule
+
+
+# --- the rules on their own facts ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("node_days", "hosts", "with_crashes", "reason"), [
+    (0.0, 0, 3, "no-exposure"), (0.99, 5, 5, "thin-exposure"), (1.0, 5, 5, None),
+    (10.0, 2, 3, "thin-exposure"), (10.0, 3, 3, None)])
+def test_window_exposure_reason(node_days: float, hosts: int, with_crashes: int,
+                                reason: str | None) -> None:
+    w = WindowExposure(node_days=node_days, hosts=hosts, hosts_with_crashes=with_crashes)
+    assert w.rates_undetermined(EpiConfig()) == reason
+
+
+def _stepping_group(exposure: WindowExposure | None) -> GroupFacts:
+    """A bad CPU stepping's group: hardware-suspect by its phenotypes and its CPU model."""
+    a = AssociationFacts(attribute="cpu_model", attribute_class="hardware", value="Xeon 6338",
+                         crashes=20, share_of_group=1.0, irr=None, irr_status="unbounded",
+                         irr_lower=8.0, irr_upper=None, p_value=3e-9, q_value=3e-8)
+    return GroupFacts(
+        kind="signature", key="stack-misaligned | kvstore", crashes=20, hosts=8,
+        hardware_phenotype_crashes=20, hardware_phenotypes=(("stack-misaligned", 20),),
+        top_host="h-100", top_host_crashes=5, top_host_expected=0.1, top_host_p=8e-8,
+        top_host_signs=None, associations=(a,), exposure=exposure,
+    )
+
+
+def test_thin_window_outranks_a_hardware_association() -> None:
+    assert attribute_group(_stepping_group(None), EpiConfig()).verdict == "hardware-suspect"
+    thin = WindowExposure(node_days=0.5, hosts=8, hosts_with_crashes=8)
+    att = attribute_group(_stepping_group(thin), EpiConfig())
+    assert (att.verdict, att.rule) == ("undetermined", "exposure-too-thin")
+    # the phenotype counts stand (no denominator); the rate ratio does not
+    assert [e.kind for e in att.evidence] == ["window-exposure", "hardware-phenotypes"]
+
+
+def _bad_host() -> HostSigns:
+    """A host with a 50-fold excess and its crashes all hardware-indicative."""
+    return HostSigns(
+        host_id="h-7", crashes=10, expected=0.2, sir=50.0, sir_status="finite",
+        sir_lower=24.0, sir_upper=92.0, p_value=1e-14, distinct_signatures=1,
+        expected_distinct=1.0, private_signatures=0, hardware_phenotype_crashes=10,
+        hardware_phenotypes=(("sigbus-mce", 10),), hardware_events=0,
+        crashes_after_hardware_event=0, telemetry_kinds=(), telemetry_example=None,
+        telemetry_days=7.0, node_days=20.0,
+    )
+
+
+def test_thin_window_keeps_an_observed_host_from_a_verdict() -> None:
+    sound = WindowExposure(node_days=200.0, hosts=10, hosts_with_crashes=10)
+    att = attribute_host(HostFacts(_bad_host(), (), exposure=sound), EpiConfig())
+    assert (att.verdict, att.rule) == ("hardware-suspect", "excess-with-hardware-signs")
+    # its 20 node-days are most of the window's: the other crashing hosts are unobserved
+    thin = WindowExposure(node_days=20.0, hosts=1, hosts_with_crashes=6)
+    att = attribute_host(HostFacts(_bad_host(), (), exposure=thin), EpiConfig())
+    assert (att.verdict, att.rule) == ("undetermined", "exposure-too-thin")
+    assert att.evidence[0].kind == "window-exposure"
+    assert "sir" not in {e.kind for e in att.evidence}
+    assert "hardware-phenotypes" in {e.kind for e in att.evidence}
