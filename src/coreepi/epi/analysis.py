@@ -46,7 +46,8 @@ from coreepi.epi.hosts import (
     host_table,
     telemetry_before_crashes,
 )
-from coreepi.epi.models import AttributeSummary, FleetFindings, RatesUndetermined, Window, num
+from coreepi.epi.facts import WindowExposure
+from coreepi.epi.models import AttributeSummary, FleetFindings, Window, num
 from coreepi.epi.rates import incidence_rate
 from coreepi.epi.tables import (
     EXPOSURE_SET,
@@ -66,6 +67,7 @@ __all__ = [
     "frame_window",
     "study_hosts",
     "summarize_window",
+    "window_exposure",
 ]
 
 _NOT_ATTRIBUTES = ("crash_id", "captured_at", "signature", "phenotypes", "hardware_phenotypes")
@@ -99,16 +101,18 @@ def analyze_fleet(
     hosts = study_hosts(framed, grouped, telemetry, config)
     # per-host exposure, where known, makes the adjusted ratios cluster-robust by host
     by_host = framed.host_level([i.name for i in infos])
+    observed = window_exposure(framed)
     groups, sig_verdicts = group_findings(
         framed.crashes, framed.exposure if by_host is None else by_host, framed.node_days, grouped.groups, grouped.members,
-        grouped.associations, hosts, config,
+        grouped.associations, hosts, config, observed,
     )  # fmt: skip
-    window = summarize_window(framed, grouped, config)
+    window = summarize_window(framed, grouped, config, observed)
     return FleetFindings(
         window=window,
         attributes=[_attribute_summary(i) for i in infos],
         groups=groups,
-        hosts=host_findings(framed.crashes, hosts, sig_verdicts, telemetry is not None, config),
+        hosts=host_findings(framed.crashes, hosts, sig_verdicts, telemetry is not None, config,
+                            observed),
         config=config.as_dict(),
         notes=_notes(framed, window, config),
     )
@@ -306,33 +310,38 @@ def study_hosts(
     return HostTables.build(crashes, hosts, conc, events, framed.node_days, config)
 
 
-def summarize_window(framed: Framed, grouped: Grouped, config: EpiConfig) -> Window:
+def window_exposure(framed: Framed) -> WindowExposure:
+    """The window's node-days, hosts with node-time and hosts with crashes: what
+    ``rates_undetermined_reason`` and the ``exposure-too-thin`` rules judge."""
+    host_exp = framed.host_exposure
+    return WindowExposure(
+        node_days=framed.node_days,
+        hosts=int(host_exp.loc[host_exp["node_days"] > 0, "host_id"].nunique()),
+        hosts_with_crashes=int(framed.crashes["host_id"].nunique()),
+    )
+
+
+def summarize_window(
+    framed: Framed, grouped: Grouped, config: EpiConfig, observed: WindowExposure
+) -> Window:
     """Step 7: the window and fleet totals (every crash in it, its rate, the test count).
 
     The rate's numerator is the crashes inside exposure (``in_exposure``), its
     denominator the window's node-days: a crash before its host's first heartbeat has no
-    node-time below the line, so it is not above it either. ``rates_undetermined_reason``
-    flags a window whose rates mean nothing: ``no-exposure`` (0 node-days),
-    ``thin-exposure`` (under ``config.min_rate_node_days``, or fewer hosts with exposure
-    than with crashes: most of the crashing fleet is unobserved).
+    node-time below the line, so it is not above it either. ``observed`` is
+    :func:`window_exposure` of ``framed``; ``rates_undetermined_reason`` is its
+    :meth:`~coreepi.epi.facts.WindowExposure.rates_undetermined`.
     """
-    crashes, host_exp = framed.crashes, framed.host_exposure
+    crashes = framed.crashes
     inside = int(crashes["in_exposure"].sum())
     rate, rlo, rhi = incidence_rate(inside, framed.node_days, per=config.rate_per,
                                     alpha=config.alpha)
-    hosts = int(host_exp.loc[host_exp["node_days"] > 0, "host_id"].nunique())
-    hosts_with_crashes = int(crashes["host_id"].nunique())
-    reason: RatesUndetermined | None = None
-    if framed.node_days <= 0:
-        reason = "no-exposure"
-    elif framed.node_days < config.min_rate_node_days or hosts < hosts_with_crashes:
-        reason = "thin-exposure"
     return Window(
         since=framed.since.to_pydatetime(),
         until=framed.until.to_pydatetime(),
         node_days=framed.node_days,
-        hosts=hosts,
-        hosts_with_crashes=hosts_with_crashes,
+        hosts=observed.hosts,
+        hosts_with_crashes=observed.hosts_with_crashes,
         crashes=len(crashes),
         crashes_outside_exposure=int((~crashes["in_exposure"]).sum()),
         crashes_without_signature=int(crashes["signature"].isna().sum()),
@@ -343,7 +352,7 @@ def summarize_window(framed: Framed, grouped: Grouped, config: EpiConfig) -> Win
         phenotype_groups=len(pd.unique(explode_lists(crashes["phenotypes"])[1])),
         tests=int(grouped.associations.attrs.get("tests", 0)),
         crashes_in_exposure=inside,
-        rates_undetermined_reason=reason,
+        rates_undetermined_reason=observed.rates_undetermined(config),
     )
 
 

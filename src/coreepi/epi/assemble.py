@@ -18,7 +18,7 @@ import pandas as pd
 from coreepi.epi.attribution import attribute_group, attribute_host, clustered_association
 from coreepi.epi.config import EpiConfig
 from coreepi.epi.confounding import AdjustedRatio, adjusted_rate_ratio, exposure_cube
-from coreepi.epi.facts import AssociationFacts, GroupFacts, HostFacts, HostSigns
+from coreepi.epi.facts import AssociationFacts, GroupFacts, HostFacts, HostSigns, WindowExposure
 from coreepi.epi.hosts import phenotype_counts
 from coreepi.epi.models import (
     Association,
@@ -121,14 +121,15 @@ def _candidate_hosts(hosts: pd.DataFrame, config: EpiConfig) -> list[str]:
 def group_findings(
     crashes: pd.DataFrame, exposure: pd.DataFrame, node_days: float, groups: pd.DataFrame,
     members: pd.DataFrame, associations: pd.DataFrame, hosts: HostTables, config: EpiConfig,
+    observed: WindowExposure,
 ) -> tuple[list[GroupFinding], dict[str, Verdict]]:
     """Step 5: each group's associations (adjusted where it matters), attribution, finding.
 
     Input: the crashes and exposure of step 2 (with ``host_id`` when each host's
     exposure is known: the adjusted ratios are then cluster-robust by host), the
-    groups, members and associations of step 3, the host tables of step 4.
-    Output: the findings in group order, and ``{signature: verdict}`` of the
-    signature groups.
+    groups, members and associations of step 3, the host tables of step 4, the
+    window's exposure (no or thin exposure: every group undetermined). Output: the
+    findings in group order, and ``{signature: verdict}`` of the signature groups.
     """
     glm_attrs = _glm_attributes(associations, config)
     cube = exposure_cube(exposure, glm_attrs) if glm_attrs else None
@@ -161,7 +162,7 @@ def group_findings(
             top_host_expected=num(top["expected"]) if top is not None else None,
             top_host_p=num(top["p_value"]) if top is not None else None,
             top_host_signs=hosts.signs.get(str(top["host_id"])) if top is not None else None,
-            associations=tuple(_facts(a) for a in assoc),
+            associations=tuple(_facts(a) for a in assoc), exposure=observed,
         )  # fmt: skip
         attribution = attribute_group(facts, config)
         if facts.kind == "signature":
@@ -204,13 +205,15 @@ def _concentration(facts: GroupFacts, top_hosts: list[dict[str, Any]], excess: i
 
 def host_findings(
     crashes: pd.DataFrame, hosts: HostTables, sig_verdicts: dict[str, Verdict],
-    with_telemetry: bool, config: EpiConfig,
+    with_telemetry: bool, config: EpiConfig, observed: WindowExposure,
 ) -> list[HostFinding]:
     """Step 6: each reported host's attribution, from its signs and the verdict mix of the
     signature groups holding its crashes.
 
     Input: the crashes of step 2, the host tables of step 4, the signature
-    verdicts of step 5. Output: hardware-suspect hosts first, then by SIR p-value.
+    verdicts of step 5, the window's exposure (no or thin exposure: a host with node-time
+    of its own is undetermined too). Output: hardware-suspect hosts first, then by SIR
+    p-value.
     """
     # a host's mix counts only its own crashes: the reported hosts' rows
     # (a few thousand of a million) give the same counts in the same order
@@ -248,7 +251,8 @@ def host_findings(
             hardware_phenotype_crashes=s.hardware_phenotype_crashes,
             hardware_phenotypes=[NamedCount(name=n, crashes=k) for n, k in s.hardware_phenotypes],
             telemetry=telemetry,
-            attribution=attribute_host(HostFacts(signs=s, group_verdicts=vmix), config),
+            attribution=attribute_host(
+                HostFacts(signs=s, group_verdicts=vmix, exposure=observed), config),
             exposure_sufficient=s.exposure_sufficient,
             crashes_outside_exposure=int(r["crashes_outside_exposure"]),
         ))  # fmt: skip

@@ -14,23 +14,25 @@ association, because one bad host makes every attribute it has look
 "associated"):
 
 1. ``too-few-crashes`` → undetermined
-2. ``one-host-with-hardware-signs`` → hardware-suspect
-3. ``one-host-without-hardware-signs`` → undetermined
-4. ``hardware-phenotypes-on-hardware-attribute`` → hardware-suspect
-5. ``environment-association`` → environment-triggered
-6. ``hardware-attribute-association`` → hardware-suspect
-7. ``rest-too-few-beside-hardware-host`` → undetermined
-8. ``host-clustered`` → software
-9. ``fleet-spread`` → software
-10. ``no-rule`` → undetermined
+2. ``exposure-too-thin`` → undetermined
+3. ``one-host-with-hardware-signs`` → hardware-suspect
+4. ``one-host-without-hardware-signs`` → undetermined
+5. ``hardware-phenotypes-on-hardware-attribute`` → hardware-suspect
+6. ``environment-association`` → environment-triggered
+7. ``hardware-attribute-association`` → hardware-suspect
+8. ``rest-too-few-beside-hardware-host`` → undetermined
+9. ``host-clustered`` → software
+10. ``fleet-spread`` → software
+11. ``no-rule`` → undetermined
 
 Host rules:
 
 1. ``insufficient-exposure`` → undetermined
-2. ``too-few-crashes`` → undetermined
-3. ``excess-with-hardware-signs`` → hardware-suspect
-4. ``majority-of-groups`` → the verdict of the groups holding most of its crashes
-5. ``no-rule`` → undetermined
+2. ``exposure-too-thin`` → undetermined
+3. ``too-few-crashes`` → undetermined
+4. ``excess-with-hardware-signs`` → hardware-suspect
+5. ``majority-of-groups`` → the verdict of the groups holding most of its crashes
+6. ``no-rule`` → undetermined
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from coreepi.epi.config import EpiConfig
-from coreepi.epi.facts import AssociationFacts, GroupFacts, HostFacts
+from coreepi.epi.facts import AssociationFacts, GroupFacts, HostFacts, WindowExposure
 from coreepi.epi.models import Attribution, Evidence, Tally, Verdict
 
 __all__ = [
@@ -92,11 +94,19 @@ def clustered_association(g: GroupFacts, config: EpiConfig) -> AssociationFacts 
     return max(hits, key=lambda a: (a.share_of_group or 0.0, a.clustered_crashes), default=None)
 
 
+def _thin(exposure: WindowExposure | None, config: EpiConfig) -> bool:
+    """The window's rates are undetermined (no or thin exposure): no verdict rests on them."""
+    return exposure is not None and exposure.rates_undetermined(config) is not None
+
+
 GroupRule = tuple[str, Verdict, Callable[[GroupFacts, EpiConfig], bool]]
 
 GROUP_RULES: list[GroupRule] = [
     # Before anything: too few crashes for any statistic to mean much.
     ("too-few-crashes", "undetermined", lambda g, c: g.crashes < c.min_group_crashes),
+    # Every rate has a real denominator: an unobserved fleet (no node-time, or too little
+    # of it) makes every concentration, association and spread meaningless.
+    ("exposure-too-thin", "undetermined", lambda g, c: _thin(g.exposure, c)),
     # Before associations: one host's attributes all look "associated".
     (
         "one-host-with-hardware-signs",
@@ -181,6 +191,13 @@ def attribute_group(g: GroupFacts, config: EpiConfig) -> Attribution:
             kind="sample-size", supports="undetermined", observed=g.crashes, hosts=g.hosts,
             minimum=config.min_group_crashes, strength=1.0,
         ))  # fmt: skip
+    if rule == "exposure-too-thin":
+        assert g.exposure is not None
+        # nothing divided by the window's node-time (concentration, ratios, the spread's
+        # expectation) is evidence here; the phenotypes are counts, they stand
+        hw = [g.hardware_evidence()] if g.hardware_phenotype_crashes else []
+        return Attribution(verdict=verdict, rule=rule,
+                           evidence=[g.exposure.evidence(config), *hw])
     if g.top_host is not None and g.crashes > 0:
         conc = g.concentration_evidence("hardware-suspect" if g.concentrated(config) else None)
         (deciding if rule.startswith("one-host") else evidence).append(conc)
@@ -242,6 +259,9 @@ HOST_RULES: list[HostRule] = [
         "insufficient-exposure",
         lambda h, c: "undetermined" if not h.signs.exposure_sufficient else None,
     ),
+    # A host with node-time of its own in a window whose rates are undetermined: its
+    # expectation rests on the fleet's rate, which means nothing there.
+    ("exposure-too-thin", lambda h, c: "undetermined" if _thin(h.exposure, c) else None),
     (
         "too-few-crashes",
         lambda h, c: "undetermined" if h.signs.crashes < c.min_host_crashes else None,
@@ -279,6 +299,9 @@ def attribute_host(h: HostFacts, config: EpiConfig) -> Attribution:
     evidence: list[Evidence] = []
     if rule == "insufficient-exposure":
         deciding.append(s.insufficient_evidence(config))
+    if rule == "exposure-too-thin":
+        assert h.exposure is not None
+        deciding.append(h.exposure.evidence(config))
     if rule == "too-few-crashes":
         deciding.append(Evidence(
             kind="sample-size", supports="undetermined", host_ids=hosts, observed=s.crashes,
@@ -290,7 +313,8 @@ def attribute_host(h: HostFacts, config: EpiConfig) -> Attribution:
         deciding.append(excess)
         deciding.extend(sorted(signs, key=lambda e: -e.strength))
     else:
-        if s.exposure_sufficient:  # no SIR from too little exposure
+        # no SIR from too little exposure, the host's or the window's
+        if s.exposure_sufficient and rule != "exposure-too-thin":
             evidence.append(excess)
         evidence.extend(signs)
     if h.group_verdicts:

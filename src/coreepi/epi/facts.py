@@ -17,6 +17,7 @@ from coreepi.epi.config import EpiConfig
 from coreepi.epi.models import (
     AdjustedEstimate,
     Evidence,
+    RatesUndetermined,
     RatioStatus,
     Tally,
     TelemetryLead,
@@ -28,6 +29,7 @@ __all__ = [
     "GroupFacts",
     "HostFacts",
     "HostSigns",
+    "WindowExposure",
     "strength",
 ]
 
@@ -41,6 +43,38 @@ def strength(p: float | None) -> float:
 
 def _tallies(pairs: tuple[tuple[str, int], ...]) -> list[Tally]:
     return [Tally(name=name, count=n) for name, n in pairs]
+
+
+@dataclass(frozen=True)
+class WindowExposure:
+    """The window's node-time, as far as its rates (and so any verdict) can rest on it."""
+
+    node_days: float
+    """Total exposure of the fleet in the window, node-days."""
+    hosts: int
+    """Hosts with node-time > 0 in the window."""
+    hosts_with_crashes: int
+
+    def rates_undetermined(self, config: EpiConfig) -> RatesUndetermined | None:
+        """Why the window's rates mean nothing, or None when they do: ``no-exposure``
+        (0 node-days); ``thin-exposure`` (under ``config.min_rate_node_days``, or fewer
+        hosts with exposure than with crashes: most of the crashing fleet is unobserved).
+        The one place this condition lives (the window's reason and the group and host
+        rules ``exposure-too-thin`` read it)."""
+        if self.node_days <= 0:
+            return "no-exposure"
+        if self.node_days < config.min_rate_node_days or self.hosts < self.hosts_with_crashes:
+            return "thin-exposure"
+        return None
+
+    def evidence(self, config: EpiConfig) -> Evidence:
+        """The window's exposure falls short of any verdict (kind ``window-exposure``)."""
+        return Evidence(
+            kind="window-exposure", supports="undetermined", node_days=self.node_days,
+            hosts=self.hosts, hosts_with_crashes=self.hosts_with_crashes,
+            threshold=config.min_rate_node_days, note=self.rates_undetermined(config),
+            strength=1.0,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -296,6 +330,9 @@ class GroupFacts:
     top_host_p: float | None
     top_host_signs: HostSigns | None
     associations: tuple[AssociationFacts, ...] = field(default=())
+    exposure: WindowExposure | None = None
+    """The window's exposure (None: the group is judged on its own facts, as in the rule
+    tests)."""
 
     @property
     def top_share(self) -> float:
@@ -371,6 +408,8 @@ class HostFacts:
     group_verdicts: tuple[tuple[Verdict, int], ...]
     """Crash counts of this host per verdict of the signature group holding them,
     largest first (crashes in no analysed group count as undetermined)."""
+    exposure: WindowExposure | None = None
+    """The window's exposure (None: the host is judged on its own facts)."""
 
     def majority(self) -> tuple[Verdict, int] | None:
         if not self.group_verdicts:

@@ -58,7 +58,7 @@ def group_id(kind: str, key: str) -> str:
     return hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()[:16]
 
 
-FINDINGS_SCHEMA_VERSION = "2.4.0"
+FINDINGS_SCHEMA_VERSION = "2.5.0"
 """Semver of the FleetFindings JSON: a minor bump adds keys, a major bump changes or removes one."""
 
 Verdict = Literal["hardware-suspect", "software", "environment-triggered", "undetermined"]
@@ -75,7 +75,7 @@ EvidenceKind = Literal[
     "rate-ratio", "confounding", "hardware-phenotypes", "diversity", "private-signatures",
     "telemetry", "sir", "excess-without-signs", "group-verdicts",
     "insufficient-exposure", "host-clustered", "host-level", "adjustment-not-estimable",
-    "rest-beside-hardware-host",
+    "rest-beside-hardware-host", "window-exposure",
 ]  # fmt: skip
 """What an :class:`Evidence` item states (each kind documented in docs/epidemiology.md)."""
 
@@ -174,12 +174,14 @@ class Evidence(_Out):
     hosts: int | None = Field(default=None, description="distinct hosts")
     minimum: int | None = Field(default=None, description="the threshold it falls short of")
     adjusted: AdjustedEstimate | None = None
-    note: str | None = Field(default=None, description="why there is no adjusted ratio")
+    note: str | None = Field(default=None, description="why there is no adjusted ratio; "
+                             "window-exposure: no-exposure or thin-exposure (2.5.0)")
     tallies: list[Tally] = Field(default_factory=list)
     window_days: float | None = Field(default=None, description="telemetry window before a crash")
     lead: TelemetryLead | None = None
     example: str | None = Field(default=None, description="one event summary, verbatim")
-    node_days: float | None = Field(default=None, description="a host's exposure (2.1.0)")
+    node_days: float | None = Field(
+        default=None, description="a host's exposure (2.1.0), the window's (window-exposure)")
     threshold: float | None = Field(
         default=None, description="the exposure threshold it falls short of, node-days (2.1.0)")
     exposed: int | None = Field(
@@ -190,6 +192,8 @@ class Evidence(_Out):
         default=None, description="hosts exposed to another value (host-level, 2.1.0)")
     method: str | None = Field(
         default=None, description="the estimation method of an adjusted ratio (2.1.0)")
+    hosts_with_crashes: int | None = Field(
+        default=None, description="hosts with a crash in the window (window-exposure, 2.5.0)")
 
 
 class Attribution(_Out):

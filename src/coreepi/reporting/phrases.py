@@ -418,6 +418,23 @@ def _insufficient(e: Evidence) -> str:
             "not judged")
 
 
+def _window_exposure(e: Evidence) -> str:
+    if e.note == "no-exposure":
+        return ("no exposure data in this window: a verdict needs node-time (exposure.csv or "
+                "agent heartbeats)")
+    node_days = e.node_days or 0.0
+    threshold = e.threshold or 0.0
+    why: list[str] = []
+    if node_days < threshold:
+        why.append(f"at least {threshold:g} node-day{'' if threshold == 1 else 's'} "
+                   f"{'is' if threshold == 1 else 'are'} needed")
+    if (e.hosts or 0) < (e.hosts_with_crashes or 0):
+        why.append(f"{how_many(e.hosts_with_crashes, 'host')} have crashes: each needs "
+                   "node-time")
+    return (f"exposure too thin for a verdict: {fmt_node_days(node_days)} node-days from "
+            f"{how_many(e.hosts, 'host')} ({'; '.join(why)})")
+
+
 def _host_clustered(e: Evidence) -> str:
     return (f"host-clustered: {how_many(e.hosts, 'host')} {'holds' if e.hosts == 1 else 'hold'}"
             f" {e.observed} of the {how_many(e.total, 'crash')} "
@@ -440,6 +457,7 @@ def _not_estimable(e: Evidence) -> str:
 
 PHRASES: dict[str, Callable[[Evidence], str]] = {
     "insufficient-exposure": _insufficient,
+    "window-exposure": _window_exposure,
     "host-clustered": _host_clustered,
     "host-level": _host_level,
     "adjustment-not-estimable": _not_estimable,
