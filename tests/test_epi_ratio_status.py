@@ -95,9 +95,12 @@ def test_fleet_without_exposure_in_the_window_has_undefined_sirs() -> None:
 
 
 def test_unbounded_rate_ratio_is_marked_and_worded() -> None:
-    # 8 crashes, all on kernel 6.1: the rate ratio 6.1 vs the rest is 8/0
-    crashes = _crashes([("b", 1 + i) for i in range(8)])
-    f = analyze_fleet(crashes, _exposure())
+    # 8 crashes, all on kernel 6.1 (hosts b, d): the rate ratio 6.1 vs the rest is 8/0;
+    # two hosts on each kernel, as a tested value needs (min_value_hosts)
+    crashes = _crashes([("b" if i % 2 else "d", 1 + i) for i in range(8)])
+    exposure = pd.concat([_exposure(), _exposure().assign(host_id=["c", "d"])],
+                         ignore_index=True)
+    f = analyze_fleet(crashes, exposure)
     a = next(a for a in f.groups[0].associations if a.value == "6.1")
     assert (a.irr, a.irr_status, a.rest_crashes) == (None, "unbounded", 0)
     assert a.irr_lower is not None and a.irr_lower > 1 and a.irr_upper is None
@@ -105,3 +108,13 @@ def test_unbounded_rate_ratio_is_marked_and_worded() -> None:
     assert (rest.irr, rest.irr_status) == (pytest.approx(0.0), "finite")
     cell = fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status)
     assert cell.startswith("∞ (") and cell.endswith("–unbounded)")
+    assert (a.value_hosts, a.rest_value_hosts, a.untested) == (2, 2, None)
+
+
+def test_a_value_on_one_host_is_not_tested() -> None:
+    # the same 8 crashes with kernel 6.1 on host b alone: 6.1 cannot be told from host b
+    f = analyze_fleet(_crashes([("b", 1 + i) for i in range(8)]), _exposure())
+    a = next(a for a in f.groups[0].associations if a.value == "6.1")
+    assert (a.crashes, a.value_hosts, a.rest_value_hosts, a.untested) == (8, 1, 1, "few-hosts")
+    assert (a.p_value, a.q_value, a.irr_lower, a.irr_upper) == (None, None, None, None)
+    assert f.window.tests == 0

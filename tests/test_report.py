@@ -210,7 +210,7 @@ def test_markdown(findings: FleetFindings) -> None:
     md = render(findings, "markdown")
     assert "| kind | group | crashes | hosts | rate (95% CI) | attribution | top evidence |" in md
     assert "| host | crashes | expected | SIR (95% CI) |" in md
-    assert "| group | attribute | crashes | rate ratio (95% CI) |" in md
+    assert "| group | attribute | crashes | hosts (with it) | rate ratio (95% CI) |" in md
     assert r"io\_uring\_submit \| Ring::flush" in md  # a pipe cannot split a cell
     assert "**hardware-suspect**" in md and "kernel=6.1.0" in md
     assert "(signature-group family)" in md

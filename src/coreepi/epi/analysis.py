@@ -37,7 +37,7 @@ import pandas as pd
 from coreepi.epi.assemble import HostTables, group_findings, host_findings
 from coreepi.epi.config import EpiConfig
 from coreepi.epi.exposure import AttributeInfo, attach_sets, clip_exposure, prepare_attributes
-from coreepi.epi.groups import association_table, group_table, memberships
+from coreepi.epi.groups import association_table, group_table, memberships, value_host_counts
 from coreepi.epi.hostlevel import host_level_associations
 from coreepi.epi.lists import explode_lists
 from coreepi.epi.hosts import (
@@ -265,12 +265,16 @@ def find_groups(framed: Framed, infos: list[AttributeInfo], config: EpiConfig) -
     groups, members = memberships(framed.crashes, config.max_groups)
     groups = group_table(groups, members, framed.crashes, framed.node_days,
                          per=config.rate_per, alpha=config.alpha)
-    assoc = association_table(members, framed.crashes, framed.exposure, infos,
-                              groups["kind"].tolist(), alpha=config.alpha,
-                              per=config.rate_per, fdr_q=config.fdr_q)
+    host_level = framed.host_level([i.name for i in infos])
+    assoc = association_table(
+        members, framed.crashes, framed.exposure, infos, groups["kind"].tolist(),
+        alpha=config.alpha, per=config.rate_per, fdr_q=config.fdr_q,
+        value_hosts=value_host_counts(host_level, infos) if host_level is not None else None,
+        min_value_hosts=config.min_value_hosts,
+    )  # fmt: skip
     host_nd = framed.host_exposure.groupby("host_id", sort=False)["node_days"].sum()
-    assoc = host_level_associations(assoc, members, framed.crashes,
-                                    framed.host_level([i.name for i in infos]), host_nd, config)
+    assoc = host_level_associations(assoc, members, framed.crashes, host_level, host_nd,
+                                    config)
     return Grouped(groups, members, assoc)
 
 
@@ -381,7 +385,9 @@ def _notes(framed: Framed, window: Window, config: EpiConfig) -> list[str]:
         )
     if framed.node_time is not None and framed.host_sets is None:
         notes.append("the summed node-time came without per-host sets: the SIR uses the "
-                     "fleet-wide rate and the host-level comparison of associations is not made")
+                     "fleet-wide rate, the host-level comparison of associations is not made, "
+                     "and an attribute value held by fewer than "
+                     f"{config.min_value_hosts} hosts cannot be told apart (it is tested)")
     if window.signature_groups > config.max_groups:
         notes.append(f"{window.signature_groups} signatures: the {config.max_groups} largest "
                      "are analysed as groups")

@@ -284,7 +284,8 @@ def _associations(
     keep = records[: config.max_associations_per_group]
     keep += [r for r in records[config.max_associations_per_group:]
              if (r["attribute"], r["value"]) in adjusted]
-    return [_association(r, adjusted.get((str(r["attribute"]), str(r["value"])))) for r in keep]
+    return [_association(r, adjusted.get((str(r["attribute"]), str(r["value"]))), config)
+            for r in keep]
 
 
 def _adjusted(
@@ -323,7 +324,7 @@ def _adjusted(
     return out
 
 
-def _association(r: dict[str, Any], adj: AdjustedRatio | None
+def _association(r: dict[str, Any], adj: AdjustedRatio | None, config: EpiConfig
                  ) -> tuple[Association, list[str], int]:
     """The association, with its clustered hosts and their crashes (facts, not output)."""
     return Association(
@@ -346,7 +347,15 @@ def _association(r: dict[str, Any], adj: AdjustedRatio | None
         hosts_affected=_int(r["hosts_affected"]), hosts_exposed=_int(r["hosts_exposed"]),
         rest_hosts_affected=_int(r["rest_hosts_affected"]),
         rest_hosts_exposed=_int(r["rest_hosts_exposed"]), host_p_value=num(r["host_p_value"]),
+        value_hosts=_int(r["value_hosts"]), rest_value_hosts=_int(r["rest_value_hosts"]),
+        untested="few-hosts" if _few_hosts(r, config) else None,
     ), list(r["clustered_hosts"]), _int(r["clustered_crashes"]) or 0  # fmt: skip
+
+
+def _few_hosts(r: dict[str, Any], config: EpiConfig) -> bool:
+    """The row was not tested: its value or the rest is on too few hosts (groups.py)."""
+    return any(_int(r[c]) is not None and int(r[c]) < config.min_value_hosts
+               for c in ("value_hosts", "rest_value_hosts"))
 
 
 def _int(x: Any) -> int | None:

@@ -108,6 +108,13 @@ class EpiConfig:
     """The host-level comparison (Fisher exact test of hosts with a crash among the hosts
     exposed to the value vs the rest) must have p ≤ this for a verdict to name an
     attribute: an intersection-union test (Berger 1982) with the crash-level q-value."""
+    min_value_hosts: int = 2
+    """An attribute value (and the rest of its attribute) must have exposure on at least
+    this many hosts to be tested: with one host the value cannot be told from the host
+    (its node-days are not independent units), so the row keeps its counts but no p-value,
+    ratio test or q (``untested: few-hosts``) and is no test in the FDR family. Applied
+    where each host's exposure per value is known (intervals, or the store's per-host
+    sets); a note says when it is not."""
     min_host_node_days: float = 1.0
     """A host observed for less than this many node-days has too little exposure for any
     test: its SIR is not computed and it is ``undetermined: insufficient exposure``, never

@@ -27,7 +27,7 @@ from coreepi.epi.families import hierarchical_qvalues
 from coreepi.epi.lists import explode_lists
 from coreepi.epi.rates import binomial_two_sided_p, incidence_rate, rate_ratio
 
-__all__ = ["association_table", "group_table", "memberships"]
+__all__ = ["association_table", "group_table", "memberships", "value_host_counts"]
 
 SIGNATURE = "signature"
 PHENOTYPE = "phenotype"
@@ -148,6 +148,8 @@ def association_table(
     alpha: float,
     per: float,
     fdr_q: float = 0.05,
+    value_hosts: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    min_value_hosts: int = 2,
 ) -> pd.DataFrame:
     """Crude rate ratio of every (group, attribute value) vs the rest, with q-values.
 
@@ -161,7 +163,15 @@ def association_table(
     ``gid``, ``attribute``, ``value``, ``crashes``, ``node_days``, ``rate``,
     ``rest_crashes``, ``rest_node_days``, ``share_of_group``, ``expected``,
     ``irr``, ``irr_lower``, ``irr_upper``, ``p_value``, ``q_value``, ``q_family``,
-    ``attribute_q_value``.
+    ``attribute_q_value``, ``value_hosts`` and ``rest_value_hosts``.
+
+    The host is the unit of replication: ``value_hosts`` gives, per attribute, the
+    hosts with exposure at each level and the hosts with exposure at another level
+    (:func:`value_host_counts`); a value or rest held by fewer than
+    ``min_value_hosts`` hosts is not tested (its p-value, ratio bounds and q are NaN:
+    one host's node-days are not independent units, and the value cannot be told
+    from the host). Without ``value_hosts`` every row is tested and the host counts
+    are NaN.
     """
     n_groups = len(kinds)
     rows = members["row"].to_numpy()
@@ -192,6 +202,8 @@ def association_table(
         test = (known_g[:, None] > 0) & (t1 > 0) & (t2 > 0)
         g_idx, l_idx = np.nonzero(test)
         rr = rate_ratio(x1[test], t1[test], x2[test], t2[test], alpha=alpha)
+        hosts_v, hosts_rest = _value_hosts(value_hosts, a, l_idx)
+        few = (hosts_v < min_value_hosts) | (hosts_rest < min_value_hosts)  # NaN: False
         rate, _, _ = incidence_rate(x1[test], t1[test], per=per, alpha=alpha)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = x1[test] / known_g[g_idx]
@@ -209,10 +221,13 @@ def association_table(
                 "share_of_group": share,
                 "expected": rr.expected1,
                 "irr": rr.ratio,
-                "irr_lower": rr.lower,
-                "irr_upper": rr.upper,
-                "p_value": rr.p_value,
-                "_p_min": _smallest_p(known_g[g_idx], t1[test], t2[test]),
+                "irr_lower": np.where(few, np.nan, rr.lower),
+                "irr_upper": np.where(few, np.nan, rr.upper),
+                "p_value": np.where(few, np.nan, rr.p_value),
+                "value_hosts": hosts_v,
+                "rest_value_hosts": hosts_rest,
+                "_p_min": np.where(few, np.nan,
+                                   _smallest_p(known_g[g_idx], t1[test], t2[test])),
                 # the second value of a two-valued attribute mirrors the first: same test
                 "_mirror": (l_idx == 1) & (n_levels == 2),
             }
@@ -237,6 +252,45 @@ def association_table(
         table.loc[~primary, "q_value"] = pair[~primary].map(partner["q"]).to_numpy()
     table.attrs["tests"] = int(np.isfinite(table.loc[primary, "p_value"]).sum())
     return table.drop(columns=["_mirror", "_p_min"])
+
+
+def _value_hosts(
+    value_hosts: dict[str, tuple[np.ndarray, np.ndarray]] | None, attribute: str,
+    levels: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hosts with exposure at each of ``levels`` and at another level of ``attribute``
+    (float, NaN when unknown)."""
+    if value_hosts is None or attribute not in value_hosts:
+        nan = np.full(len(levels), np.nan)
+        return nan, nan.copy()
+    at, rest = value_hosts[attribute]
+    return at[levels].astype(np.float64), rest[levels].astype(np.float64)
+
+
+def value_host_counts(
+    host_exposure: pd.DataFrame, attributes: Sequence[AttributeInfo],
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per attribute, by level code: the hosts with exposure at the level, and the hosts
+    with exposure at some other level. ``host_exposure``: ``host_id``, the attribute
+    columns (categorical, as the exposure's), ``node_days`` — each host's exposure per
+    attribute set."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    seen = host_exposure.loc[host_exposure["node_days"].to_numpy(np.float64) > 0]
+    host, _ = pd.factorize(seen["host_id"])
+    for info in attributes:
+        a = info.name
+        n_levels = len(seen[a].cat.categories)
+        code = seen[a].cat.codes.to_numpy()
+        known = code >= 0
+        pairs = pd.unique(host[known].astype(np.int64) * max(n_levels, 1) + code[known])
+        pair_host, pair_level = pairs // max(n_levels, 1), pairs % max(n_levels, 1)
+        at = np.bincount(pair_level, minlength=n_levels)
+        levels_of_host = np.bincount(pair_host, minlength=int(host.max()) + 1 if len(host) else 0)
+        only = levels_of_host[pair_host] == 1  # hosts that had this level alone
+        only_at = np.bincount(pair_level[only], minlength=n_levels)
+        hosts_known = int((levels_of_host > 0).sum())
+        out[a] = (at, hosts_known - only_at)
+    return out
 
 
 def _smallest_p(n: np.ndarray, t1: np.ndarray, t2: np.ndarray) -> np.ndarray:
@@ -268,6 +322,8 @@ def _empty_associations() -> pd.DataFrame:
         "q_value",
         "q_family",
         "attribute_q_value",
+        "value_hosts",
+        "rest_value_hosts",
     ]
     table = pd.DataFrame({c: [] for c in cols})
     table.attrs["tests"] = 0

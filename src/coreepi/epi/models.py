@@ -259,6 +259,15 @@ class Association(_Out):
     host_p_value: float | None = Field(
         default=None, description="one-sided Fisher exact test of hosts affected, value vs "
         "rest (null: per-host exposure unknown) (2.1.0)")
+    value_hosts: int | None = Field(
+        default=None, description="hosts with exposure at this value (null: per-host "
+        "exposure unknown) (2.5.0)")
+    rest_value_hosts: int | None = Field(
+        default=None, description="hosts with exposure at another value (2.5.0)")
+    untested: Literal["few-hosts"] | None = Field(
+        default=None, description="why there is no test (p_value, CI and q null): "
+        "'few-hosts' — the value or the rest is on fewer than min_value_hosts hosts, so it "
+        "cannot be told from those hosts (2.5.0)")
 
 
 class HostCount(_Out):

@@ -174,10 +174,12 @@ def html_report(findings: FleetFindings) -> str:
                    if a.adjusted_irr is not None else "")
             rows.append([_ident(r.group.key), _e(f"{a.attribute}={a.value}"),
                          _e(f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}"),
+                         _e(r.hosts),
                          _e(fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status)), _e(adj),
                          _e(fmt_p(a.p_value)), _e(fmt_q(a.q_value, a.q_family))])
-        out.append(_table(["group", "attribute", "crashes", "rate ratio (95% CI)",
-                           "adjusted (95% CI)", "p", "q"], rows, {2, 3, 4}))
+        out.append(_table(["group", "attribute", "crashes", "hosts (with it)",
+                           "rate ratio (95% CI)", "adjusted (95% CI)", "p", "q"], rows,
+                          {2, 3, 4, 5}))
     else:
         out.append("<p>No significant attribute association.</p>")
     for note in f.notes:

@@ -92,12 +92,13 @@ def markdown_report(findings: FleetFindings) -> str:
             adj = (fmt_ratio(a.adjusted_irr, a.adjusted_lower, a.adjusted_upper, a.adjusted_status)
                    if a.adjusted_irr is not None else "")
             rows.append([md_escape(r.group.key), md_escape(f"{a.attribute}={a.value}"),
-                         f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}",
+                         f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}", r.hosts,
                          md_escape(fmt_ratio(a.irr, a.irr_lower, a.irr_upper, a.irr_status)),
                          md_escape(adj),
                          md_escape(fmt_p(a.p_value)), md_escape(fmt_q(a.q_value, a.q_family))])
-        out += _table(["group", "attribute", "crashes", "rate ratio (95% CI)",
-                       "adjusted (95% CI)", "p", "q"], rows, {2, 3, 4})
+        out += _table(["group", "attribute", "crashes", "hosts (with it)",
+                       "rate ratio (95% CI)", "adjusted (95% CI)", "p", "q"], rows,
+                      {2, 3, 4, 5})
     else:
         out.append("No significant attribute association.")
     out.append("")

@@ -79,6 +79,16 @@ class AssociationRow:
     group: GroupFinding
     association: Association
 
+    @property
+    def hosts(self) -> str:
+        """Hosts with a crash of the group at the value, of the hosts exposed to it
+        ("1 of 28"): the host is the unit of replication, and 11 crashes on one host of
+        28 are not 11 hosts' evidence; "" when per-host exposure is unknown."""
+        a = self.association
+        if a.hosts_affected is None or a.hosts_exposed is None:
+            return ""
+        return f"{a.hosts_affected:,} of {a.hosts_exposed:,}"
+
 
 def _significant(a: Association, q_max: float) -> bool:
     return a.q_value is not None and a.q_value <= q_max

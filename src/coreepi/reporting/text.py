@@ -271,13 +271,14 @@ def _associations(f: FleetFindings, console: Console) -> None:
         return
     table = Table(title="Strongest attribute associations", title_justify="left")
     for col, kw in (("group", {}), ("attribute", {}), ("crashes", {"justify": "right"}),
+                    ("hosts (with it)", {"justify": "right"}),
                     ("rate ratio (95% CI)", {"justify": "right"}),
                     ("adjusted (95% CI)", {"justify": "right"}), ("p", {}), ("q", {})):
         table.add_column(col, **kw)  # type: ignore[arg-type]
     for r in rows:
         a = r.association
         table.add_row(Text(r.group.key), Text(f"{a.attribute}={a.value}"),
-                      f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}", _crude(a),
+                      f"{a.crashes:,} of {a.crashes + a.rest_crashes:,}", r.hosts, _crude(a),
                       _adjusted(a), fmt_p(a.p_value), fmt_q(a.q_value, a.q_family))
     if _fits(table, console):
         console.print(table)
@@ -288,7 +289,8 @@ def _associations(f: FleetFindings, console: Console) -> None:
         adj = f"; adjusted {_adjusted(a)}" if a.adjusted_irr is not None else ""
         console.print(_indented(
             Text.assemble((f"{a.attribute}={a.value}", "bold"), " in ", r.group.key),
-            Text(f"{a.crashes:,} of {how_many(a.crashes + a.rest_crashes, 'crash')}, rate ratio "
+            Text(f"{a.crashes:,} of {how_many(a.crashes + a.rest_crashes, 'crash')}"
+                 + (f" on {r.hosts} hosts with it" if r.hosts else "") + ", rate ratio "
                  f"{_crude(a)}{adj}, {fmt_p(a.p_value)}, "
                  f"{fmt_q(a.q_value, a.q_family)}")))
 
