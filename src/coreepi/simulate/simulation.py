@@ -239,7 +239,7 @@ def _job(c: PlannedCrash, binary: Path, root: Path, work: Path) -> CoreJob:
     timeout = c.timeout_seconds + 30.0
     return CoreJob(
         name=c.name,
-        binary=str(binary),
+        binary=str(binary.absolute()),  # gdb runs it from the job's workdir
         argv=c.argv,
         out_core=str(root / core_file(c.name)),
         workdir=str(work / c.name),
