@@ -70,8 +70,8 @@ def simulate(
     console = Console(stderr=True, highlight=False)
     try:
         path = resolve_scenario(scenario)
-        result = run_simulation(path, out, seed=seed, jobs=jobs,
-                                on_crash=progress_reporter(console.print, "runs done"))
+        result = run_simulation(path, out, seed=seed, jobs=jobs, on_crash=progress_reporter(
+            lambda line: console.print(line, soft_wrap=True), "runs done"))
     except (InputError, BuildError) as exc:
         fail(str(exc))
     sys.stdout.write(result.summary() + "\n")

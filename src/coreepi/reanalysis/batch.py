@@ -300,14 +300,22 @@ def _close_local(cluster: Any, wait_seconds: float = 30.0) -> None:
     workers still send heartbeats, and a worker that loses that race logs
     "Failed to communicate with scheduler during heartbeat" at ERROR with a
     traceback on our stderr (in about 1 run in 4 on 2 CPUs) after a run
-    that succeeded."""
+    that succeeded. The scheduler and nannies run in this process: what
+    they log while closing (a comm closed under them) is silenced too."""
+    import logging
     import time
 
-    cluster.scale(0)  # each nanny stops its worker; they leave cluster.workers when gone
-    deadline = time.monotonic() + wait_seconds
-    while cluster.workers and time.monotonic() < deadline:
-        time.sleep(0.05)
-    cluster.close()
+    quiet = logging.getLogger("distributed")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        cluster.scale(0)  # each nanny stops its worker; they leave cluster.workers when gone
+        deadline = time.monotonic() + wait_seconds
+        while cluster.workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.close()
+    finally:
+        quiet.setLevel(level)
 
 
 def _record(store: Any, history: RegroupHistory, rules: str) -> str:

@@ -9,7 +9,9 @@ simulator planted (``truth.json``).
   where ``<cache>`` is ``$COREEPI_CACHE`` or the per-user cache dir and the
   key hashes the scenario file, the seed, the coreepi version and the
   simulator's sources. The first run makes the cores (about 2 minutes on 2
-  cores for the reference scenario); later runs reuse them.
+  cores for the reference scenario); later runs reuse them. A lock on the
+  entry (``fcntl.flock`` of ``<entry>/lock``) lets one demo simulate it at a
+  time; another waits, then uses the fleet.
 - The store is a demo data dir, never the user's default store:
   ``<user data dir of "coreepi-demo">/<scenario>-<key>`` unless ``data_dir``
   is given. A data dir the demo made holds ``coreepi-demo.json``; the demo
@@ -254,7 +256,9 @@ def _simulate_once(path: Path, seed: int, fleet: Path, *, fresh: bool, jobs: int
                    "crash under gdb, which writes their cores; this takes a few minutes "
                    "the first time", style="bold"), highlight=False)
     result = simulate(path, fleet, seed=seed, jobs=jobs,
-                      on_crash=progress_reporter(err.out, "runs done"))
+                      on_crash=progress_reporter(
+                          lambda line: err.print(line, highlight=False, soft_wrap=True),
+                          "runs done"))
     err.print(f"demo: {result.summary()}", highlight=False)
     return True
 
