@@ -75,6 +75,25 @@ def test_siglists_change_stored_signatures(tmp_path: Path, coreset: CoreSet) -> 
         assert signatures(store) == before
 
 
+def test_ingest_with_siglists(tmp_path: Path, coreset: CoreSet) -> None:  # noqa: F811
+    """New cores land under the operator's rules too (a subprocess: the
+    option sets the environment of the process that reads it). A report
+    made on the node (report.json) keeps the signature the node gave it."""
+    lists = tmp_path / "siglists"
+    lists.mkdir()
+    (lists / "irrelevant.txt").write_text("main\n")
+    core = str(coreset.cores[0])
+    new = json.loads(run("inspect", core, "--json", "--siglists", str(lists)).stdout)
+    proc = run("ingest", str(make_fleet(tmp_path, coreset)), "--data-dir", str(tmp_path / "d"),
+               "--siglists", str(lists))
+    assert proc.returncode == 0, proc.stderr
+    with duckdb.connect(str(tmp_path / "d" / "coreepi.duckdb"), read_only=True) as con:
+        got = dict(con.execute("SELECT artifact, signature FROM crashes WHERE core_status = "
+                               "'stored'").fetchall())  # the cores ingest analysed
+    assert {Path(a).name: s for a, s in got.items()} == {
+        name: new["signature"]["signature"] for name in ("core.1", "core.2.zst", "core.3.gz")}
+
+
 def test_bad_siglists_one_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     bad = tmp_path / "bad"
