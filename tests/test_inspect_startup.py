@@ -114,7 +114,8 @@ def test_plain_inspect_command_lines_are_read_without_typer() -> None:
     assert got == {"core": Path("c.core"), "exe": Path("bin/app"), "sysroot": None,
                    "debug_dir": [Path("/d1"), Path("/d2")], "all_threads": False,
                    "registers": False, "json_output": True, "no_analysis": False,
-                   "case_defs": None, "host_id": "h7", "captured_at": "2024-05-01"}
+                   "case_defs": None, "host_id": "h7", "captured_at": "2024-05-01",
+                   "siglists": None}
 
 
 @pytest.mark.parametrize("argv", [

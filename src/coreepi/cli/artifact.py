@@ -45,13 +45,15 @@ def inspect(
     case_defs: Annotated[Path | None, _opt("case_defs")] = None,
     host_id: HostId = None,
     captured_at: CapturedAt = None,
+    siglists: Annotated[Path | None, _opt("siglists")] = None,
 ) -> None:
     """Read one crash artifact and print its crash report(s); analysis
     warnings go to stderr. With --host-id and --captured-at, `--json` output
     can be sent to a server with `coreepi submit`."""
     run_inspect(core, exe=exe, sysroot=sysroot, debug_dir=debug_dir, all_threads=all_threads,
                 registers=registers, json_output=json_output, no_analysis=no_analysis,
-                case_defs=case_defs, host_id=host_id, captured_at=captured_at)
+                case_defs=case_defs, host_id=host_id, captured_at=captured_at,
+                siglists=siglists)
 
 
 def submit(

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import NoReturn
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "parse_capture_time",
     "parse_when",
     "run_guarded",
+    "use_siglists",
     "write_stdout",
 ]
 
@@ -109,3 +111,27 @@ def run_guarded(call: Callable[[], None]) -> None:
             "(set COREEPI_DEBUG=1 for the traceback, and please report it)\n"
         )
         sys.exit(1)
+
+
+def use_siglists(directory: Path | None) -> None:
+    """Check the operator's signature lists (``--siglists DIR``, or
+    ``$COREEPI_SIGLISTS`` when ``directory`` is None) and make ``DIR`` the
+    lists of every analysis this process runs or starts: its children (the
+    sandboxed workers, Dask's) read ``$COREEPI_SIGLISTS``. Exits 2 naming the
+    directory when it is not one, holds no list, or a list does not compile."""
+    from coreepi.analyze.signature.config import LIST_NAMES, SIGLISTS_ENV, load_lists
+
+    if directory is None:
+        if not os.environ.get(SIGLISTS_ENV):
+            return
+        directory = Path(os.environ[SIGLISTS_ENV])
+    where = f"--siglists (COREEPI_SIGLISTS) {directory}"
+    if not directory.is_dir():
+        fail(f"{where}: no such directory")
+    if not any((directory / f"{name}.txt").is_file() for name in LIST_NAMES):
+        fail(f"{where}: holds none of {', '.join(f'{name}.txt' for name in LIST_NAMES)}")
+    try:
+        load_lists((directory.resolve(),))
+    except (ValueError, OSError) as exc:
+        fail(f"{where}: {exc}")
+    os.environ[SIGLISTS_ENV] = str(directory.resolve())  # absolute: children may chdir

@@ -54,6 +54,9 @@ OPTIONS: tuple[InspectOption, ...] = (
                   "Host the crash happened on (for the server's counts).", "HOST"),
     InspectOption("captured_at", "--captured-at", "text",
                   "When it crashed, ISO-8601 (naive means UTC).", "TIME"),
+    InspectOption("siglists", "--siglists", "path",
+                  "Your own signature lists (prefix.txt, irrelevant.txt, ...), added to the "
+                  "built-in ones (default: $COREEPI_SIGLISTS).", "DIR"),
 )
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}

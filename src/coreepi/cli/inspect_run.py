@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coreepi.cli.basics import fail, parse_capture_time
+from coreepi.cli.basics import fail, parse_capture_time, use_siglists
 from coreepi.errors import InputError
 
 if TYPE_CHECKING:
@@ -22,13 +22,15 @@ def run_inspect(core: Path, *, exe: Path | None = None, sysroot: Path | None = N
                 debug_dir: list[Path] | None = None, all_threads: bool = False,
                 registers: bool = False, json_output: bool = False, no_analysis: bool = False,
                 case_defs: Path | None = None, host_id: str | None = None,
-                captured_at: str | None = None) -> None:
+                captured_at: str | None = None, siglists: Path | None = None) -> None:
     """Read one crash artifact and print its crash report(s) (text, or JSON
     with ``json_output``); analysis warnings go to stderr. Bad input: one
     line on stderr and exit status 2 (SystemExit)."""
     from coreepi.ingest.artifacts import inspect_file
 
     when = parse_capture_time(captured_at, "--captured-at")
+    if not no_analysis:
+        use_siglists(siglists)
     try:
         reports = inspect_file(core, exe=exe, sysroot=sysroot, debug_dirs=debug_dir or (),
                                run_analysis=not no_analysis, case_defs=case_defs)

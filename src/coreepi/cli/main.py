@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from coreepi import __version__
-from coreepi.cli.basics import run_guarded, write_stdout
+from coreepi.cli.basics import run_guarded, use_siglists, write_stdout
 from coreepi.cli.common import EXIT_INPUT_ERROR, DataDir, fail, store_undo
-from coreepi.cli.options import BlobsOpt, StoreOpt, store_location
+from coreepi.cli.options import BlobsOpt, SiglistsOpt, StoreOpt, store_location
 from coreepi.errors import InputError
 
 if TYPE_CHECKING:
@@ -180,6 +180,7 @@ def ingest(
     no_store_cores: Annotated[
         bool, typer.Option("--no-store-cores", help="Do not keep cores as blobs.")
     ] = False,
+    siglists: SiglistsOpt = None,
 ) -> None:
     """Analyse and store a fleet's crashes, hosts, exposure and telemetry (idempotent).
 
@@ -199,6 +200,7 @@ def ingest(
         fail("give one --host for all --telemetry logs, or one --host per --telemetry log")
     if not inputs and not logs:
         fail("nothing to ingest: give a fleet directory or crash files, or --telemetry LOG")
+    use_siglists(siglists)
     where = store_location(store, data_dir)
     undo = store_undo(where)  # a store this ingest makes stays only if it stores something
     try:
@@ -229,81 +231,6 @@ def accepted_anything(summary: IngestSummary) -> bool:
     return any((summary.files_skipped, summary.hosts, summary.exposure_added,
                 summary.exposure_duplicates, summary.events_added, summary.crashes_added,
                 summary.crashes_existing, summary.crashes_paired, summary.crashes_completed))
-
-
-def simulate(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Fleet directory to write.")],
-    scenario: Annotated[
-        Path | None,
-        typer.Argument(help="Scenario TOML (default: the bundled reference scenario).",
-                       metavar="SCENARIO.toml"),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed: same seed, same plan.")] = 1,
-    jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Cores made at once (default: CPUs).")
-    ] = None,
-) -> None:
-    """Simulate a fleet with planted diseases and real cores: writes a fleet
-    directory (hosts.csv, exposure.csv, telemetry.jsonl, crashes/, symbols/)
-    plus truth.json and run.json."""
-    from rich.console import Console
-
-    from coreepi.simulate import simulate as run_simulation
-    from coreepi.simulate.workloads import BuildError
-
-    console = Console(stderr=True)
-    done = 0
-
-    def progress(record: dict[str, object]) -> None:
-        nonlocal done
-        done += 1
-        if done % 25 == 0:
-            console.print(f"  {done} runs done", highlight=False)
-
-    try:
-        result = run_simulation(scenario, out, seed=seed, jobs=jobs, on_crash=progress)
-    except (InputError, BuildError) as exc:
-        fail(str(exc))
-    sys.stdout.write(result.summary() + "\n")
-
-
-def demo(
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", help="Demo store directory (default: a per-user demo data "
-                     "dir; never the default store)."),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Simulation seed.")] = 1,
-    scenario: Annotated[
-        str | None,
-        typer.Option("--scenario", help="Scenario TOML or bundled name (default: reference)."),
-    ] = None,
-    fresh: Annotated[
-        bool, typer.Option("--fresh", help="Simulate again and rebuild the demo store.")
-    ] = False,
-    jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Processes at once (default: CPUs).")
-    ] = None,
-    html: Annotated[
-        Path | None, typer.Option("--html", help="HTML report path (default: DATA_DIR/report.html).")
-    ] = None,
-) -> None:
-    """The whole job end to end: simulate a fleet with planted diseases and real
-    cores (cached after the first run), ingest it into a demo store, print the
-    report, write the HTML report, and compare the findings with the truth."""
-    from rich.console import Console
-
-    from coreepi.cli.progress import IngestProgress
-    from coreepi.errors import StoreError
-    from coreepi.simulate.demo import run_demo
-    from coreepi.simulate.workloads import BuildError
-
-    err = Console(stderr=True)
-    try:
-        run_demo(data_dir, seed=seed, scenario=scenario, fresh=fresh, jobs=jobs, html=html,
-                 err=err, ingest_progress=IngestProgress(err) if err.is_terminal else None)
-    except (InputError, StoreError, BuildError) as exc:
-        fail(str(exc))
 
 
 def _register_artifact(app: typer.Typer) -> None:
@@ -378,9 +305,10 @@ def _register_alerts(app: typer.Typer) -> None:
 
 
 def _register_rest(app: typer.Typer) -> None:
+    from coreepi.cli import simulate
+
     app.command()(telemetry)
-    app.command()(simulate)
-    app.command()(demo)
+    simulate.register(app)  # simulate, demo
     app.command()(schema)
 
 

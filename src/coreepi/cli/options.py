@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["BlobsOpt", "DataDir", "StoreOpt", "store_location"]
+__all__ = ["BlobsOpt", "DataDir", "SiglistsOpt", "StoreOpt", "store_location"]
 
 DataDir = Annotated[
     Path | None,
@@ -32,3 +32,13 @@ BlobsOpt = Annotated[
 def store_location(store: str | None, data_dir: Path | None) -> str | Path | None:
     """What to open: ``--store`` when given, else ``--data-dir`` (None: the default)."""
     return store if store else data_dir
+
+
+SiglistsOpt = Annotated[
+    Path | None,
+    typer.Option("--siglists", envvar="COREEPI_SIGLISTS", metavar="DIR", show_envvar=True,
+                 help="Your own signature lists (prefix.txt, irrelevant.txt, "
+                 "trim_modules.txt, unusable_stack.txt; siglists/README.md), added to the "
+                 "built-in ones in every analysis this command starts."),
+]
+

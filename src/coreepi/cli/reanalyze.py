@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from coreepi.cli.basics import use_siglists
 from coreepi.cli.common import DataDir, fail, parse_when, store_target
-from coreepi.cli.options import BlobsOpt, StoreOpt
+from coreepi.cli.options import BlobsOpt, SiglistsOpt, StoreOpt
 
 __all__ = ["reanalyze", "register"]
 
@@ -39,18 +41,23 @@ def reanalyze(
     history: Annotated[Path | None, typer.Option(
         "--history", help="Write the regroup history (old -> new signature, crashes) "
         "here as JSON.")] = None,
+    siglists: SiglistsOpt = None,
 ) -> None:
-    """Analyse every stored core again with today's analyzer and rules, write the
-    results in place (idempotent: a crash already done under these rules is
-    skipped), and print which groups split, merged or were renamed."""
+    """Analyse every stored core again with today's analyzer and rules (and
+    --siglists DIR's lists), write the results in place (idempotent: a crash
+    already done under these rules is skipped), and print which groups split,
+    merged or were renamed."""
+    from coreepi.analyze.signature.config import SIGLISTS_ENV
     from coreepi.errors import InputError, StoreError
     from coreepi.ingest.sandbox import Sandbox, SandboxLimits
-    from coreepi.reanalysis.batch import Settings, reanalyze as run, rules_version, select_targets
+    from coreepi.reanalysis.batch import Settings, rules_version, select_targets
+    from coreepi.reanalysis.batch import reanalyze as run
     from coreepi.store import open_store
     from coreepi.store.analytics import store_tables
     from coreepi.store.postgres_store import PostgresStore
 
     lo = parse_when(since, "--since")
+    use_siglists(siglists)  # before rules_version(): the lists are part of the rules
     if history is not None and not history.parent.is_dir():  # checked before hours of work
         fail(f"--history {history}: no such directory {history.parent}")
     where_at = store_target(store, data_dir)
@@ -66,7 +73,8 @@ def reanalyze(
             blob_root = blobs or str(opened.blobs.root)  # type: ignore[attr-defined]
             settings = Settings(blobs=blob_root, timeout_seconds=analysis_timeout,
                                 symbol_dirs=tuple(str(d) for d in symbol_dir or ()),
-                                warm=not cold)
+                                warm=not cold, siglists=tuple(
+                                    filter(None, [os.environ.get(SIGLISTS_ENV)])))
             if scheduler is None:  # the local cluster's children run on this machine
                 limits = SandboxLimits(analysis_timeout, settings.memory_limit_mb)
                 sys.stderr.write(f"coreepi: reanalyze: {Sandbox(limits).capabilities()}\n")

@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
+from coreepi.cli.basics import use_siglists
 from coreepi.cli.common import fail as _fail
 from coreepi.cli.common import store_target
-from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
+from coreepi.cli.options import BlobsOpt, DataDir, SiglistsOpt, StoreOpt
 
 __all__ = ["serve", "token_app"]
 
@@ -85,12 +86,14 @@ def serve(
     metrics_top_groups: Annotated[int, typer.Option(
         "--metrics-top-groups", min=0,
         help="/metrics: per-group gauges for this many groups (by rate) plus 'other'.")] = 20,
+    siglists: SiglistsOpt = None,
 ) -> None:
     """Run the server over the store: HTTP API, web UI (prints a one-time login link), /docs,
     /metrics. Binds to 127.0.0.1 unless --host says otherwise."""
     if log_level not in LOG_LEVELS:
         _fail(f"--log-level {log_level!r}: one of {', '.join(LOG_LEVELS)}")
     check_port_free(host, port)
+    use_siglists(siglists)
     from dataclasses import replace
 
     from coreepi.errors import InputError, StoreError

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from coreepi.cli.basics import use_siglists
 from coreepi.cli.common import fail, store_target
-from coreepi.cli.options import BlobsOpt, DataDir, StoreOpt
+from coreepi.cli.options import BlobsOpt, DataDir, SiglistsOpt, StoreOpt
 
 if TYPE_CHECKING:
     from coreepi.serve.analysis import AnalysisWorker
@@ -50,6 +51,7 @@ def worker(
     cold: Annotated[bool, typer.Option(
         "--cold", help="A new Python per core instead of a child forked from a "
         "pre-imported one (slower; for comparison).")] = False,
+    siglists: SiglistsOpt = None,
 ) -> None:
     """Take analysis jobs from the store's queue (a PostgreSQL store shared with
     `coreepi serve --jobs 0` replicas) until stopped with SIGTERM or Ctrl-C."""
@@ -59,6 +61,7 @@ def worker(
     from coreepi.serve.analysis import AnalysisWorker
     from coreepi.store import open_store
 
+    use_siglists(siglists)
     try:
         config = ServeConfig(analysis_timeout_seconds=analysis_timeout,
                              analysis_memory_limit_mb=memory_limit,

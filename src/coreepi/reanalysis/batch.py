@@ -23,6 +23,7 @@ the same result twice leaves the same row.
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -45,13 +46,22 @@ WHERE_COLUMNS = ("host_id", "signature", "exe", "app_version", "source", "core_s
 def rules_version() -> str:
     """12 hex digits of SHA-256 over the analysis rules (every file of
     ``coreepi/analyze``: phenotype and signature rules, siglists, case
-    definitions): changes whenever a rule does."""
+    definitions) and the lists of ``$COREEPI_SIGLISTS``: changes whenever a
+    rule does."""
     import coreepi.analyze
+    from coreepi.analyze.signature.config import LIST_NAMES, env_list_dirs
 
     root = Path(coreepi.analyze.__file__).parent
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".txt")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    # the operator's lists ($COREEPI_SIGLISTS) are rules too: a changed list
+    # selects every crash again
+    for i, directory in enumerate(env_list_dirs()):
+        for name in LIST_NAMES:
+            path = directory / f"{name}.txt"
+            if path.is_file():
+                digest.update(f"\0siglists[{i}]/{name}\0".encode() + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -116,6 +126,9 @@ class Settings:
     warm: bool = True
     """Fork each analysis from a pre-imported zygote (:mod:`.warm`); False:
     a fresh Python per core, as ingest does."""
+    siglists: tuple[str, ...] = ()
+    """The operator's signature-list directories (``--siglists``), as the
+    worker's machine sees them."""
 
 
 class WarmAnalyzer:
@@ -128,6 +141,12 @@ class WarmAnalyzer:
         from coreepi.store import open_blobs
 
         self.settings = settings
+        if settings.siglists:
+            # a worker of a remote scheduler did not inherit the driver's
+            # environment; every analysis child reads the lists from it
+            from coreepi.analyze.signature.config import SIGLISTS_ENV
+
+            os.environ[SIGLISTS_ENV] = os.pathsep.join(settings.siglists)
         self.blobs = open_blobs(settings.blobs, Path(settings.blobs))
         self.launcher = WarmLauncher() if settings.warm else None
         self.runner = Sandbox(SandboxLimits(settings.timeout_seconds, settings.memory_limit_mb,
@@ -249,7 +268,7 @@ def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
         client_cm = Client(scheduler or cluster, timeout="20s")
     except (OSError, ValueError, TimeoutError) as exc:  # a bad address, nobody listening
         if cluster is not None:
-            cluster.close()
+            _close_local(cluster)
         raise InputError(f"--scheduler {scheduler}", f"cannot connect ({exc})") from None
     with client_cm as client:
         result.startup_seconds = time.perf_counter() - t0
@@ -267,12 +286,36 @@ def reanalyze(store: Any, targets: Iterable[Target], settings: Settings, *,
         triples += _flush(store, done, rules)
     result.written = len(triples)
     if cluster is not None:
-        cluster.close()
+        _close_local(cluster)
     result.history = regroup_history(triples)
     if triples:
         result.run_id = _record(store, result.history, rules)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _close_local(cluster: Any, wait_seconds: float = 30.0) -> None:
+    """Close a LocalCluster workers first, then its scheduler (the client is
+    closed before). ``cluster.close()`` alone stops the scheduler while the
+    workers still send heartbeats, and a worker that loses that race logs
+    "Failed to communicate with scheduler during heartbeat" at ERROR with a
+    traceback on our stderr (in about 1 run in 4 on 2 CPUs) after a run
+    that succeeded. The scheduler and nannies run in this process: what
+    they log while closing (a comm closed under them) is silenced too."""
+    import logging
+    import time
+
+    quiet = logging.getLogger("distributed")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        cluster.scale(0)  # each nanny stops its worker; they leave cluster.workers when gone
+        deadline = time.monotonic() + wait_seconds
+        while cluster.workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.close()
+    finally:
+        quiet.setLevel(level)
 
 
 def _record(store: Any, history: RegroupHistory, rules: str) -> str:

@@ -20,14 +20,22 @@ fleet directory, truth.json, run.json), ``simulation`` (all of it).
 
 from __future__ import annotations
 
-from coreepi.simulate.scenario import Scenario, bundled_scenario, load_scenario
+from coreepi.simulate.scenario import (
+    Scenario,
+    bundled_names,
+    bundled_scenario,
+    load_scenario,
+    resolve_scenario,
+)
 from coreepi.simulate.simulation import SimulationResult, build_plan, simulate
 
 __all__ = [
     "Scenario",
     "SimulationResult",
     "build_plan",
+    "bundled_names",
     "bundled_scenario",
     "load_scenario",
+    "resolve_scenario",
     "simulate",
 ]

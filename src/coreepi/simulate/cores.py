@@ -27,7 +27,7 @@ import zstandard
 
 from coreepi.simulate.faults import run_under_gdb
 
-__all__ = ["CoreJob", "make_cores", "run_job"]
+__all__ = ["CoreJob", "failure_reason", "make_cores", "progress_reporter", "run_job"]
 
 #: zstd level of the written cores (3: fast; cores of these programs shrink ~15x)
 ZSTD_LEVEL = 3
@@ -143,3 +143,33 @@ def make_cores(
         raise
     pool.shutdown(wait=True)
     return results
+
+
+def failure_reason(record: dict[str, Any]) -> str:
+    """A :func:`run_job` result's failure in words: the outcome and the first
+    line of the last attempt's error (``exited``: the program ran to its end)."""
+    outcome = str(record.get("outcome"))
+    if outcome == "exited":
+        return "exited: the program ran to its end, the bug or fault did not fire"
+    attempts = record.get("attempts") or [{}]
+    error = str(attempts[-1].get("error") or "").strip().splitlines()
+    return f"{outcome}: {error[0]}" if error else outcome
+
+
+def progress_reporter(say: Callable[[str], None], noun: str) -> Callable[[dict[str, Any]], None]:
+    """An ``on_done`` callback for :func:`make_cores` that calls ``say`` with
+    a count every 25 runs (``"  25 <noun>"``) and, as it happens, each
+    planned crash whose attempts all ended without a crash: a bug that
+    never fires would otherwise run silently for minutes."""
+    done = 0
+
+    def progress(record: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        if record.get("outcome") != "crashed":
+            tries = len(record.get("attempts") or [])
+            say(f"  {record['name']}: no crash in {tries} attempts ({failure_reason(record)})")
+        if done % 25 == 0:
+            say(f"  {done} {noun}")
+
+    return progress

@@ -9,7 +9,9 @@ simulator planted (``truth.json``).
   where ``<cache>`` is ``$COREEPI_CACHE`` or the per-user cache dir and the
   key hashes the scenario file, the seed, the coreepi version and the
   simulator's sources. The first run makes the cores (about 2 minutes on 2
-  cores for the reference scenario); later runs reuse them.
+  cores for the reference scenario); later runs reuse them. A lock on the
+  entry (``fcntl.flock`` of ``<entry>/lock``) lets one demo simulate it at a
+  time; another waits, then uses the fleet.
 - The store is a demo data dir, never the user's default store:
   ``<user data dir of "coreepi-demo">/<scenario>-<key>`` unless ``data_dir``
   is given. A data dir the demo made holds ``coreepi-demo.json``; the demo
@@ -38,6 +40,7 @@ from rich.text import Text
 
 from coreepi import __version__
 from coreepi.errors import InputError
+from coreepi.simulate.scenario import resolve_scenario
 
 __all__ = ["DemoResult", "demo_cache_dir", "demo_key", "resolve_scenario", "run_demo"]
 
@@ -55,21 +58,6 @@ class DemoResult:
     """:class:`coreepi.epi.FleetFindings`"""
     score: Any
     """:class:`coreepi.simulate.score.FleetScore`"""
-
-
-def resolve_scenario(scenario: str | os.PathLike[str] | None) -> Path:
-    """A scenario file: a path, or the name of a bundled scenario
-    (``reference``, ``reference-small``); None is the reference scenario."""
-    from coreepi.simulate import bundled_scenario
-
-    if scenario is None:
-        return bundled_scenario("reference")
-    path = Path(scenario)
-    if path.is_file():
-        return path.resolve()
-    if path.suffix == "" and "/" not in str(scenario):
-        return bundled_scenario(str(scenario))
-    raise InputError(str(scenario), "no such scenario file (or bundled scenario name)")
 
 
 def _simulator_digest() -> str:
@@ -177,7 +165,6 @@ def run_demo(
     """
     from coreepi.ingest.run import ingest
     from coreepi.reporting import build_findings, render, render_text
-    from coreepi.simulate import simulate
     from coreepi.simulate.score import link_crashes, load_truth, score
     from coreepi.store import open_store
 
@@ -193,27 +180,8 @@ def run_demo(
     data = Path(data_dir) if data_dir is not None else _default_data_root() / key
 
     _prepare_data_dir(data, key, fresh)  # refuses a foreign store before any work
-    simulated = False
-    if fresh and fleet.exists():
-        shutil.rmtree(fleet)
-    if not (fleet / "truth.json").is_file():
-        err.print(Text(f"demo: simulating scenario {path.stem} (seed {seed}): real programs "
-                       "crash under gdb, which writes their cores; this takes a few minutes "
-                       "the first time", style="bold"), highlight=False)
-        done = 0
-
-        def progress(record: dict[str, Any]) -> None:
-            nonlocal done
-            done += 1
-            if done % 25 == 0:
-                err.print(f"  {done} crashes made", highlight=False)
-
-        fleet.parent.mkdir(parents=True, exist_ok=True)
-        result = simulate(path, fleet, seed=seed, jobs=jobs, on_crash=progress)
-        err.print(f"demo: {result.summary()}", highlight=False)
-        simulated = True
-    else:
-        err.print(f"demo: using the simulated fleet cached in {fleet}", highlight=False)
+    with _entry_lock(entry, err):
+        simulated = _simulate_once(path, seed, fleet, fresh=fresh, jobs=jobs, err=err)
 
     err.print(Text(f"demo: ingesting into the demo store {data} (analyses every core)",
                    style="bold"), highlight=False)
@@ -239,6 +207,60 @@ def run_demo(
                        "[--format json|markdown|html]; the fleet (cores, truth.json) is in "
                        f"{fleet}"))
     return DemoResult(fleet, data, html_path, simulated, findings, fleet_score)
+
+
+@contextmanager
+def _entry_lock(entry: Path, err: Console) -> Iterator[None]:
+    """Hold the cache entry ``entry`` alone (``fcntl.flock`` on
+    ``entry/lock``, which holds the holder's pid) while its fleet is checked
+    and simulated: two demos of one scenario and seed would otherwise
+    simulate into the same ``fleet.partial`` and delete each other's files.
+    A second demo says who holds it and waits; the lock goes with the
+    process, so a killed demo leaves none behind."""
+    import fcntl
+
+    entry.mkdir(parents=True, exist_ok=True)
+    with open(entry / "lock", "a+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            err.print(f"demo: another coreepi demo is simulating this fleet (pid {holder}) "
+                      f"into {entry}; waiting", highlight=False, soft_wrap=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _simulate_once(path: Path, seed: int, fleet: Path, *, fresh: bool, jobs: int | None,
+                   err: Console) -> bool:
+    """Simulate scenario ``path`` with ``seed`` into ``fleet`` unless a
+    finished fleet is cached there (``fresh``: simulate again anyway).
+    Returns whether it simulated. Call it holding :func:`_entry_lock`."""
+    from coreepi.simulate import simulate
+    from coreepi.simulate.cores import progress_reporter
+
+    if fresh and fleet.exists():
+        shutil.rmtree(fleet)
+    if (fleet / "truth.json").is_file():
+        err.print(f"demo: using the simulated fleet cached in {fleet}", highlight=False)
+        return False
+    err.print(Text(f"demo: simulating scenario {path.stem} (seed {seed}): real programs "
+                   "crash under gdb, which writes their cores; this takes a few minutes "
+                   "the first time", style="bold"), highlight=False)
+    result = simulate(path, fleet, seed=seed, jobs=jobs,
+                      on_crash=progress_reporter(
+                          lambda line: err.print(line, highlight=False, soft_wrap=True),
+                          "runs done"))
+    err.print(f"demo: {result.summary()}", highlight=False)
+    return True
 
 
 # blanks at the end of a line, before the colour codes that may close it

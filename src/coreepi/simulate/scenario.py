@@ -16,6 +16,7 @@ The format is documented with the reference scenario,
 
 from __future__ import annotations
 
+import os
 import tomllib
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -26,23 +27,26 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coreepi.errors import InputError
+from coreepi.simulate.workloads import bug_unreachable
 
 __all__ = [
     "SCENARIOS_DIR",
     "Attribute",
     "Disease",
-    "Measure",
     "DiseaseKind",
     "ExposureSpec",
     "FaultKind",
+    "Measure",
     "Rollout",
     "Scenario",
     "ScenarioInfo",
     "TelemetrySpec",
     "Version",
     "Workload",
+    "bundled_names",
     "bundled_scenario",
     "load_scenario",
+    "resolve_scenario",
 ]
 
 #: the scenarios shipped with coreepi
@@ -342,6 +346,7 @@ class Scenario(_Model):
                     raise _KeyError(
                         f"disease[{i}].when.{key}", "not a host attribute or app_version"
                     )
+            _check_bug_fires(i, d, w)
             for j, hid in enumerate(d.host_ids):
                 if not self.is_host_id(hid):
                     raise _KeyError(f"disease[{i}].host_ids[{j}]", f"no host {hid!r}")
@@ -387,6 +392,22 @@ class _KeyError(ValueError):
         self.reason = reason
 
 
+def _check_bug_fires(i: int, d: Disease, w: Workload) -> None:
+    """A bug compiled into only some builds (kvstore's null-deref-v2 needs
+    APP_VERSION=2) must not be planned on a version built without it: its
+    runs would end healthy, attempt after attempt, and make no core."""
+    wanted = d.when.get("app_version")
+    for v in w.versions:
+        if wanted is not None and v.name != wanted:
+            continue
+        why = bug_unreachable(w.source, d.bug, v.defines)
+        if why is not None:
+            fix = ("name a version built with it in when.app_version" if wanted is None
+                   else "build that version with it, or pick another")
+            raise _KeyError(f"disease[{i}].bug",
+                            f"{d.bug!r} can never fire in {w.name} {v.name}: {why}; {fix}")
+
+
 def _unique(names: list[str], table: str, key: str) -> None:
     seen: set[str] = set()
     for i, n in enumerate(names):
@@ -411,6 +432,28 @@ def bundled_scenario(name: str = "reference") -> Path:
     if not path.is_file():
         raise InputError(name, "no such bundled scenario")
     return path
+
+
+def bundled_names() -> list[str]:
+    """Names of the bundled scenarios (``reference``, ``reference-small``, ...)."""
+    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.toml"))
+
+
+def resolve_scenario(scenario: str | os.PathLike[str] | None) -> Path:
+    """A scenario file: a path, or the name of a bundled scenario
+    (:func:`bundled_names`); None is the reference scenario. Raises
+    :class:`InputError` when it is neither."""
+    if scenario is None:
+        return bundled_scenario("reference")
+    path = Path(scenario)
+    if path.is_file():
+        return path.resolve()
+    if path.suffix == "" and "/" not in str(scenario):
+        if (SCENARIOS_DIR / f"{scenario}.toml").is_file():
+            return bundled_scenario(str(scenario))
+        raise InputError(str(scenario), "no such scenario file or bundled scenario name "
+                         f"(bundled: {', '.join(bundled_names())})")
+    raise InputError(str(scenario), "no such scenario file (or bundled scenario name)")
 
 
 def load_scenario(path: str | Path) -> Scenario:

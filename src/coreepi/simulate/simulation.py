@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from coreepi.errors import InputError
-from coreepi.simulate.cores import CoreJob, make_cores
+from coreepi.simulate.cores import CoreJob, failure_reason, make_cores
 from coreepi.simulate.exposure import Interval, host_spans, node_hours, with_changes
 from coreepi.simulate.hosts import Host, add_measures, make_hosts
 from coreepi.simulate.rollout import initial_versions, upgrade_times
@@ -82,6 +82,8 @@ class SimulationResult:
     crashes_planned: int
     crashes_produced: int
     not_produced: list[str]
+    failures: dict[str, str] = field(default_factory=dict)
+    """crash name -> why it was not made (:func:`~coreepi.simulate.cores.failure_reason`)"""
     seconds: dict[str, float] = field(default_factory=dict)
     by_disease: dict[str, int] = field(default_factory=dict)
 
@@ -144,7 +146,8 @@ def simulate(
         source = str(path)
         digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
         scenario = load_scenario(path)
-    out = Path(out)
+    # absolute: gdb and the pool workers are handed paths under it from their own cwd
+    out = Path(out).absolute()
     fp = build_plan(scenario, seed)
     t_plan = time.monotonic()
 
@@ -197,6 +200,8 @@ def simulate(
         crashes_planned=len(fp.plan.crashes),
         crashes_produced=len(produced),
         not_produced=[c.name for c in fp.plan.crashes if c.name not in produced_names],
+        failures={c.name: failure_reason(results[c.name])
+                  for c in fp.plan.crashes if c.name not in produced_names},
         seconds={k: round(v, 2) for k, v in seconds.items()},
         by_disease=dict(Counter(c.disease for c in produced)),
     )
@@ -234,7 +239,7 @@ def _job(c: PlannedCrash, binary: Path, root: Path, work: Path) -> CoreJob:
     timeout = c.timeout_seconds + 30.0
     return CoreJob(
         name=c.name,
-        binary=str(binary),
+        binary=str(binary.absolute()),  # gdb runs it from the job's workdir
         argv=c.argv,
         out_core=str(root / core_file(c.name)),
         workdir=str(work / c.name),

@@ -11,7 +11,7 @@ and :class:`SignatureGenerator` make one on demand (e.g. with another
 from __future__ import annotations
 
 from coreepi.analyze.context import AnalysisContext
-from coreepi.analyze.signature.config import SignatureConfig, load_lists
+from coreepi.analyze.signature.config import SignatureConfig, env_list_dirs, load_lists
 from coreepi.analyze.signature.generator import (
     RULES,
     RULESETS,
@@ -37,5 +37,7 @@ __all__ = [
 
 def run_signature(ctx: AnalysisContext) -> None:
     """Pipeline step: set ``report.signature`` with the default configuration
-    (None when there is nothing to sign)."""
-    ctx.report.signature = generate_signature(ctx.report)
+    (None when there is nothing to sign); the operator's lists in
+    ``$COREEPI_SIGLISTS`` extend the built-in ones."""
+    ctx.report.signature = generate_signature(ctx.report,
+                                              SignatureConfig(list_dirs=env_list_dirs()))

@@ -9,6 +9,7 @@ built-in ones (or replace them, with ``builtin_lists=False``). See
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,14 +18,27 @@ from pathlib import Path
 __all__ = [
     "LIST_NAMES",
     "SIGLISTS_DIR",
+    "SIGLISTS_ENV",
     "SigLists",
     "SignatureConfig",
     "UnusableStackRule",
+    "env_list_dirs",
     "load_lists",
 ]
 
 SIGLISTS_DIR = Path(__file__).resolve().parent / "siglists"
 LIST_NAMES = ("prefix", "irrelevant", "trim_modules", "unusable_stack")
+
+#: directories of the operator's own lists (``os.pathsep``-separated), which
+#: extend the built-in ones in every analysis; an environment variable so that
+#: it reaches every analysis child (sandbox, warm zygote, Dask worker) unchanged
+SIGLISTS_ENV = "COREEPI_SIGLISTS"
+
+
+def env_list_dirs() -> tuple[Path, ...]:
+    """The directories ``$COREEPI_SIGLISTS`` names (empty: none)."""
+    value = os.environ.get(SIGLISTS_ENV, "")
+    return tuple(Path(d) for d in value.split(os.pathsep) if d)
 
 
 @dataclass(frozen=True)

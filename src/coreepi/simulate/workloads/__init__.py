@@ -29,10 +29,45 @@ from pathlib import Path
 
 from coreepi.errors import CoreepiError
 
-__all__ = ["FLAGS", "BuildError", "build_workload", "default_cache_dir", "source_path"]
+__all__ = [
+    "BUG_NEEDS",
+    "FLAGS",
+    "BuildError",
+    "bug_unreachable",
+    "build_workload",
+    "default_cache_dir",
+    "source_path",
+]
 
 #: compiler flags of every workload build
 FLAGS = ("-g", "-O1", "-Wall", "-Wno-use-after-free", "-Wl,--build-id")
+
+#: bugs compiled in only by a define: (source, bug) -> (macro, least value
+#: that has the bug, the value the source assumes when it is not defined);
+#: kept next to the sources' ``#if`` lines (kvstore.c: ``APP_VERSION >= 2``)
+BUG_NEEDS: dict[tuple[str, str], tuple[str, int, int]] = {
+    ("kvstore.c", "null-deref-v2"): ("APP_VERSION", 2, 1),
+}
+
+
+def bug_unreachable(source: str, bug: str, defines: Sequence[str]) -> str | None:
+    """Why ``bug`` of workload ``source`` cannot fire in a build with ``-D``
+    ``defines`` (e.g. ``"needs APP_VERSION=2 or above, built with
+    APP_VERSION=1"``), or None when it can."""
+    need = BUG_NEEDS.get((source, bug))
+    if need is None:
+        return None
+    macro, least, default = need
+    shown = f"{macro} not defined (so {default})"
+    value: int | None = default
+    for d in defines:
+        name, _, given = d.partition("=")
+        if name == macro:
+            shown = f"{macro}={given}"
+            value = int(given) if given.lstrip("-").isdigit() else None
+    if value is not None and value >= least:
+        return None
+    return f"needs {macro}={least} or above, built with {shown}"
 
 
 class BuildError(CoreepiError):
