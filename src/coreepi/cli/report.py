@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -69,7 +69,9 @@ def report(
             sys.stdout.write(note)
             return
         sys.stderr.write(note)
-        findings = _findings(where, lo, hi, empty=True)
+        # without --until the store's span would end the window, maybe before --since
+        findings = _findings(where, lo, hi if hi is not None or lo is None
+                             else max(lo, datetime.now(UTC)), empty=True)
     drains = _drains(where) if fmt == "text" else {}
     if fmt != "text" or out is not None:
         from coreepi.reporting import render, text_report
