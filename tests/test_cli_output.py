@@ -148,3 +148,18 @@ def test_telemetry_reads_the_syslog_time(tmp_path: Path) -> None:
     bare = cli("telemetry", str(log), "--json")
     assert bare.returncode == 0 and bare.stdout == ""
     assert "1 event without a time: not written to telemetry.jsonl" in bare.stderr
+
+
+def test_syslog_year_rule() -> None:
+    from datetime import UTC, datetime
+
+    from coreepi.parse.telemetry.syslog_year import SyslogYear
+
+    january = SyslogYear(modified=datetime(2025, 1, 5, tzinfo=UTC))
+    assert january.when("Dec 31 23:59:59.25") == datetime(2024, 12, 31, 23, 59, 59, 250000,
+                                                           tzinfo=UTC)
+    assert january.when("Jan  5 01:02:03") == datetime(2025, 1, 5, 1, 2, 3, tzinfo=UTC)
+    assert SyslogYear(year=2023).when("Feb 29 00:00:00") is None  # no such day
+    assert SyslogYear(year=2024).when("Feb 29 00:00:00") == datetime(2024, 2, 29, tzinfo=UTC)
+    assert SyslogYear().when("Feb 23 16:24:18") is None
+    assert "--year" in SyslogYear().describe()

@@ -19,12 +19,11 @@ from datetime import UTC, datetime
 from typing import Final
 
 from coreepi.model.events import TelemetryEvent
+from coreepi.parse.kernel.prefixes import MONTHS
 
 __all__ = ["SyslogYear"]
 
 _TIME: Final = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
-_MONTHS: Final = {m: i for i, m in enumerate(
-    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 
 
 @dataclass(frozen=True)
@@ -51,10 +50,10 @@ class SyslogYear:
         optionally with a fraction); None when no year is known or the date
         does not exist (``Feb 29`` of a common year)."""
         found = _TIME.fullmatch(text.strip())
-        if found is None or found.group(1) not in _MONTHS:
+        if found is None or found.group(1) not in MONTHS:
             return None
         mon, day, h, mi, s, frac = found.groups()
-        month = _MONTHS[mon]
+        month = MONTHS[mon]
         if self.year is not None:
             year = self.year
         elif self.modified is not None:
