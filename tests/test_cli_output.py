@@ -145,6 +145,8 @@ def test_telemetry_reads_the_syslog_time(tmp_path: Path) -> None:
     times = sorted(json.loads(line)["ts"] for line in done.stdout.splitlines())
     assert times == ["2024-12-31T23:59:59Z", "2025-02-23T16:24:18Z"]
     assert "read as 2025 (the file's modification time, 2025-03-03" in done.stderr
+    table = cli("telemetry", str(log), env={"COLUMNS": "80"})
+    assert "2025-02-23T16:24:18+00:00" in table.stdout  # the time column is never cut
     given = cli("telemetry", str(log), "--json", "--year", "2023")
     times = sorted(json.loads(line)["ts"] for line in given.stdout.splitlines())
     assert times == ["2023-02-23T16:24:18Z", "2023-12-31T23:59:59Z"]

@@ -127,6 +127,7 @@ def telemetry(
         from rich.table import Table
 
         table = Table("time", "kind", "severity", "component", "summary", title=str(log))
+        table.columns[0].no_wrap = True  # a time cut short ("16:24:1…") is no time
         for row in rows:
             table.add_row(*row)
         Console().print(table)
