@@ -123,6 +123,7 @@ def test_inspect_reads_a_core_from_a_pipe(get_crash: GetCrash, tmp_path: Path) -
     small = cli("inspect", "-", input="x" * 5000, env=env | {"COREEPI_MAX_CORE_BYTES": "4096"})
     assert small.returncode == 2 and small.stderr.count("\n") == 1
     assert "-: more than 4,096 bytes" in small.stderr
+    assert "-: standard input is a terminal; pipe a core in" in in_pty(["inspect", "-"])
     empty = cli("inspect", "-", input="")
     assert empty.returncode == 2 and "-: nothing on the pipe" in empty.stderr
 

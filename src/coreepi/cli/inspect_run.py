@@ -130,6 +130,9 @@ def spooled(core: Path) -> Iterator[Path]:
     limit = max_core_bytes(scratch)
     with tempfile.NamedTemporaryFile(prefix="coreepi-stdin-", dir=scratch) as spool:
         if os.fspath(core) == STDIN:
+            if sys.stdin.isatty():  # nothing will come: say so rather than wait
+                fail(f"{core}: standard input is a terminal; pipe a core in "
+                     "(coredumpctl dump PID | coreepi inspect -)")
             _spool(sys.stdin.buffer, spool, limit, core)
         else:
             with open(core, "rb") as source:
