@@ -5,6 +5,7 @@ the pager on a terminal."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -90,7 +91,11 @@ def test_empty_window_and_missing_data_dir(data_dir: Path, tmp_path: Path) -> No
     assert empty.returncode == 0, empty.stderr
     assert "no crash from 2030-01-01" in empty.stdout and len(empty.stdout.splitlines()) == 1
     as_json = cli("report", "--data-dir", str(data_dir), "--since", "2030-01-01", "-f", "json")
-    assert as_json.returncode == 0 and as_json.stdout == "" and "no crash" in as_json.stderr
+    # the note on stderr, the empty window's findings on stdout (`| jq .window.crashes`)
+    assert as_json.returncode == 0 and "no crash" in as_json.stderr
+    window = json.loads(as_json.stdout)["window"]
+    assert window["crashes"] == 0 and window["since"] == "2030-01-01T00:00:00Z"
+    assert window["until"] >= window["since"]
     missing = cli("report", "--data-dir", str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert "no coreepi store here" in missing.stderr and missing.stdout == ""

@@ -1,11 +1,14 @@
 """What every ``coreepi`` command shares and that needs no Typer: the
-one-line error (exit status 2), the last-resort handler and ISO-8601 time
-options. Kept apart from
+one-line error (exit status 2), the last-resort handler, ISO-8601 time
+options and the output streams (ASCII stand-ins where the terminal's
+encoding lacks a character, no escape sequences for ``TERM=dumb``). Kept apart from
 :mod:`coreepi.cli.common` so that ``coreepi inspect`` can run without
 importing Typer (:mod:`coreepi.cli.inspect_args`)."""
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -16,10 +19,14 @@ from typing import NoReturn
 __all__ = [
     "EXIT_BROKEN_PIPE",
     "EXIT_INPUT_ERROR",
+    "STAND_INS",
+    "encode_stdout",
+    "escapes_allowed",
     "fail",
     "parse_capture_time",
     "parse_when",
     "run_guarded",
+    "setup_streams",
     "use_siglists",
     "write_stdout",
 ]
@@ -30,6 +37,56 @@ EXIT_BROKEN_PIPE = 141
 128 + SIGPIPE, what a shell reports for ``cat``/``seq``/``git`` killed by
 the signal, so ``set -o pipefail`` sees the same as with coreutils; never 1,
 which means a bug of ours."""
+
+
+STAND_INS = "coreepi-stand-ins"
+"""The codec error handler (:func:`codecs.register_error`) that
+:func:`setup_streams` gives stdout and stderr: a character the stream's
+encoding lacks (``PYTHONIOENCODING=iso-8859-1``, ``LC_ALL=C
+PYTHONCOERCECLOCALE=0``) becomes its ASCII stand-in of :data:`ASCII_STAND_INS`,
+else ``?`` — the output stays readable instead of an internal error."""
+
+ASCII_STAND_INS: dict[str, str] = {
+    "\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2022": "*", "\u00b7": "-",
+    "\u221e": "inf", "\u00d7": "x", "\u2026": "...", "\u2265": ">=", "\u2264": "<=",
+    "\u2192": "->", "\u2190": "<-", "\u2018": "'", "\u2019": "'", "\u201c": '"',
+    "\u201d": '"', "\u00b1": "+/-", "\u00b5": "u", "\u00a0": " ",
+}
+"""The characters coreepi's sentences and tables use, by their ASCII stand-in."""
+
+
+def _stand_ins(exc: UnicodeError) -> tuple[str, int]:
+    """The :data:`STAND_INS` handler: the stand-ins of ``exc``'s unencodable run."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    run = exc.object[exc.start:exc.end]
+    return "".join(ASCII_STAND_INS.get(c, "?") for c in run), exc.end
+
+
+def setup_streams() -> None:
+    """Give stdout and stderr the :data:`STAND_INS` error handler (once, at
+    start-up: every writer — ``sys.stdout.write``, Rich, :func:`write_stdout`,
+    the pager — then goes through it). A stream that is not a text file
+    (a test's capture) is left alone."""
+    codecs.register_error(STAND_INS, _stand_ins)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=STAND_INS)
+
+
+def encode_stdout(text: str) -> bytes:
+    """``text`` in standard output's encoding, characters it lacks as their
+    stand-ins (:data:`STAND_INS`): what goes to stdout's bytes or a pager."""
+    codecs.register_error(STAND_INS, _stand_ins)  # idempotent; for callers without setup_streams
+    return text.encode(getattr(sys.stdout, "encoding", None) or "utf-8", STAND_INS)
+
+
+def escapes_allowed() -> bool:
+    """Whether standard output may get ANSI escape sequences: a terminal
+    whose ``$TERM`` is not ``dumb`` (Emacs' shell, ``watch``, CI log viewers
+    show the codes raw). ``NO_COLOR`` is not checked here: Rich drops the
+    colours and keeps bold and underline, as the convention allows."""
+    return sys.stdout.isatty() and os.environ.get("TERM", "") not in ("dumb", "unknown")
 
 
 def write_stdout(text: str) -> None:
@@ -47,7 +104,7 @@ def write_stdout(text: str) -> None:
         out.write(text)
         return
     out.flush()  # what was written before goes first
-    view = memoryview(text.encode(out.encoding or "utf-8", out.errors or "strict"))
+    view = memoryview(encode_stdout(text))
     while view:
         view = view[raw.write(view):]
     raw.flush()

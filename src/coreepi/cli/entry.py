@@ -86,6 +86,9 @@ def _no_plugins() -> Iterable[object]:
 
 def main() -> None:
     """Console-script entry point."""
+    from coreepi.cli.basics import setup_streams
+
+    setup_streams()
     args = sys.argv[1:]
     if args[:1] == ["collect"] and (collect := collect_args(args[1:])) is not None:
         disable_pydantic_plugins()

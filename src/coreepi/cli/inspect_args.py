@@ -20,7 +20,8 @@ from typing import Literal
 __all__ = ["FILE_HELP", "OPTIONS", "InspectOption", "option", "parse_inspect_argv"]
 
 FILE_HELP = ("Crash artifact: ELF core (plain or zstd/gzip/bzip2/xz), JVM hs_err log or "
-             "kernel log.")
+             "kernel log; - (or a pipe such as /dev/stdin) reads standard input, spooled to "
+             "a temporary file under $TMPDIR (coredumpctl dump PID | coreepi inspect -).")
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def parse_inspect_argv(argv: list[str]) -> dict[str, object] | None:
                 values[spec.dest].append(Path(value))  # type: ignore[attr-defined]
             else:
                 values[spec.dest] = Path(value) if spec.kind == "path" else value
-        elif word.startswith("-") or core is not None or not word:
+        elif (word.startswith("-") and word != "-") or core is not None or not word:
             return None
         else:
             core = Path(word)

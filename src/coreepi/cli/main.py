@@ -20,6 +20,7 @@ from coreepi.errors import InputError
 
 if TYPE_CHECKING:
     from coreepi.ingest.run import IngestSummary
+    from coreepi.parse.telemetry.syslog_year import SyslogYear
 
 def _new_app() -> typer.Typer:
     app = typer.Typer(
@@ -79,18 +80,32 @@ def telemetry(
     ],
     host: Annotated[str | None, typer.Option("--host", help="Host id to put in the events.")] = None,
     json_output: Annotated[
-        bool, typer.Option("--json", help="Print the events as JSON lines.")
+        bool, typer.Option("--json", help="Print the events as JSON lines (those with a "
+                           "time: telemetry.jsonl needs one).")
     ] = False,
+    year: Annotated[int | None, typer.Option(
+        "--year", min=1970, max=9999,
+        help="Year of syslog times without one (journalctl -k, rsyslog: 'Feb 23 16:24:18 "
+        "host kernel:'); default: the log file's modification year, months after its "
+        "month in the year before.")] = None,
 ) -> None:
     """Read hardware events (MCE, EDAC, NVIDIA Xid, PCIe AER, SIGBUS MCE) from a log."""
     from coreepi.parse.open_input import DecompressionError
     from coreepi.parse.telemetry.logs import parse_telemetry
 
     _check_log(log)
+    clock = _syslog_year(log, year)
     stopped: DecompressionError | None = None
     rows: list[tuple[str, str, str, str, str]] = []
+    undated = syslog_dated = 0
     try:
-        for event in parse_telemetry(log, host_id=host):
+        for read in parse_telemetry(log, host_id=host):
+            event = clock.dated(read)
+            syslog_dated += event is not read
+            if event.ts is None and event.uptime_seconds is None:
+                undated += 1
+                if json_output:  # a null ts is refused in telemetry.jsonl
+                    continue
             if json_output:
                 sys.stdout.write(event.model_dump_json() + "\n")
                 continue
@@ -112,13 +127,33 @@ def telemetry(
         from rich.table import Table
 
         table = Table("time", "kind", "severity", "component", "summary", title=str(log))
+        table.columns[0].no_wrap = True  # a time cut short ("16:24:1…") is no time
         for row in rows:
             table.add_row(*row)
         Console().print(table)
+    if syslog_dated:
+        sys.stderr.write(f"coreepi: {log}: {clock.describe()}\n")
+    if undated:
+        sys.stderr.write(
+            f"coreepi: {log}: {undated} event{'s' if undated != 1 else ''} without a time"
+            + (": not written to telemetry.jsonl" if json_output else "")
+            + " (use --year YEAR for syslog times, or journalctl -o short-iso)\n")
     if stopped is not None:
         fail(stopped.stopped_at())
     if not json_output and not rows:
         sys.stderr.write(f"coreepi: {log}: no hardware events found\n")
+
+
+def _syslog_year(log: Path, year: int | None) -> SyslogYear:
+    """How year-less syslog times of ``log`` get their year: ``--year``, else
+    the file's modification time (see :mod:`coreepi.parse.telemetry.syslog_year`)."""
+    from datetime import UTC, datetime
+
+    from coreepi.parse.telemetry.syslog_year import SyslogYear
+
+    if year is not None:
+        return SyslogYear(year=year)
+    return SyslogYear(modified=datetime.fromtimestamp(log.stat().st_mtime, UTC))
 
 
 def _check_log(log: Path) -> None:

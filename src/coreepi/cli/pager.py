@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 
-from coreepi.cli.basics import write_stdout
+from coreepi.cli.basics import encode_stdout, write_stdout
 
 __all__ = ["page", "pager_command"]
 
@@ -46,7 +46,7 @@ def page(text: str) -> None:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, env=env)
         assert proc.stdin is not None
         try:
-            proc.stdin.write(text.encode("utf-8", "replace"))
+            proc.stdin.write(encode_stdout(text))  # the pager reads our locale's encoding
             proc.stdin.close()
         except BrokenPipeError:  # the reader quit before the end: fine
             pass

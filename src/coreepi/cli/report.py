@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from coreepi.cli.basics import write_stdout
+from coreepi.cli.basics import escapes_allowed, write_stdout
 from coreepi.cli.common import DataDir, fail, shown, store_target, window
 from coreepi.cli.export import EngineOpt, ParquetOpt, SparkRemoteOpt, report_source
 from coreepi.cli.options import StoreOpt
@@ -62,10 +62,16 @@ def report(
         fail(str(exc))
     if isinstance(findings, int):
         # an empty store, or a window without crashes: a short report, not an
-        # error (on stderr for the other formats, whose readers expect their format)
-        (sys.stdout if fmt == "text" else sys.stderr).write(
-            _empty_report(where, findings, lo, hi) + "\n")
-        return
+        # error; the other formats' readers (`| jq .window.crashes`) expect
+        # their format, so they get the empty findings and the note on stderr
+        note = _empty_report(where, findings, lo, hi) + "\n"
+        if fmt == "text":
+            sys.stdout.write(note)
+            return
+        sys.stderr.write(note)
+        # without --until the store's span would end the window, maybe before --since
+        findings = _findings(where, lo, hi if hi is not None or lo is None
+                             else max(lo, datetime.now(UTC)), empty=True)
     drains = _drains(where) if fmt == "text" else {}
     if fmt != "text" or out is not None:
         from coreepi.reporting import render, text_report
@@ -82,15 +88,17 @@ def report(
 
 def _findings(where: str | Path, lo: datetime | None, hi: datetime | None,
               engine: tuple[str | None, str | None, str | None] = (None, None, None),
-              ) -> FleetFindings | int:
+              *, empty: bool = False) -> FleetFindings | int:
     """The findings over the window; when the window holds no crash, the
-    number of crashes stored in all instead. ``engine``: (--engine,
-    --parquet, --spark-remote), see :func:`coreepi.cli.export.report_source`."""
+    number of crashes stored in all instead, unless ``empty`` (then the
+    findings of the empty window: crashes 0, no group, no host). ``engine``:
+    (--engine, --parquet, --spark-remote), see
+    :func:`coreepi.cli.export.report_source`."""
     from coreepi.reporting import build_findings
     from coreepi.store import open_store
 
     with open_store(where, read_only=True) as store:
-        if not store.count_crashes(lo, hi):
+        if not empty and not store.count_crashes(lo, hi):
             return store.count_crashes()
         return build_findings(report_source(store, *engine), lo, hi)
 
@@ -122,13 +130,14 @@ def _drains(where: str | Path) -> dict[str, DrainRecord]:
 
 def _show_text(findings: FleetFindings, *, details: bool, pager: bool,
                drains: dict[str, DrainRecord]) -> None:
-    """The text report at the terminal's width (colour on a terminal), paged
-    when it does not fit the screen."""
+    """The text report at the terminal's width (styles on a terminal that
+    takes escape sequences), paged when it does not fit the screen."""
     from coreepi.reporting import text_report
 
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns if tty else _env_width()
-    text = text_report(findings, width, details=details, color=tty, drains=drains)
+    text = text_report(findings, width, details=details, color=escapes_allowed(),
+                       drains=drains)
     if tty and pager:
         from coreepi.cli.pager import page
 

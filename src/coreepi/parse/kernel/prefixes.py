@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Final
 
-__all__ = ["MAX_MESSAGE_CHARS", "MAX_RAW_CHARS", "NO_UPTIME", "LogLine", "normalize_line", "split_prefix"]
+__all__ = ["MAX_MESSAGE_CHARS", "MAX_RAW_CHARS", "MONTHS", "NO_UPTIME", "LogLine", "normalize_line",
+           "split_prefix"]
 
 MAX_RAW_CHARS: Final = 4096  # LogLine.raw cap (TelemetryEvent.raw's)
 MAX_MESSAGE_CHARS: Final = 8192  # longer lines are cut before their prefix is read
@@ -78,7 +79,8 @@ _PREFIX: Final = re.compile(
 )
 _ISO: Final = re.compile(_ISO_TIME)
 _DMESG_T: Final = re.compile(_CTIME)
-_MONTHS: Final = {m: i for i, m in enumerate(
+#: English month abbreviations (dmesg -T, BSD syslog) by their number 1-12
+MONTHS: Final = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 
 
@@ -126,7 +128,7 @@ def _wall_clock(found: re.Match[str]) -> datetime | None:
             match = _DMESG_T.match(dmesg_t)
             assert match is not None
             mon, day, h, mi, s, frac, year = match.groups()
-            return datetime(int(year), _MONTHS[mon], int(day), int(h), int(mi), int(s), _fraction(frac),
+            return datetime(int(year), MONTHS[mon], int(day), int(h), int(mi), int(s), _fraction(frac),
                             tzinfo=UTC)
     except (KeyError, ValueError, OverflowError):
         return None
