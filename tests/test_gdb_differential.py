@@ -29,6 +29,9 @@ from corefactory import CASES, Crash, gdb_available
 from coreepi.model.report import CrashReport, Frame
 
 ALL_CASES = sorted(CASES)
+# gdb names Rust frames from DWARF (inlined frames, `{closure#0}`, generic arguments), coreepi
+# from the symbol table (`{closure:#0}`): different by design, so the name comparison is C/C++'s
+NAMED_CASES = [n for n in ALL_CASES if CASES[n].variant != "rust_panic"]
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ def test_gdb_and_coreepi_agree_on_the_crashing_thread(
     assert len(report.threads) == len(gdb.threads)
 
 
-@pytest.mark.parametrize("name", ALL_CASES)
+@pytest.mark.parametrize("name", NAMED_CASES)
 def test_gdb_and_coreepi_agree_on_function_names(
     name: str, gdb_view: GetGdbView, parsed_report: GetReport
 ) -> None:

@@ -172,7 +172,9 @@ def exe_module(report: CrashReport, crash: Crash) -> Module:
 @pytest.mark.parametrize("name", ALL_CASES)
 def test_corpus_core_is_real_and_small(name: str, get_crash: GetCrash) -> None:
     crash = get_crash(name)
-    assert crash.core.stat().st_size < 8 * 1024 * 1024
+    # a Rust program's gcore holds std's larger mappings (~44 MB): real, not small
+    limit = 64 if CASES[name].variant == "rust_panic" else 8
+    assert crash.core.stat().st_size < limit * 1024 * 1024
     notes = crash.notes
     assert notes.pid > 0 and notes.threads and notes.siginfos and notes.files
     assert notes.crashed.cursig == notes.siginfo.signo
