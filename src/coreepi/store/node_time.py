@@ -265,26 +265,30 @@ def _crash_codes(
             "attr": _dictionary(con, "_d_attr", "SELECT DISTINCT attributes AS v FROM crashes "
                                 f"WHERE {where}", win),
         }
-        # codes first, so the interval join carries integers, not the crash's
-        # texts and lists (its hash table holds every crash of the window)
         # fetched as Arrow: ids and texts stay in Arrow buffers, not one Python
         # string per crash (the ids and executables alone were ~125 MB so)
         rows = con.sql(
-            "WITH c AS (SELECT c.crash_id, c.host_id, c.captured_at, dh.k AS host_k, "
-            "ds.k AS sig_k, dp.k AS phen_k, dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version "
-            f"FROM (SELECT * FROM crashes WHERE {where}) c "
+            "SELECT c._r, c.crash_id, c.captured_at, dh.k AS host_k, ds.k AS sig_k, "
+            "dp.k AS phen_k, dw.k AS hw_k, da.k AS attr_k, c.exe, c.app_version "
+            f"FROM (SELECT rowid AS _r, * FROM crashes WHERE {where}) c "
             "LEFT JOIN _d_host dh ON dh.v = c.host_id "
             "LEFT JOIN _d_sig ds ON ds.v = c.signature "
             "LEFT JOIN _d_phen dp ON dp.v = array_to_string(c.phenotypes, ?) "
             "LEFT JOIN _d_hw dw ON dw.v = array_to_string(c.hardware_phenotypes, ?) "
-            "LEFT JOIN _d_attr da ON da.v = c.attributes) "
-            "SELECT c.crash_id, c.host_k, c.captured_at, c.sig_k, c.phen_k, c.hw_k, c.attr_k, "
-            "c.exe, c.app_version, coalesce(st.k, -1) AS exposure_set FROM c "
+            "LEFT JOIN _d_attr da ON da.v = c.attributes",
+            params=[*win, SEP, SEP],
+        ).to_arrow_table().to_pandas()
+        # the interval match apart, carrying only the row id: its hash table holds
+        # every crash of the window, and with the codes and texts beside it the
+        # query's peak was ~100 MB higher (docs/scale.md)
+        matched = con.sql(
+            "SELECT c._r, coalesce(st.k, -1) AS exposure_set "
+            f"FROM (SELECT rowid AS _r, host_id, captured_at FROM crashes WHERE {where}) c "
             "LEFT JOIN exposure x ON x.host_id = c.host_id "
             "AND c.captured_at >= x.start_ts AND c.captured_at < x.end_ts "
             "LEFT JOIN hosts h ON h.host_id = c.host_id "
             "LEFT JOIN _sets st ON st.ha = coalesce(h.attributes, '') AND st.ia = x.attributes",
-            params=[*win, SEP, SEP],
+            params=win,
         ).to_arrow_table().to_pandas()
     finally:
         for name in _DICTIONARIES:
@@ -292,6 +296,14 @@ def _crash_codes(
                 con.unregister(name)
             except duckdb.Error:
                 pass  # never registered: a dictionary query failed first
+    if len(matched) == len(rows):  # one interval at most per crash, as the store keeps them
+        row_ids = matched["_r"].to_numpy(np.int64)
+        set_of = np.full(int(row_ids.max()) + 1 if len(row_ids) else 0, -1, dtype=np.int64)
+        set_of[row_ids] = matched["exposure_set"].to_numpy(np.int64)
+        rows["exposure_set"] = set_of[rows["_r"].to_numpy(np.int64)]
+    else:  # overlapping intervals of one host: a row per match, as one join gave
+        rows = rows.merge(matched, on="_r", how="left")
+    rows = rows.drop(columns="_r")
     return rows.take(_time_order(rows)).reset_index(drop=True), values
 
 
