@@ -6,7 +6,9 @@ offline ``/docs``, and the findings refreshed after ingest."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import shutil
 from html import unescape
 from collections.abc import Iterator
 from pathlib import Path
@@ -408,3 +410,42 @@ def test_a_short_crash_id_says_why_it_names_no_crash(tmp_path: Path) -> None:
     assert unknown.status_code == 404
     assert unknown.json()["detail"] == "no crash id starts with 'fac2'"
     assert one.status_code == 303 and one.headers["location"] == f"/crashes/{ids[3]}"
+
+
+def _listed(copy: Path, *args: str) -> list[dict[str, object]]:
+    """`coreepi list --json ARGS` on ``copy``, a copy of the UI store (the
+    app holds the store's DuckDB file; the CLI's own code, in-process)."""
+    from typer.testing import CliRunner
+
+    from coreepi.cli.main import app as cli
+    done = CliRunner().invoke(cli, ["list", "--json", "--data-dir", str(copy), *args])
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout)
+
+
+def test_search_counts_the_crashes_in_range_and_on_matching_hosts(app: App, ui: UiStore,
+                                                                   tmp_path: Path) -> None:
+    # breaker5 #16: /search picked the groups by day or host but showed only the window's numbers
+    copy = tmp_path / "data"
+    shutil.copytree(ui.data_dir, copy)
+    day = app.get(f"/groups/{ENV_ID}.json").json()["last_seen"][:10]
+    data = app.get("/search.json", params={"since": day, "until": day}).json()
+    env = next(g for g in data["groups"] if g["key"] == ENV_GROUP)
+    listed = _listed(copy, "--since", day, "--until", f"{day}T23:59:59Z", "--signature", ENV_GROUP)
+    assert env["in_range"] == len(listed) and 0 < env["in_range"] < env["crashes"]
+    html = app.get("/search", params={"since": day, "until": day}).text
+    assert '<th scope="col" class="n">in range</th>' in html
+    assert f'<td class="n">{env["crashes"]}</td><td class="n">{env["in_range"]}</td>' in html
+
+    data = app.get("/search.json", params={"host": BAD_HOST}).json()
+    on_bad = _listed(copy, "--host", BAD_HOST)
+    assert data["groups_total"] == len({c["signature"] for c in on_bad})
+    for g in data["groups"]:
+        assert g["on_hosts"] == sum(c["signature"] == g["key"] for c in on_bad) > 0
+    assert sum(g["on_hosts"] for g in data["groups"]) == len(on_bad)
+    html = app.get("/search", params={"host": BAD_HOST}).text
+    assert "on matching hosts" in html
+    # the same filter on /groups, kept by its form
+    rows = app.get("/groups.json", params={"host": BAD_HOST}).json()["rows"]
+    assert {r["key"]: r["on_hosts"] for r in rows} == {g["key"]: g["on_hosts"]
+                                                      for g in data["groups"]}

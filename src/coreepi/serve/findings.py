@@ -72,8 +72,9 @@ class Snapshot:
     telemetry: dict[str, list[TelemetryPoint]] = field(default_factory=dict)
     fleet_curve: list[dict[str, Any]] = field(default_factory=list)
     signature_hosts: pd.DataFrame | None = None
-    """Distinct (``signature``, ``host_id``) pairs of the window's crashes: what
-    the per-group metrics need to count the hosts of the groups outside the top N."""
+    """Distinct (``signature``, ``host_id``) pairs of the window's crashes with
+    their ``crashes``: what the per-group metrics need to count the hosts of the
+    groups outside the top N, and what counts a group's crashes on some hosts."""
     signatures: dict[str, SignatureCount] = field(default_factory=dict)
     """Every signature of the window by its group id (``group_id("signature", s)``),
     the ``max_groups`` analysed ones and the others: what gives every crash's
@@ -156,8 +157,9 @@ def compute(store: Store, covers: int) -> Snapshot:
         hosts={h.host_id: h for h in findings.hosts} if findings else {},
         phenotypes_by_signature=_phenotypes_by_signature(crashes),
         host_facts=facts, telemetry=telemetry, fleet_curve=_fleet_curve(crashes),
-        signature_hosts=crashes[["signature", "host_id"]].dropna().drop_duplicates()
-        .reset_index(drop=True),
+        signature_hosts=crashes.dropna(subset=["signature", "host_id"])
+        .groupby(["signature", "host_id"], observed=True).size().rename("crashes")
+        .reset_index(),
         signatures=_signatures(crashes),
     )
 

@@ -200,8 +200,10 @@ class GroupFilter:
     ``attr`` (``name=value``: groups with crashes at that value), ``since`` /
     ``until`` (UTC days, both included: groups with a crash then; a group's
     numbers stay the window's, its crashes in the range are counted beside),
-    ``q`` (signature substring, case-insensitive), ``sort`` / ``desc``,
-    ``page`` (1-based, :data:`PAGE_ROWS` rows a page)."""
+    ``q`` (signature substring, case-insensitive), ``host`` (host id
+    substring, case-insensitive: groups with a crash on a matching host, those
+    crashes counted beside), ``sort`` / ``desc``, ``page`` (1-based,
+    :data:`PAGE_ROWS` rows a page)."""
 
     verdict: str | None = None
     phenotype: str | None = None
@@ -209,6 +211,7 @@ class GroupFilter:
     since: date | None = None
     until: date | None = None
     q: str | None = None
+    host: str | None = None
     sort: str = "rate"
     desc: bool = True
     page: int = 1
@@ -217,14 +220,30 @@ class GroupFilter:
         """The URL query of this state with ``change`` applied (None drops a key).
         A change other than ``page`` goes back to the first page."""
         out = {k: getattr(self, k) for k in ("verdict", "phenotype", "attr", "since", "until",
-                                             "q", "sort")}
+                                             "q", "host", "sort")}
         out["desc"] = "1" if self.desc else "0"
         out["page"] = self.page if self.page > 1 and (not change or "page" in change) else None
         out.update(change)
         return {k: str(v) for k, v in out.items() if v not in (None, "")}
 
 
-def _matches(snap: Snapshot, g: GroupFinding, flt: GroupFilter, skip: str = "") -> bool:
+def _on_hosts(snap: Snapshot, flt: GroupFilter) -> dict[str, int] | None:
+    """{signature: its window's crashes on the hosts whose id contains
+    ``flt.host``} (signatures with none left out); None: no host filter."""
+    if not flt.host:
+        return None
+    pairs = snap.signature_hosts
+    if pairs is None or pairs.empty:
+        return {}
+    keep = pairs["host_id"].str.contains(flt.host, case=False, regex=False)
+    counts = pairs.loc[keep].groupby("signature", observed=True)["crashes"].sum()
+    return {str(k): int(v) for k, v in counts.items() if v}
+
+
+def _matches(snap: Snapshot, g: GroupFinding, flt: GroupFilter, on: dict[str, int] | None,
+             skip: str = "") -> bool:
+    if on is not None and g.key not in on:
+        return False
     if flt.verdict and skip != "verdict" and g.attribution.verdict != flt.verdict:
         return False
     if flt.phenotype and skip != "phenotype" and not snap.phenotypes_by_signature.get(
@@ -259,16 +278,18 @@ def _signature_row(gid: str, s: SignatureCount) -> dict[str, Any]:
             "last_seen": s.last_seen.isoformat() if s.last_seen else None}
 
 
-def _unanalysed(snap: Snapshot, flt: GroupFilter) -> list[dict[str, Any]]:
+def _unanalysed(snap: Snapshot, flt: GroupFilter,
+                on: dict[str, int] | None) -> list[dict[str, Any]]:
     """The window's signatures that are not analysed groups and match the
-    text filters (``q``, ``phenotype``; dates by first / last seen), most
+    text filters (``q``, ``phenotype``; dates by first / last seen; ``on``:
+    :func:`_on_hosts`), most
     crashes first; none when a filter needs findings (verdict, attr)."""
     if not (flt.q or flt.phenotype) or flt.verdict or flt.attr:
         return []
     lo, hi = flt.since or date.min, flt.until or date.max
     out = []
     for gid, s in snap.signatures.items():
-        if gid in snap.groups:
+        if gid in snap.groups or (on is not None and s.signature not in on):
             continue
         if flt.q and flt.q.lower() not in s.signature.lower():
             continue
@@ -300,12 +321,15 @@ def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = PAGE_ROWS) -> dic
     the groups each choice would leave with the other filters kept.
     ``signatures`` / ``analysed``: the window's distinct signatures and how many
     of them the findings analyse as groups (the ``max_groups`` largest);
+    each row's ``in_range``: its crashes on the ``since`` / ``until`` days,
+    ``on_hosts``: its crashes on the ``host`` matches (None without that filter);
     ``unanalysed``: the others that match ``q`` / ``phenotype`` (first ``limit``,
     ``unanalysed_total`` in all), each linked to its plain page."""
     f = snap.findings
     if f is None:
         return {"ready": False}
     fdr_q = f.config.get("fdr_q", 0.05)
+    on = _on_hosts(snap, flt)
     matched: list[GroupFinding] = []
     verdicts: Counter[str] = Counter()
     phen: Counter[str] = Counter()
@@ -313,21 +337,22 @@ def groups_view(snap: Snapshot, flt: GroupFilter, limit: int = PAGE_ROWS) -> dic
     for g in f.groups:
         if g.kind != "signature":
             continue
-        if _matches(snap, g, flt):
+        if _matches(snap, g, flt, on):
             matched.append(g)
-        if _matches(snap, g, flt, "verdict"):
+        if _matches(snap, g, flt, on, "verdict"):
             verdicts[g.attribution.verdict] += 1
-        if _matches(snap, g, flt, "phenotype"):
+        if _matches(snap, g, flt, on, "phenotype"):
             phen.update(snap.phenotypes_by_signature.get(g.key, {}).keys())
-        if _matches(snap, g, flt, "attr"):
+        if _matches(snap, g, flt, on, "attr"):
             attrs.update(f"{a.attribute}={a.value}" for a in g.associations
                          if a.crashes and a.q_value is not None and a.q_value <= fdr_q)
     matched.sort(key=_sort_key(flt), reverse=flt.desc)
     pages = max(1, -(-len(matched) // limit))
     start = (flt.page - 1) * limit
-    rows = [{**group_row(snap, g), "in_range": _in_range(g, flt)}
+    rows = [{**group_row(snap, g), "in_range": _in_range(g, flt),
+             "on_hosts": None if on is None else on[g.key]}
             for g in matched[start:start + limit]]
-    others = _unanalysed(snap, flt)
+    others = _unanalysed(snap, flt, on)
     return {
         "ready": True, "filter": flt.params(), "total": len(matched),
         "page": flt.page, "pages": pages, "rows": rows,

@@ -178,7 +178,8 @@ def _day(name: str, value: str | None) -> date | None:
                        "invalid-query") from None
 
 
-FILTER_PARAMS = ("verdict", "phenotype", "attr", "since", "until", "q", "sort", "desc", "page")
+FILTER_PARAMS = ("verdict", "phenotype", "attr", "since", "until", "q", "host", "sort", "desc",
+                 "page")
 
 
 def _only(request: Request, allowed: tuple[str, ...]) -> None:
@@ -199,10 +200,10 @@ def _verdict(request: Request) -> str | None:
     return verdict
 
 
-def _filter(request: Request, extra: tuple[str, ...] = ()) -> GroupFilter:
+def _filter(request: Request) -> GroupFilter:
     """The groups filter of the URL; 400 naming the parameter when one is not
-    understood (``extra``: the page's other parameters)."""
-    _only(request, FILTER_PARAMS + extra)
+    understood."""
+    _only(request, FILTER_PARAMS)
     q = request.query_params
     sort = q.get("sort") or "rate"
     if sort not in SORTS:
@@ -224,7 +225,8 @@ def _filter(request: Request, extra: tuple[str, ...] = ()) -> GroupFilter:
     if not page.isdigit() or not 1 <= int(page) <= 1_000_000:
         raise ApiError(400, f"page: a page number from 1, not {page[:40]!r}", "invalid-query")
     return GroupFilter(verdict=_verdict(request), phenotype=q.get("phenotype") or None,
-                       attr=attr, since=since, until=until, q=q.get("q") or None, sort=sort,
+                       attr=attr, since=since, until=until, q=q.get("q") or None,
+                       host=(q.get("host") or "").strip() or None, sort=sort,
                        desc=desc == "1", page=int(page))
 
 
@@ -398,12 +400,12 @@ async def search(request: Request) -> Response:
     time; hosts by id substring (``host``); a crash by its id (``q``)."""
     as_json = request.url.path.endswith(".json")
     await _authorize(request, as_json)
-    flt = _filter(request, ("host",))
-    host_q = (request.query_params.get("host") or "").strip()
+    flt = _filter(request)
+    host_q = flt.host or ""
     snap, st = await _snapshot(request)
     _check_phenotype(flt, snap)
     asked = any((flt.q, flt.phenotype, flt.attr, flt.since, flt.until, flt.verdict, host_q))
-    data: dict[str, Any] = {"asked": asked, "filter": {**flt.params(), "host": host_q}}
+    data: dict[str, Any] = {"asked": asked, "filter": flt.params()}
     if asked:
         found = groups_view(snap, flt, limit=100)
         data["groups"] = found.get("rows", [])
