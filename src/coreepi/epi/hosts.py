@@ -225,8 +225,9 @@ def _signature_diversity(
     sig, sigs = pd.factorize(signature)
     signed = sig >= 0
     s_host, s_sig = host[signed], sig[signed]
-    pairs = pd.unique(s_host.astype(np.int64) * max(len(sigs), 1) + s_sig)
-    pair_host, pair_sig = pairs // max(len(sigs), 1), pairs % max(len(sigs), 1)
+    width = max(len(sigs), 1)  # a (host, signature) pair as one integer
+    pairs = pd.unique(s_host.astype(np.int64) * width + s_sig)
+    pair_host, pair_sig = pairs // width, pairs % width
     n_signed = np.bincount(s_host, minlength=n_hosts)
     # the mix in value_counts' order (count descending), as the sum's order fixes its last bits
     mix = (pd.Series(np.bincount(s_sig, minlength=len(sigs)), index=sigs)
